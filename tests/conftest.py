@@ -1,0 +1,52 @@
+"""Shared fixtures: where the real public traces live, and how their absence is reported."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def traces_dir() -> Path:
+    """The real traces: ``$SHAPEVIZ_TRACES``, else ``../shared/data/traces`` beside the checkout."""
+    env = os.environ.get("SHAPEVIZ_TRACES")
+    return Path(env) if env else ROOT.parent / "shared" / "data" / "traces"
+
+
+def reference_dir() -> Path:
+    """Published GPU specs and calibration measurements beside the checkout."""
+    env = os.environ.get("SHAPEVIZ_REFERENCE")
+    return Path(env) if env else ROOT.parent / "shared" / "reference"
+
+
+def _require(path: Path, what: str) -> Path:
+    if path.exists():
+        return path
+    reason = f"{what} not found at {path} (set SHAPEVIZ_TRACES / SHAPEVIZ_REFERENCE to point at it)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI always has the real data: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def traces() -> Path:
+    """Folder of the real traces; skips (fails under CI=true) when absent."""
+    return _require(traces_dir(), "real traces folder")
+
+
+@pytest.fixture(scope="session")
+def reference() -> Path:
+    """Folder of the shared physics reference; skips (fails under CI=true) when absent."""
+    return _require(reference_dir(), "physics reference folder")
+
+
+@pytest.fixture
+def trace(traces: Path):
+    """``trace("azure_llm_2023/AzureLLMInferenceTrace_code.csv")`` -> its path, or a skip/fail naming it."""
+
+    def _get(relative: str) -> Path:
+        return _require(traces / relative, f"trace {relative}")
+
+    return _get
