@@ -1,0 +1,124 @@
+"""The command line: ``python -m shapeviz summary | plan | report``.
+
+User mistakes (a missing file, an unknown column, an unknown GPU) end with one line on stderr and exit code 2,
+never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+EXIT_USAGE = 2
+
+
+def _parse_mapping(pairs: Sequence[str] | None) -> dict[str, str]:
+    """``["input_tokens=prompt", ...]`` → ``{"input_tokens": "prompt"}``."""
+    mapping: dict[str, str] = {}
+    for pair in pairs or ():
+        canonical, sep, column = pair.partition("=")
+        if not sep or not canonical.strip() or not column.strip():
+            raise ValueError(f"--map expects canonical=column (e.g. --map input_tokens=prompt_len), got {pair!r}")
+        mapping[canonical.strip()] = column.strip()
+    return mapping
+
+
+def _emit(document: dict[str, Any], as_json: bool, text: str) -> None:
+    if as_json:
+        json.dump(document, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(text.rstrip("\n") + "\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of all sub-commands."""
+    parser = argparse.ArgumentParser(
+        prog="python -m shapeviz",
+        description="Workload shape of LLM request logs, and what it means for prefill, decode, GPUs and cost.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    summary = sub.add_parser("summary", help="shape of one or more request logs")
+    summary.add_argument("logs", nargs="+", metavar="LOG", help="CSV/TSV/Parquet/JSON/JSONL, optionally gz/bz2/zst")
+    _add_common(summary)
+    summary.set_defaults(handler=cmd_summary)
+
+    plan = sub.add_parser("plan", help="GPUs, TTFT/TPOT and cost for a log or a fixed shape")
+    plan.add_argument("logs", nargs="*", metavar="LOG")
+    _add_plan_options(plan)
+    _add_common(plan)
+    plan.set_defaults(handler=cmd_plan)
+
+    report = sub.add_parser("report", help="write the PNG/CSV/HTML report bundle for a log")
+    report.add_argument("logs", nargs="+", metavar="LOG")
+    report.add_argument("--out", required=True, help="output folder")
+    _add_plan_options(report)
+    _add_common(report)
+    report.set_defaults(handler=cmd_report)
+    return parser
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--map", action="append", metavar="canonical=column", help="override a column mapping")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _add_plan_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--isl", type=int, help="fixed input length (tokens), instead of a log")
+    p.add_argument("--osl", type=int, help="fixed output length (tokens), instead of a log")
+    p.add_argument("--model", default="llama-3.1-70b")
+    p.add_argument("--gpu", default="h100-sxm")
+    p.add_argument("--precision", choices=("fp8", "bf16"), default="fp8")
+    p.add_argument("--kv-precision", choices=("fp8", "bf16"), default=None)
+    p.add_argument("--tp", type=int, default=None, help="tensor parallelism (default: smallest that fits)")
+    p.add_argument("--rate", type=float, default=None, help="request rate, req/s (default: the log's peak)")
+    p.add_argument("--ttft-slo-ms", type=float, default=None)
+    p.add_argument("--tpot-slo-ms", type=float, default=None)
+    p.add_argument("--trim-input", type=float, default=0.0, metavar="F")
+    p.add_argument("--trim-output", type=float, default=0.0, metavar="F")
+    p.add_argument("--cache-hit", type=float, default=None, metavar="F")
+    p.add_argument("--traffic", type=float, default=1.0, metavar="X", help="traffic multiplier")
+    p.add_argument("--gpu-hour-usd", type=float, default=None)
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    """``summary``: rows, mapping, per-product shape, clusters and recommendations."""
+    from shapeviz.summary import summarize, summary_text
+
+    document = summarize(args.logs, mapping=_parse_mapping(args.map))
+    _emit(document, args.json, summary_text(document))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``plan``: the capacity plan for a log or a fixed (isl, osl) shape."""
+    from shapeviz.capacity.plan_cli import plan_document, plan_text
+
+    document = plan_document(args, mapping=_parse_mapping(args.map))
+    _emit(document, args.json, plan_text(document))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``report``: the report bundle written to ``--out``, its files listed."""
+    from shapeviz.report import write_report_from_args
+
+    files = write_report_from_args(args, mapping=_parse_mapping(args.map))
+    _emit({"files": [str(f) for f in files]}, args.json, "\n".join(str(f) for f in files))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        # IngestError and every validation error of the model layer are ValueErrors with a one-line message.
+        print(f"shapeviz {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `... | head` closed the pipe: not an error of ours
+        return 0
