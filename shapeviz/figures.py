@@ -1,0 +1,274 @@
+"""Plotly figure builders: analysis results in, figures out. No computation a page would need twice lives here.
+
+Every figure is built from plain data (frames, dataclasses) so that the dashboard, the PNG export and the HTML
+report draw the same thing. Large logs are aggregated before drawing: the plane switches to a log-binned
+density with a uniform sample on top above a point budget, so the payload sent to a browser stays small.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from shapeviz import binning
+from shapeviz.shapes import DEFAULT_CORNERS, SHAPE_LABELS, Corners, classify_codes, SHAPES
+
+# Okabe-Ito-like qualitative palette, then plotly's; a product keeps its colour across pages and reruns.
+PALETTE: tuple[str, ...] = (
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#7F7F7F", "#B8860B",
+    "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#17BECF",
+)
+CORNER_FILLS: dict[str, str] = {
+    "chat": "rgba(0,114,178,0.06)",
+    "rag": "rgba(230,159,0,0.08)",
+    "reasoning": "rgba(204,121,167,0.08)",
+    "agent": "rgba(213,94,0,0.07)",
+    "autocomplete": "rgba(0,158,115,0.07)",
+}
+POINT_BUDGET = 20_000      # above this many requests the plane draws a density plus a sample
+DENSITY_SAMPLE = 3_000     # points drawn on top of the density
+TOKEN_TICKS: tuple[float, ...] = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
+FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
+
+
+def fmt_tokens(value: float) -> str:
+    """1234 → '1.2k', 6000 → '6k', 2500000 → '2.5M': how planners say token counts."""
+    v = float(value)
+    for div, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            s = f"{v / div:.1f}".rstrip("0").rstrip(".")
+            return f"{s}{suffix}"
+    return f"{v:.0f}"
+
+
+def product_colors(products: Iterable[str]) -> dict[str, str]:
+    """A stable colour per product: the same name gets the same colour on every page and every rerun.
+
+    Names are placed by a digest of the name (stable across logs), with linear probing so that up to
+    len(PALETTE) products never share a colour.
+    """
+    colors: dict[str, str] = {}
+    used: set[int] = set()
+    for name in sorted({str(p) for p in products}):
+        slot = int(hashlib.sha1(name.encode("utf-8")).hexdigest(), 16) % len(PALETTE)
+        for step in range(len(PALETTE)):
+            candidate = (slot + step) % len(PALETTE)
+            if candidate not in used or len(used) >= len(PALETTE):
+                slot = candidate
+                break
+        used.add(slot)
+        colors[name] = PALETTE[slot]
+    return colors
+
+
+def _log_range(values: np.ndarray, pad: float = 0.15) -> list[float]:
+    v = np.asarray(values, dtype=np.float64)
+    v = v[v > 0]
+    if v.size == 0:
+        return [0.0, 4.0]
+    lo, hi = np.log10(np.quantile(v, 0.0005)), np.log10(v.max())
+    return [max(0.0, lo - pad), max(hi + pad, lo + 1.0)]
+
+
+def _token_axis(fig: go.Figure, title: str | None, row: int, col: int, axis: str, rng: Sequence[float]) -> None:
+    ticks = [t for t in TOKEN_TICKS if rng[0] - 0.01 <= np.log10(t) <= rng[1] + 0.01]
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    update(
+        type="log", range=list(rng), tickvals=ticks, ticktext=[fmt_tokens(t) for t in ticks],
+        title_text=title, row=row, col=col, showgrid=True, gridcolor="rgba(0,0,0,0.07)", zeroline=False,
+    )
+
+
+def _corner_shapes(fig: go.Figure, corners: Corners, xr: Sequence[float], yr: Sequence[float]) -> None:
+    """Shade the five corners and label each one that is visible."""
+    li, lo, so = (np.log10(v) for v in (corners.long_input_tokens, corners.long_output_tokens,
+                                        corners.short_output_tokens))
+    x0, x1, y0, y1 = 0.0, 8.0, 0.0, 8.0
+    regions = {
+        "autocomplete": (x0, li, y0, so),
+        "chat": (x0, li, so, lo),
+        "reasoning": (x0, li, lo, y1),
+        "rag": (li, x1, y0, lo),
+        "agent": (li, x1, lo, y1),
+    }
+    for shape, (ax0, ax1, ay0, ay1) in regions.items():
+        # Shapes take data values on log axes (annotations take log10 values).
+        fig.add_shape(type="rect", x0=10**ax0, x1=10**ax1, y0=10**ay0, y1=10**ay1, xref="x3", yref="y3",
+                      layer="between",
+                      line_width=0, fillcolor=CORNER_FILLS[shape])
+        # Label at the visible inner corner of the region.
+        vx0, vx1 = max(ax0, xr[0]), min(ax1, xr[1])
+        vy0, vy1 = max(ay0, yr[0]), min(ay1, yr[1])
+        if vx1 - vx0 < 0.25 or vy1 - vy0 < 0.12:
+            continue
+        left = ax0 <= 0.0
+        top = ay1 >= 8.0
+        fig.add_annotation(
+            x=(vx0 + 0.04) if left else (vx1 - 0.04), y=(vy1 - 0.04) if top else (vy0 + 0.04),
+            xref="x3", yref="y3", text=SHAPE_LABELS[shape], showarrow=False,
+            xanchor="left" if left else "right", yanchor="top" if top else "bottom",
+            font=dict(size=11, color="rgba(60,60,60,0.85)"),
+        )
+    for value, axis in ((li, "x"), (lo, "y"), (so, "y")):
+        if axis == "x":
+            fig.add_shape(type="line", x0=10**value, x1=10**value, y0=10**y0, y1=10**y1, xref="x3", yref="y3",
+                          line=dict(color="rgba(80,80,80,0.45)", width=1, dash="dot"), layer="between")
+        else:
+            x_end = li if value == so else x1
+            fig.add_shape(type="line", x0=10**x0, x1=10**x_end, y0=10**value, y1=10**value, xref="x3", yref="y3",
+                          line=dict(color="rgba(80,80,80,0.45)", width=1, dash="dot"), layer="between")
+
+
+def plane_figure(
+    frame: pd.DataFrame,
+    *,
+    corners: Corners = DEFAULT_CORNERS,
+    colors: dict[str, str] | None = None,
+    point_budget: int = POINT_BUDGET,
+    balance: tuple[np.ndarray, np.ndarray] | None = None,
+    balance_label: str = "prefill = decode GPU-time",
+    shift: tuple[float, float] | None = None,
+    title: str | None = None,
+    height: int = 640,
+    seed: int = 0,
+) -> go.Figure:
+    """The input-vs-output token plane: corners, products, p50 markers, marginals; a density for big logs.
+
+    Args:
+        frame: canonical frame (``input_tokens``, ``output_tokens``, ``product``).
+        corners: boundaries of the corner overlays.
+        colors: product → colour (``product_colors`` by default).
+        point_budget: above this many rows, draw a log-binned density and a uniform sample instead.
+        balance: (input tokens, output tokens) of the balance line, drawn dashed when given.
+        shift: (trim_input, trim_output) fractions of a what-if; draws each product's p50 moving there.
+    """
+    products = [str(p) for p in frame["product"].astype("category").cat.categories
+                if (frame["product"] == p).any()]
+    colors = colors or product_colors(products)
+    inp = frame["input_tokens"].to_numpy()
+    out = frame["output_tokens"].to_numpy()
+    xr, yr = _log_range(inp), _log_range(out)
+
+    fig = make_subplots(
+        rows=2, cols=2, column_widths=[0.84, 0.16], row_heights=[0.16, 0.84],
+        shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.01, vertical_spacing=0.01,
+    )
+    dense = len(frame) > point_budget
+    if dense:
+        bins = binning.bin_plane(frame).total
+        counts = np.where(bins > 0, bins, np.nan).T  # heatmap z is [y][x]
+        fig.add_trace(
+            go.Heatmap(
+                x=binning.EDGES, y=binning.EDGES, z=np.log10(counts), name="density",
+                colorscale=[[0, "rgb(235,238,245)"], [0.5, "rgb(140,150,175)"], [1, "rgb(40,45,70)"]],
+                showscale=False, customdata=np.nan_to_num(counts).astype(np.int64),
+                hovertemplate="%{customdata:,} requests in this cell<extra>density</extra>",
+            ),
+            row=2, col=1,
+        )
+        points = binning.uniform_sample(frame, DENSITY_SAMPLE, seed=seed)
+    else:
+        points = frame
+    marker_size = 4 if dense or len(points) > 5_000 else 6
+    codes = classify_codes(points["input_tokens"].to_numpy(), points["output_tokens"].to_numpy(), corners)
+    corner_names = np.array(SHAPES, dtype=object)[codes]
+    for name in products:
+        mask = (points["product"] == name).to_numpy()
+        if not mask.any():
+            continue
+        fig.add_trace(
+            go.Scattergl(
+                x=points["input_tokens"].to_numpy()[mask], y=points["output_tokens"].to_numpy()[mask],
+                mode="markers", name=name, legendgroup=name,
+                marker=dict(size=marker_size, color=colors[name], opacity=0.55 if not dense else 0.7, line_width=0),
+                customdata=corner_names[mask],
+                hovertemplate=(f"<b>{_escape(name)}</b><br>%{{x:,}} input → %{{y:,}} output tokens"
+                               "<br>corner: %{customdata}<extra></extra>"),
+            ),
+            row=2, col=1,
+        )
+    # p50 markers per product, and where a what-if moves them.
+    p50 = frame.groupby("product", observed=True)[["input_tokens", "output_tokens"]].median()
+    for name in products:
+        if name not in p50.index:
+            continue
+        px, py = float(p50.loc[name, "input_tokens"]), float(p50.loc[name, "output_tokens"])
+        fig.add_trace(
+            go.Scatter(
+                x=[px], y=[py], mode="markers", name=f"{name} p50", legendgroup=name, showlegend=False,
+                marker=dict(symbol="diamond", size=15, color=colors[name], line=dict(color="black", width=1.5)),
+                hovertemplate=(f"<b>{_escape(name)}</b> median request<br>{fmt_tokens(px)} in / "
+                               f"{fmt_tokens(py)} out<extra></extra>"),
+            ),
+            row=2, col=1,
+        )
+        if shift and (shift[0] > 0 or shift[1] > 0):
+            nx, ny = max(px * (1 - shift[0]), 1.0), max(py * (1 - shift[1]), 1.0)
+            fig.add_annotation(
+                x=np.log10(nx), y=np.log10(ny), ax=np.log10(px), ay=np.log10(py), xref="x3", yref="y3",
+                axref="x3", ayref="y3", showarrow=True, arrowhead=2, arrowwidth=1.5, arrowcolor=colors[name],
+                text="",
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=[nx], y=[ny], mode="markers", name=f"{name} p50 after what-if", legendgroup=name,
+                    showlegend=False,
+                    marker=dict(symbol="diamond-open", size=15, color=colors[name], line=dict(width=2)),
+                    hovertemplate=(f"<b>{_escape(name)}</b> median after what-if<br>{fmt_tokens(nx)} in / "
+                                   f"{fmt_tokens(ny)} out<extra></extra>"),
+                ),
+                row=2, col=1,
+            )
+    if balance is not None:
+        bx, by = balance
+        fig.add_trace(
+            go.Scatter(x=bx, y=by, mode="lines", name=balance_label, line=dict(color="#333", width=2, dash="dash"),
+                       hovertemplate="balance: %{x:,.0f} in ↔ %{y:,.0f} out<extra></extra>"),
+            row=2, col=1,
+        )
+    # Marginal distributions, log-binned, one step line per product.
+    centres = 10.0 ** ((binning.LOG_EDGES[:-1] + binning.LOG_EDGES[1:]) / 2)
+    for name in products:
+        sub = frame.loc[frame["product"] == name]
+        _, cx = binning.marginal(sub["input_tokens"].to_numpy())
+        _, cy = binning.marginal(sub["output_tokens"].to_numpy())
+        nzx, nzy = cx > 0, cy > 0
+        fig.add_trace(go.Scatter(x=centres[nzx], y=cx[nzx], mode="lines", line_shape="hvh", showlegend=False,
+                                 legendgroup=name, line=dict(color=colors[name], width=1.5),
+                                 hovertemplate=f"{_escape(name)}: %{{y:,}} requests near %{{x:,.0f}} input tokens<extra></extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=cy[nzy], y=centres[nzy], mode="lines", line_shape="vhv", showlegend=False,
+                                 legendgroup=name, line=dict(color=colors[name], width=1.5),
+                                 hovertemplate=f"{_escape(name)}: %{{x:,}} requests near %{{y:,.0f}} output tokens<extra></extra>"),
+                      row=2, col=2)
+    _corner_shapes(fig, corners, xr, yr)
+    _token_axis(fig, "input tokens per request (log)", 2, 1, "x", xr)
+    _token_axis(fig, "output tokens per request (log)", 2, 1, "y", yr)
+    _token_axis(fig, None, 1, 1, "x", xr)
+    _token_axis(fig, None, 2, 2, "y", yr)
+    fig.update_yaxes(row=1, col=1, showticklabels=False, showgrid=False, title_text=None)
+    fig.update_xaxes(row=2, col=2, showticklabels=False, showgrid=False, title_text=None)
+    subtitle = (f"density of {len(frame):,} requests, {len(points):,} sampled points on top"
+                if dense else f"{len(frame):,} requests")
+    fig.update_layout(
+        title=dict(text=(title or "Workload shape: input vs output tokens") + f"<br><sup>{subtitle}</sup>", x=0.01),
+        height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=50),
+        legend=dict(orientation="h", yanchor="bottom", y=-0.16, x=0, itemsizing="constant"),
+        hovermode="closest",
+    )
+    return fig
+
+
+def _escape(text: str) -> str:
+    """Product names come from user data: keep them inert inside plotly's HTML-ish labels."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("%{", "%&#123;"))
+
+
+def figure_bytes(fig: go.Figure) -> int:
+    """Size of the JSON a browser receives for a figure."""
+    return len(fig.to_json().encode("utf-8"))
