@@ -1,0 +1,27 @@
+# shapeviz dashboard. Build: docker build -t shapeviz .   Run: docker run -p 8501:8501 shapeviz
+FROM python:3.11-slim
+
+# chromium renders PNG exports server-side (kaleido drives the system browser; nothing is downloaded at run time).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends chromium fonts-dejavu-core \
+ && rm -rf /var/lib/apt/lists/*
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 BROWSER_PATH=/usr/bin/chromium
+WORKDIR /app
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt
+
+COPY app.py ./
+COPY components ./components
+COPY pages ./pages
+COPY shapeviz ./shapeviz
+COPY data ./data
+COPY .streamlit ./.streamlit
+
+RUN useradd --create-home --uid 10001 shapeviz
+USER shapeviz
+
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+  CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)" || exit 1
+ENTRYPOINT ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]
