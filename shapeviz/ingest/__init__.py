@@ -1,0 +1,36 @@
+"""Ingest: any request log (CSV/TSV/Parquet/JSON/JSONL, plain or gzip/bz2/zstd) → the canonical frame + a report.
+
+    >>> frame, report = load_log("AzureLLMInferenceTrace_code.csv")
+    >>> report.rows_read == report.rows_kept + sum(report.dropped.values())
+    True
+
+Uploads (bytes plus the uploaded file's name) and command-line paths go through the same ``load_log``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import BinaryIO
+
+from shapeviz.ingest.columns import ALIAS_TABLE, ALIASES, detect_columns
+from shapeviz.ingest.errors import IngestError
+from shapeviz.ingest.frame import REASONS, LoadedLog, LoadReport, build_frame, combine
+from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
+from shapeviz.ingest.readers import display_name, read_table
+
+__all__ = ["load_log", "combine", "detect_columns", "LoadedLog", "LoadReport", "IngestError", "Limits",
+           "DEFAULT_LIMITS", "ALIASES", "ALIAS_TABLE", "REASONS"]
+
+
+def load_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None,
+             mapping: dict[str, str] | None = None, limits: Limits = DEFAULT_LIMITS) -> LoadedLog:
+    """Read one request log into the canonical frame; every row is kept or counted as dropped by reason."""
+    label = display_name(source, name)
+    try:
+        raw = read_table(source, label, limits)
+        return build_frame(raw, label, mapping, limits)
+    except IngestError:
+        raise
+    except MemoryError:
+        raise IngestError(label, "does not fit in memory", "split the log or load a sample") from None
+    except RecursionError:
+        raise IngestError(label, "is nested too deeply to read", "flatten the records") from None

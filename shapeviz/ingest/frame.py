@@ -1,0 +1,580 @@
+"""Raw table → canonical frame (``shapeviz.schema``) and the load report that accounts for every row.
+
+Each row ends either in the frame or in ``LoadReport.dropped`` under the first reason that applies, in this order:
+``malformed_row`` (the parser could not read it), ``missing_tokens``, ``not_a_number``, ``negative_tokens``,
+``absurd_tokens`` (past ``Limits``), ``failed_request`` (no output token, or a status saying it failed).
+Unusable timestamps or latencies never drop a row: they become NaT/NaN and a note says how many.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shapeviz.ingest.columns import (
+    HELPERS,
+    RELATIVE_TIME_UNIT,
+    Alias,
+    find_column,
+    match_columns,
+    norm,
+    unit_from_name,
+)
+from shapeviz.ingest.errors import IngestError
+from shapeviz.ingest.limits import Limits
+from shapeviz.ingest.readers import RawTable
+from shapeviz.schema import CANONICAL, DTYPES
+
+REASONS: tuple[str, ...] = ("malformed_row", "missing_tokens", "not_a_number", "negative_tokens", "absurd_tokens",
+                            "failed_request")
+_MAP_FIX = "map one with --map {canonical}=<column> (or in the sidebar)"
+_NULL_TEXT = ("", "nan", "null", "none", "na", "n/a", "-", "#n/a")
+_FAILED_WORDS = r"error|fail|timeout|timed out|cancel|abort|reject|exception"
+_UNIT_TO_MS = {"s": 1e3, "ms": 1.0, "us": 1e-3, "ns": 1e-6}
+_UNIT_TO_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+# below these medians a latency column without a stated unit is taken as seconds (typical values in ms are larger)
+_SECONDS_IF_MEDIAN_BELOW = {"ttft_ms": 10.0, "tpot_ms": 1.0, "e2e_ms": 100.0}
+_EXTENSIONS = (".gz", ".gzip", ".bz2", ".zst", ".zstd", ".csv", ".tsv", ".txt", ".json", ".jsonl", ".ndjson",
+               ".parquet", ".pq")
+
+
+@dataclass
+class LoadReport:
+    """What a load did: rows read = rows kept + rows dropped by reason, the mapping used, what was assumed."""
+
+    source: str
+    format: str
+    compression: str
+    rows_read: int
+    rows_kept: int
+    dropped: dict[str, int] = field(default_factory=dict)
+    mapping: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.balanced:
+            raise ValueError(f"load report of {self.source} does not balance: {self.rows_read} read != "
+                             f"{self.rows_kept} kept + {self.rows_dropped} dropped")
+
+    @property
+    def rows_dropped(self) -> int:
+        """Rows left out of the frame, all reasons together."""
+        return int(sum(self.dropped.values()))
+
+    @property
+    def balanced(self) -> bool:
+        """Every row accounted for: read == kept + dropped."""
+        return self.rows_read == self.rows_kept + self.rows_dropped
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (the ``summary --json`` and the UI's report panel use it)."""
+        return asdict(self) | {"rows_dropped": self.rows_dropped}
+
+    def describe(self) -> str:
+        """One line for a caption: ``12,031 rows read, 12,014 kept, 17 dropped (failed_request 17)``."""
+        reasons = ", ".join(f"{k} {v:,}" for k, v in self.dropped.items())
+        return (f"{self.rows_read:,} rows read, {self.rows_kept:,} kept, {self.rows_dropped:,} dropped"
+                + (f" ({reasons})" if reasons else ""))
+
+
+class LoadedLog(NamedTuple):
+    """A canonical frame with the report of how it was loaded (unpacks as ``frame, report``)."""
+
+    frame: pd.DataFrame
+    report: LoadReport
+
+
+def file_stem(label: str) -> str:
+    """``conversation_trace.jsonl.gz`` → ``conversation_trace`` (the product of a log without one)."""
+    stem = Path(label).name
+    while True:
+        lower = stem.lower()
+        ext = next((e for e in _EXTENSIONS if lower.endswith(e) and len(stem) > len(e)), None)
+        if ext is None:
+            return stem
+        stem = stem[: -len(ext)]
+
+
+# ---------------------------------------------------------------------------------------------- mapping
+
+def _resolve_mapping(raw: RawTable, label: str, override: dict[str, str] | None) -> dict[str, tuple[str, Alias | None]]:
+    columns = raw.columns
+    chosen: dict[str, tuple[str, Alias | None]] = dict(match_columns(columns))
+    allowed = set(CANONICAL) | set(HELPERS)
+    for canonical, wanted in (override or {}).items():
+        if canonical not in allowed:
+            raise IngestError(label, f"cannot map {canonical!r}: not a canonical column",
+                              f"use one of {', '.join(sorted(allowed))}")
+        if wanted is None or str(wanted).strip() == "":
+            chosen.pop(canonical, None)   # the user says: do not use any column for this
+            continue
+        column = find_column(columns, str(wanted))
+        if column is None:
+            raise IngestError(label, f"column {wanted!r} mapped to {canonical} is not in the file; columns seen: "
+                              f"{_list_columns(columns)}", "pick one of the columns seen")
+        chosen[canonical] = (column, None)
+    return chosen
+
+
+def _list_columns(columns: list[str], limit: int = 25) -> str:
+    shown = ", ".join(columns[:limit])
+    return f"[{shown}{f', … {len(columns) - limit} more' if len(columns) > limit else ''}]"
+
+
+# ---------------------------------------------------------------------------------------------- values
+
+def _numbers(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """float64 values (NaN where missing or unreadable) and the mask of cells holding text that is not a number."""
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return np.full(len(series), np.nan), series.notna().to_numpy()
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        return series.to_numpy(dtype="float64", na_value=np.nan), np.zeros(len(series), dtype=bool)
+    if pd.api.types.is_datetime64_any_dtype(series.dtype) or isinstance(series.dtype, pd.CategoricalDtype):
+        series = series.astype("object")
+    text = series.astype("str") if series.dtype == object else series
+    try:
+        text = text.str.strip()
+    except (AttributeError, TypeError):
+        text = series.map(str).str.strip()
+    null = series.isna().to_numpy() | text.str.lower().isin(_NULL_TEXT).to_numpy()
+    values = pd.to_numeric(text.where(~null), errors="coerce").to_numpy(dtype="float64", na_value=np.nan, copy=True)
+    bad = ~null & np.isnan(values)
+    if bad.any():
+        # thousands separators ("1,234", "1_234") are numbers a human would read without hesitation
+        retry = pd.to_numeric(text[bad].str.replace(r"[,_\s]", "", regex=True), errors="coerce")
+        values[bad] = retry.to_numpy(dtype="float64", na_value=np.nan)
+        bad = ~null & np.isnan(values)
+    return values, bad
+
+
+def _strings(series: pd.Series) -> pd.Series:
+    """Text labels (ids, models, products): numbers that are whole become ``"12"``, not ``"12.0"``."""
+    if pd.api.types.is_float_dtype(series.dtype):
+        whole = series.dropna()
+        if len(whole) and (whole == np.round(whole)).all():
+            series = series.astype("Int64")
+    out = series.astype("str")
+    return out.where(series.notna())
+
+
+def _failed_status(series: pd.Series) -> np.ndarray:
+    """True where a status column says the request failed (HTTP >= 400, or words like error/failed/timeout)."""
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return np.zeros(len(series), dtype=bool)
+    values, _ = _numbers(series)
+    numeric = (values >= 400) & (values < 600)
+    text = series.astype("str").str.lower().str.contains(_FAILED_WORDS, regex=True, na=False)
+    return numeric | text.to_numpy(dtype=bool, na_value=False)
+
+
+def _timestamps(series: pd.Series, column: str, unit: str | None, relative_unit: str,
+                notes: list[str]) -> pd.Series:
+    """Any timestamp column → datetime64[ns, UTC]; the assumption made is written in ``notes``."""
+    if pd.api.types.is_datetime64_any_dtype(series.dtype):
+        if getattr(series.dt, "tz", None) is None:
+            notes.append(f"timestamp: {column!r} has no time zone; assumed UTC")
+            return series.dt.tz_localize("UTC").astype("datetime64[ns, UTC]")
+        return series.dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    present = series.notna().to_numpy()
+    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
+        return _numeric_timestamps(_numbers(series)[0], column, unit, relative_unit, notes)
+    # text: numbers written as text ("1700000000") are still epoch values; decide on a sample, not every row
+    sample_values, _ = _numbers(series[present].head(200))
+    if present.any() and np.isfinite(sample_values).mean() >= 0.5:
+        return _numeric_timestamps(_numbers(series)[0], column, unit, relative_unit, notes)
+    text = series.astype("str").where(series.notna())
+    parsed = pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
+    if parsed.isna().sum() > 0.5 * present.sum():
+        parsed = pd.to_datetime(text, utc=True, format="mixed", errors="coerce")
+    sample = text.dropna().head(50)
+    if len(sample) and not sample.str.contains(r"(?:Z|[+-]\d\d:?\d\d|UTC|GMT)\s*$", regex=True).any():
+        notes.append(f"timestamp: {column!r} has no time zone; assumed UTC")
+    unparsed = int((parsed.isna().to_numpy() & present).sum())
+    if unparsed:
+        notes.append(f"timestamp: {unparsed:,} values of {column!r} could not be read as times; rows kept with NaT")
+    return parsed.astype("datetime64[ns, UTC]")
+
+
+def _numeric_timestamps(values: np.ndarray, column: str, unit: str | None, relative_unit: str,
+                        notes: list[str]) -> pd.Series:
+    finite = values[np.isfinite(values)]
+    magnitude = float(np.median(np.abs(finite))) if finite.size else 0.0
+    if unit not in _UNIT_TO_NS:
+        unit = unit_from_name(column)
+    relative = False
+    if unit not in _UNIT_TO_NS:
+        # epoch seconds since 2001 are >= 1e9; ms, us, ns are 1e3, 1e6, 1e9 times larger; smaller is an offset
+        if magnitude >= 1e17:
+            unit = "ns"
+        elif magnitude >= 1e14:
+            unit = "us"
+        elif magnitude >= 1e11:
+            unit = "ms"
+        elif magnitude >= 1e9:
+            unit = "s"
+        else:
+            unit, relative = relative_unit, True
+    if relative:
+        notes.append(f"timestamp: {column!r} holds relative offsets, read as {unit} from 1970-01-01 00:00 UTC")
+    else:
+        notes.append(f"timestamp: {column!r} read as epoch {unit} (UTC)")
+    with np.errstate(invalid="ignore", over="ignore"):
+        ns = values * _UNIT_TO_NS[unit]
+    ok = np.isfinite(ns) & (np.abs(ns) < 9.2e18)
+    out = np.where(ok, np.rint(np.where(ok, ns, 0)), 0).astype("int64").view("datetime64[ns]")
+    result = pd.Series(out).dt.tz_localize("UTC")
+    result[~ok] = pd.NaT
+    return result.astype("datetime64[ns, UTC]")
+
+
+def _durations_ms(series: pd.Series, canonical: str, column: str, alias: Alias | None, raw: RawTable,
+                  notes: list[str]) -> np.ndarray:
+    """A latency column → float milliseconds, with its unit from the alias, the name, a sibling unit or the size."""
+    if pd.api.types.is_timedelta64_dtype(series.dtype):
+        return series.dt.total_seconds().to_numpy(dtype="float64", na_value=np.nan) * 1e3
+    values, _ = _numbers(series)
+    unit = alias.unit if alias is not None and alias.unit in _UNIT_TO_MS else unit_from_name(column)
+    if unit is None:
+        unit = _sibling_unit(raw, column)
+    if unit is None:
+        finite = values[np.isfinite(values)]
+        median = float(np.median(finite)) if finite.size else 0.0
+        unit = "s" if median < _SECONDS_IF_MEDIAN_BELOW[canonical] else "ms"
+        notes.append(f"{canonical}: unit of {column!r} not stated; median {median:g} suggests {unit}")
+    return values * _UNIT_TO_MS[unit]
+
+
+def _sibling_unit(raw: RawTable, column: str) -> str | None:
+    # aiperf writes {"value": 18.2, "unit": "ms"}: flattened, the unit sits in "<metric>.unit"
+    if not column.endswith(".value") or column[:-6] + ".unit" not in raw.columns:
+        return None
+    units = raw.column(column[:-6] + ".unit").dropna()
+    unit = str(units.iloc[0]).strip().lower() if len(units) else ""
+    return {"sec": "s", "seconds": "s", "msec": "ms", "µs": "us"}.get(unit, unit) if unit else None
+
+
+def _first_event_time(raw: RawTable) -> tuple[str, pd.Series] | None:
+    """TraceLab-style ``timing_events[].timestamp``: the first event of each row is its arrival."""
+    for column in raw.columns:
+        arrow = raw.arrow(column)
+        if arrow is None:
+            continue
+        t = arrow.type
+        if not (pa.types.is_list(t) and pa.types.is_struct(t.value_type)
+                and t.value_type.get_field_index("timestamp") >= 0):
+            continue
+        array = arrow.combine_chunks()
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False)
+        offsets = np.asarray(array.offsets)[:-1] - array.offsets[0].as_py()
+        stamps = array.flatten().field("timestamp")
+        first = stamps.take(pa.array(np.where(lengths > 0, offsets, 0))).to_pandas()
+        if len(stamps) == 0:
+            first = pd.Series([None] * len(lengths), dtype="object")
+        first = first.where(lengths > 0)
+        return f"{column}[0].timestamp", first
+    return None
+
+
+def _hash_arrays(raw: RawTable, column: str, keep: np.ndarray) -> pd.Series:
+    """Mooncake ``hash_ids`` → one numpy int64 array per kept row (views into one buffer, no per-row parsing)."""
+    arrow = raw.arrow(column)
+    if arrow is not None and pa.types.is_list(arrow.type) and pa.types.is_integer(arrow.type.value_type):
+        array = arrow.combine_chunks().filter(pa.array(keep))
+        offsets = np.asarray(array.offsets) - array.offsets[0].as_py()
+        values = array.flatten().to_numpy(zero_copy_only=False).astype("int64", copy=False)
+        parts = np.split(values, offsets[1:-1]) if len(array) else []
+        out = np.empty(len(array), dtype=object)
+        out[:] = parts if len(parts) else []
+        return pd.Series(out, dtype="object")
+    cells = raw.column(column)[keep].tolist()
+    out = np.empty(len(cells), dtype=object)
+    for i, cell in enumerate(cells):   # fallback path only: irregular JSON read row by row anyway
+        try:
+            out[i] = np.asarray(cell if isinstance(cell, (list, tuple, np.ndarray)) else [], dtype="int64")
+        except (TypeError, ValueError):
+            out[i] = np.empty(0, dtype="int64")
+    return pd.Series(out, dtype="object")
+
+
+# ---------------------------------------------------------------------------------------------- the frame
+
+def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limits: Limits) -> LoadedLog:
+    """Map, convert, validate and account: ``RawTable`` → ``LoadedLog``."""
+    notes = list(raw.notes)
+    chosen = _resolve_mapping(raw, label, mapping)
+    used: dict[str, str] = {}
+    columns = raw.columns
+    n = raw.num_rows
+
+    def get(canonical: str) -> pd.Series | None:
+        if canonical not in chosen:
+            return None
+        return raw.column(chosen[canonical][0])
+
+    # --- tokens
+    input_s, output_s, total_s = get("input_tokens"), get("output_tokens"), get("total_tokens")
+    if input_s is None and not (output_s is not None and total_s is not None):
+        raise IngestError(label, f"no input-token column found among {_list_columns(columns)}",
+                          _MAP_FIX.format(canonical="input_tokens"))
+    if output_s is None and not (input_s is not None and total_s is not None):
+        raise IngestError(label, f"no output-token column found among {_list_columns(columns)}",
+                          _MAP_FIX.format(canonical="output_tokens"))
+    total_v, total_bad = _numbers(total_s) if total_s is not None else (None, None)
+    if input_s is not None:
+        input_v, input_bad = _numbers(input_s)
+        used["input_tokens"] = chosen["input_tokens"][0]
+    else:
+        input_v, input_bad = total_v - _numbers(output_s)[0], total_bad
+        used["input_tokens"] = f"{chosen['total_tokens'][0]} - {chosen['output_tokens'][0]}"
+        notes.append("input_tokens derived as total minus output tokens")
+    if output_s is not None:
+        output_v, output_bad = _numbers(output_s)
+        used["output_tokens"] = chosen["output_tokens"][0]
+    else:
+        output_v, output_bad = total_v - input_v, total_bad | input_bad
+        used["output_tokens"] = f"{chosen['total_tokens'][0]} - {used['input_tokens']}"
+        notes.append("output_tokens derived as total minus input tokens")
+
+    input_v, input_bad = _anthropic_input(raw, chosen, input_v, input_bad, used, notes)
+
+    # --- reasons, in order: the first that applies is the one counted
+    with np.errstate(invalid="ignore"):
+        missing = (np.isnan(input_v) & ~input_bad) | (np.isnan(output_v) & ~output_bad)
+        not_number = input_bad | output_bad | np.isinf(input_v) | np.isinf(output_v)
+        negative = (input_v < 0) | (output_v < 0)
+        absurd = (input_v > limits.max_input_tokens) | (output_v > limits.max_output_tokens)
+        failed = output_v == 0
+    status_s = get("status")
+    if status_s is not None:
+        failed = failed | _failed_status(status_s)
+        used["status"] = chosen["status"][0]
+    reason = np.select([missing, not_number, negative, absurd, failed], list(REASONS[1:]), default="")
+    keep = reason == ""
+    dropped: dict[str, int] = {}
+    if raw.malformed_rows:
+        dropped["malformed_row"] = int(raw.malformed_rows)
+    for name in REASONS[1:]:
+        count = int((reason == name).sum())
+        if count:
+            dropped[name] = count
+    if dropped.get("failed_request"):
+        notes.append("failed_request: rows with 0 output tokens"
+                     + (" or a failed status" if status_s is not None else "")
+                     + " are failed requests and are dropped")
+    if dropped.get("absurd_tokens"):
+        notes.append(f"absurd_tokens: more than {limits.max_input_tokens:,} input or {limits.max_output_tokens:,}"
+                     " output tokens (Limits)")
+
+    frame: dict[str, Any] = {}
+    fraction = (np.abs(input_v[keep] - np.rint(input_v[keep])) > 1e-9) | (
+        np.abs(output_v[keep] - np.rint(output_v[keep])) > 1e-9)
+    if fraction.any():
+        notes.append(f"{int(fraction.sum()):,} fractional token counts rounded to whole tokens")
+    frame["input_tokens"] = np.rint(input_v[keep]).astype("int32")
+    frame["output_tokens"] = np.rint(output_v[keep]).astype("int32")
+
+    # --- timestamp
+    relative_unit = _relative_unit(chosen)
+    timestamp: pd.Series | None = None
+    if "timestamp" in chosen:
+        column, alias = chosen["timestamp"]
+        timestamp = _timestamps(raw.column(column), column, alias.unit if alias else None, relative_unit, notes)
+        used["timestamp"] = column
+    else:
+        event = _first_event_time(raw)
+        if event is not None:
+            used["timestamp"], series = event
+            timestamp = _timestamps(series, used["timestamp"], None, relative_unit, notes)
+    if timestamp is not None:
+        frame["timestamp"] = timestamp[keep].reset_index(drop=True)
+
+    # --- latencies (direct, else derived from event times)
+    latencies: dict[str, np.ndarray] = {}
+    for canonical in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        if canonical in chosen:
+            column, alias = chosen[canonical]
+            latencies[canonical] = _durations_ms(raw.column(column), canonical, column, alias, raw, notes)
+            used[canonical] = column
+    for canonical, helper in (("ttft_ms", "first_token_time"), ("e2e_ms", "end_time")):
+        if canonical not in latencies and helper in chosen and timestamp is not None:
+            column, alias = chosen[helper]
+            later = _timestamps(raw.column(column), column, alias.unit if alias else None, relative_unit, [])
+            latencies[canonical] = (later - timestamp).dt.total_seconds().to_numpy(dtype="float64",
+                                                                                   na_value=np.nan) * 1e3
+            used[canonical] = f"{column} - {used['timestamp']}"
+    if "tpot_ms" not in latencies and "e2e_ms" in latencies and "ttft_ms" in latencies:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            latencies["tpot_ms"] = np.where(output_v > 1, (latencies["e2e_ms"] - latencies["ttft_ms"])
+                                            / (output_v - 1), np.nan)
+        used["tpot_ms"] = "(e2e_ms - ttft_ms) / (output_tokens - 1)"
+    for canonical, values in latencies.items():
+        with np.errstate(invalid="ignore"):
+            bad = values < 0
+        if bad[keep].any():
+            notes.append(f"{canonical}: {int(bad[keep].sum()):,} negative values set to NaN")
+        frame[canonical] = np.where(bad | ~np.isfinite(values), np.nan, values)[keep].astype("float32")
+
+    # --- cached tokens
+    if "cached_tokens" in chosen:
+        cached, _ = _numbers(get("cached_tokens"))
+        cached = cached[keep]
+        with np.errstate(invalid="ignore"):
+            invalid = ~np.isfinite(cached) | (cached < 0)
+            above = ~invalid & (cached > frame["input_tokens"])
+        if above.any():
+            notes.append(f"cached_tokens: {int(above.sum()):,} values above input_tokens clipped to it")
+        cached = np.where(above, frame["input_tokens"], cached)
+        frame["cached_tokens"] = pd.array(np.where(invalid, np.nan, np.rint(cached)), dtype="Float64").astype("Int32")
+        used["cached_tokens"] = chosen["cached_tokens"][0]
+
+    # --- labels
+    stem = file_stem(label)
+    model = _strings(get("model"))[keep].reset_index(drop=True) if "model" in chosen else None
+    if model is not None:
+        frame["model"] = model.astype("category")
+        used["model"] = chosen["model"][0]
+    if "product" in chosen:
+        frame["product"] = _strings(get("product"))[keep].reset_index(drop=True).fillna(stem).astype("category")
+        used["product"] = chosen["product"][0]
+    elif model is not None:
+        frame["product"] = model.fillna(stem).astype("category")
+        used["product"] = f"{chosen['model'][0]} (model column)"
+    else:
+        frame["product"] = pd.Categorical([stem] * int(keep.sum()))
+        used["product"] = f"file name: {stem}"
+    if "session_id" in chosen:
+        frame["session_id"] = _strings(get("session_id"))[keep].reset_index(drop=True).astype("category")
+        used["session_id"] = chosen["session_id"][0]
+    if "turn" in chosen:
+        turn, turn_bad = _numbers(get("turn"))
+        if turn_bad.any():
+            notes.append(f"turn: {chosen['turn'][0]!r} is not numeric; ignored")
+        else:
+            frame["turn"] = pd.array(turn[keep], dtype="Float64").round().astype("Int32")
+            used["turn"] = chosen["turn"][0]
+    if "turn" not in frame and "session_id" in frame:
+        frame["turn"] = _derive_turns(frame["session_id"], frame.get("timestamp"))
+        used["turn"] = "derived: order inside session_id" + (" by timestamp" if "timestamp" in frame else "")
+    if status_s is not None:
+        frame["status"] = _strings(status_s)[keep].reset_index(drop=True).astype("category")
+    if "hash_ids" in chosen:
+        frame["hash_ids"] = _hash_arrays(raw, chosen["hash_ids"][0], keep)
+        used["hash_ids"] = chosen["hash_ids"][0]
+
+    ordered = {name: frame[name] for name in CANONICAL if name in frame}
+    out = pd.DataFrame({k: (v.reset_index(drop=True) if isinstance(v, pd.Series) else v) for k, v in ordered.items()})
+    out = _cast(out)
+    if n and not keep.any():
+        notes.append("no usable rows: every row was dropped (see dropped)")
+    report = LoadReport(source=label, format=raw.format, compression=raw.compression,
+                        rows_read=int(n + raw.malformed_rows), rows_kept=int(keep.sum()), dropped=dropped,
+                        mapping={k: used[k] for k in CANONICAL if k in used}, notes=notes)
+    return LoadedLog(out, report)
+
+
+def _anthropic_input(raw: RawTable, chosen: dict[str, tuple[str, Alias | None]], input_v: np.ndarray,
+                     input_bad: np.ndarray, used: dict[str, str], notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Anthropic's ``input_tokens`` excludes cached tokens: add ``cache_read`` and ``cache_creation`` back."""
+    column, alias = chosen.get("input_tokens", (None, None))
+    if alias is None or column is None or norm(column.split(".")[-1]) != "inputtokens" or norm(column).startswith("genai"):
+        return input_v, input_bad
+    prefix = column[: -len(column.split(".")[-1])]
+    extra = [c for c in raw.columns if c.startswith(prefix) and
+             norm(c[len(prefix):]) in ("cachereadinputtokens", "cachecreationinputtokens")]
+    if not extra:
+        return input_v, input_bad
+    total = input_v.copy()
+    for c in extra:
+        values, bad = _numbers(raw.column(c))
+        total = total + np.nan_to_num(values, nan=0.0)   # an absent cache count means none was cached
+        input_bad = input_bad | bad
+    used["input_tokens"] = " + ".join([column, *extra])
+    notes.append("input_tokens: Anthropic usage counts cached tokens apart, so input_tokens = "
+                 + " + ".join([column, *extra]))
+    return total, input_bad
+
+
+def _relative_unit(chosen: dict[str, tuple[str, Alias | None]]) -> str:
+    for canonical in ("input_tokens", "output_tokens", "hash_ids"):
+        alias = chosen.get(canonical, (None, None))[1]
+        if alias is not None and alias.family in RELATIVE_TIME_UNIT:
+            return RELATIVE_TIME_UNIT[alias.family]
+    return "s"
+
+
+def _derive_turns(session: pd.Series, timestamp: pd.Series | None) -> pd.Series:
+    """0-based position of each request inside its session, by timestamp (stable: file order breaks ties)."""
+    order = pd.DataFrame({"session": session.cat.codes.to_numpy(), "row": np.arange(len(session))})
+    if timestamp is not None:
+        order["time"] = timestamp.to_numpy()
+        order = order.sort_values(["session", "time", "row"], kind="stable")
+    else:
+        order = order.sort_values(["session", "row"], kind="stable")
+    turn = order.groupby("session", sort=False).cumcount()
+    out = pd.array(turn.sort_index().to_numpy(), dtype="Int32")
+    out[session.isna().to_numpy()] = pd.NA
+    return pd.Series(out)
+
+
+def _cast(frame: pd.DataFrame) -> pd.DataFrame:
+    """Enforce the schema's dtypes (a no-op when the builders got them right, which they should)."""
+    for name in frame.columns:
+        dtype = DTYPES[name]
+        if str(frame[name].dtype) != dtype:
+            frame[name] = frame[name].astype(dtype)
+    return frame
+
+
+# ---------------------------------------------------------------------------------------------- several logs
+
+def combine(logs: list[LoadedLog]) -> LoadedLog:
+    """Several loaded logs → one frame (products kept apart) and one summed report."""
+    if not logs:
+        raise ValueError("combine() needs at least one loaded log; got an empty list")
+    if len(logs) == 1:
+        return logs[0]
+    frames = []
+    seen_file_products: dict[str, int] = {}
+    for frame, report in logs:
+        frame = frame.copy()
+        source_product = report.mapping.get("product", "")
+        if source_product.startswith("file name: "):
+            # two uploads named alike (trace.csv twice) are still two products
+            name = str(frame["product"].cat.categories[0]) if len(frame) else file_stem(report.source)
+            seen_file_products[name] = seen_file_products.get(name, 0) + 1
+            if seen_file_products[name] > 1:
+                frame["product"] = pd.Categorical([f"{name} ({seen_file_products[name]})"] * len(frame))
+        frames.append(frame)
+    merged = pd.concat(frames, ignore_index=True)
+    for name in merged.columns:
+        merged[name] = merged[name].astype(DTYPES[name]) if DTYPES[name] != "object" else merged[name]
+    merged = merged[[c for c in CANONICAL if c in merged.columns]]
+    reports = [r for _, r in logs]
+    dropped: dict[str, int] = {}
+    for r in reports:
+        for reason, count in r.dropped.items():
+            dropped[reason] = dropped.get(reason, 0) + count
+    mapping: dict[str, str] = {}
+    for canonical in CANONICAL:
+        values = [r.mapping[canonical] for r in reports if canonical in r.mapping]
+        if values:
+            mapping[canonical] = values[0] if len(set(values)) == 1 else "; ".join(
+                f"{r.source}: {r.mapping[canonical]}" for r in reports if canonical in r.mapping)
+    report = LoadReport(
+        source=" + ".join(r.source for r in reports),
+        format="+".join(dict.fromkeys(r.format for r in reports)),
+        compression="+".join(dict.fromkeys(r.compression for r in reports)),
+        rows_read=sum(r.rows_read for r in reports), rows_kept=sum(r.rows_kept for r in reports),
+        dropped={k: dropped[k] for k in REASONS if k in dropped},
+        mapping=mapping,
+        notes=[f"{r.source}: {note}" for r in reports for note in r.notes],
+    )
+    return LoadedLog(merged, report)
