@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from shapeviz.schema import DTYPES
 
@@ -83,9 +84,12 @@ class _Rows:
 
 
 def _lognormal(rng: np.random.Generator, n: int, spec: dict[str, Any], lo: float = 1, hi: float = np.inf) -> np.ndarray:
-    """Integer draws from the lognormal with the spec's p50 and p90, clipped to [min, max] and [lo, hi]."""
-    p50, p90 = float(spec["p50"]), float(spec["p90"])
-    sigma = np.log(p90 / p50) / _Z90 if p90 > p50 else 0.0
+    """Integer draws from the lognormal with the spec's p50 and p90 (or mean), clipped to [min, max] and [lo, hi]."""
+    p50 = float(spec["p50"])
+    if "p90" in spec:
+        sigma = max(np.log(float(spec["p90"]) / p50), 0.0) / _Z90
+    else:  # a heavy tail known by its mean: mean = p50 · exp(sigma² / 2)
+        sigma = np.sqrt(2.0 * max(np.log(float(spec["mean"]) / p50), 0.0))
     x = np.exp(np.log(p50) + sigma * rng.standard_normal(n))
     lo = max(lo, float(spec.get("min", lo)))
     hi = min(hi, float(spec.get("max", hi)))
@@ -159,7 +163,10 @@ def _part_rows(part: _Part, seed: int, span_s: float, cfg: dict[str, Any]) -> _R
     epoch_start = first.copy()
     epoch_start[1:] |= epoch[1:] != epoch[:-1]
 
-    prefix = np.where(epoch_start, system, input_tokens - append)  # tokens identical to an earlier request
+    # The servable prefix is the previous request's prompt (an engine may also keep the blocks of the previous
+    # answer, but a replay of prompt hashes cannot see them, and cached_tokens must agree with hash_ids).
+    previous_input = np.roll(input_tokens, 1)
+    prefix = np.where(epoch_start, system, previous_input)
     cached_blocks = prefix // block
 
     # Time: sessions start on the arrival process, later turns follow after a think/tool gap; a session that
@@ -202,43 +209,65 @@ def _start_hour(cfg: dict[str, Any]) -> float:
 def _hash_ids(parts: list[_Rows], block: int) -> tuple[np.ndarray, np.ndarray]:
     """Mooncake-style prefix-block hashes of every row: (flat int64 ids, row offsets into them).
 
-    A block id stands for its block and every block before it. Blocks of a product's shared system prompt get
-    one id for the whole product; a block that repeats the previous context of the same session (and epoch)
-    gets the id of the request that first wrote it in full; everything else is new.
+    A block id stands for its block and every block before it. Each row's blocks are three runs: the blocks of
+    its product's shared system prompt (one id per block for the whole product), the blocks that repeat the
+    previous context of its session (the ids of the requests that first wrote them in full), and its new
+    blocks. All three runs are contiguous slices of one source array, so the ids are one vectorised gather.
     """
     inp = np.concatenate([p.input_tokens for p in parts])
-    out = np.concatenate([p.output_tokens for p in parts])
     cached = np.concatenate([p.cached_blocks for p in parts])
     epoch_start = np.concatenate([p.epoch_start for p in parts])
     part_of = np.repeat(np.arange(len(parts)), [len(p.input_tokens) for p in parts])
-    system_blocks = np.array([p.system_blocks for p in parts], dtype=np.int64)
-    system_base = np.concatenate([[0], np.cumsum(system_blocks)])[:-1]
+    part_system = np.array([p.system_blocks for p in parts], dtype=np.int64)
+    system_blocks = part_system[part_of]
+    n_rows = len(inp)
 
     n_blocks = -(-inp // block)
-    # Each row owns an id range wide enough for its prompt and its answer: a later turn of a chat can reuse a
-    # block that the previous answer filled.
-    own = -(-(inp + out) // block) + 1
-    row_base = int(system_blocks.sum()) + np.concatenate([[0], np.cumsum(own)])[:-1]
-    offsets = np.concatenate([[0], np.cumsum(n_blocks)])
+    own = n_blocks
+    total_system = int(part_system.sum())
+    row_base = total_system + _exclusive_cumsum(own)
 
-    row = np.repeat(np.arange(len(inp)), n_blocks)
-    j = np.arange(offsets[-1], dtype=np.int64) - offsets[row]
-    ids = row_base[row] + j  # new content by default
+    # Blocks written for good: within an epoch (a session, or a stretch between compactions) the cached prefix
+    # only grows, so row r is the writer of blocks [c_r, c_{r+1}). Laid end to end they form, per epoch, the
+    # epoch's block ids in order; a later row's reused run is a prefix of its epoch's slice.
+    same_epoch_next = np.zeros(n_rows, dtype=bool)
+    same_epoch_next[:-1] = ~epoch_start[1:]
+    written = np.where(same_epoch_next, np.roll(cached, -1), cached) - cached
+    written_at = _exclusive_cumsum(written)
+    final_ids = _runs(row_base + cached - written_at, written)
+    epoch_first = np.maximum.accumulate(np.where(epoch_start, np.arange(n_rows), 0))
 
-    sys_mask = j < system_blocks[part_of][row]
-    ids[sys_mask] = system_base[part_of[row[sys_mask]]] + j[sys_mask]
+    new = n_blocks - cached
+    new_at = _exclusive_cumsum(new)
+    new_ids = _runs(row_base + cached - new_at, new)
 
-    # The writer of a reused block j is the last row of the same epoch whose cached prefix stopped at or
-    # before j; within an epoch the cached prefix only grows, so a sorted search finds it.
-    reused = ~sys_mask & (j < cached[row])
-    if reused.any():
-        epoch_key = np.cumsum(epoch_start) - 1
-        stride = int(cached.max()) + int(n_blocks.max()) + 1
-        keys = epoch_key * stride + cached
-        rj = row[reused]
-        writer = np.searchsorted(keys, epoch_key[rj] * stride + j[reused], side="right") - 1
-        ids[reused] = row_base[writer] + j[reused]
-    return ids, offsets
+    source = np.concatenate([np.arange(total_system, dtype=np.int64), final_ids, new_ids])
+    # Per row, three runs: (start in source, length).
+    starts = np.stack([
+        _exclusive_cumsum(part_system)[part_of],
+        total_system + written_at[epoch_first],
+        total_system + len(final_ids) + new_at,
+    ], axis=1).ravel()
+    lengths = np.stack([system_blocks, cached - system_blocks, new], axis=1).ravel()
+    ids = source[_runs(starts - _exclusive_cumsum(lengths), lengths)]
+    return ids, np.concatenate([[0], np.cumsum(n_blocks)])
+
+
+def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
+    """Start offset of each run when runs of these lengths are laid end to end."""
+    out = np.zeros(len(x), dtype=np.int64)
+    np.cumsum(x[:-1], out=out[1:])
+    return out
+
+
+def _runs(shift: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated runs ``shift[i] + position`` (position in the concatenation), vectorised."""
+    total = int(lengths.sum())
+    # int32 when it fits halves the memory traffic of the biggest arrays (tens of millions of blocks).
+    dtype = np.int32 if max(total, int(np.abs(shift).max(initial=0)) + total) < 2**31 - 1 else np.int64
+    out = np.repeat(shift.astype(dtype), lengths)
+    out += np.arange(total, dtype=dtype)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -343,8 +372,8 @@ def _frame(parts: list[_Part], seed: int, days: float, with_hashes: bool) -> pd.
     }
     if with_hashes:
         ids, offsets = _hash_ids(rows, block)
-        per_row = np.empty(len(offsets) - 1, dtype=object)
-        per_row[:] = np.split(ids, offsets[1:-1])
+        # pyarrow cuts the flat ids into one numpy array per row in C (no Python loop over a million rows).
+        per_row = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(ids)).to_numpy(zero_copy_only=False)
         data["hash_ids"] = per_row[order]
     frame = pd.DataFrame(data)
     if not len(categories):  # only single requests: the log would have no session column at all
