@@ -273,17 +273,19 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
-def sniff_format(text_head: bytes) -> str:
+def sniff_format(text_head: bytes, single_line: bool = False) -> str:
     """``csv``, ``json`` or ``jsonl`` from the first bytes of decoded text (Parquet is checked before)."""
     stripped = text_head.lstrip()
     if stripped.startswith(b"["):
         return "json"
     if stripped.startswith(b"{"):
+        if single_line:
+            return "json"   # one object: a record, or a container such as {"data": [...]}
         first_line = stripped.split(b"\n", 1)[0].strip()
         try:
             return "jsonl" if isinstance(json.loads(first_line), dict) else "json"
-        except ValueError:
-            return "json"   # an object spread over several lines (pretty-printed)
+        except (ValueError, RecursionError):
+            return "json"   # an object spread over several lines (pretty-printed), or absurdly deep
     return "csv"
 
 
@@ -308,14 +310,28 @@ def sniff_delimiter(text_head: bytes) -> str:
     return best
 
 
+_NON_SPACE = re.compile(rb"\S")
+
+
+def _blank(data: bytes) -> bool:
+    # no copy of a large buffer: the search stops at the first visible character
+    return _NON_SPACE.search(data) is None
+
+
+def _single_line(data: bytes) -> bool:
+    first = _NON_SPACE.search(data)
+    newline = data.find(b"\n", first.start()) if first else -1
+    return newline < 0 or _NON_SPACE.search(data, newline) is None
+
+
 def read_table(source: Source, label: str, limits: Limits) -> RawTable:
     """Any supported log → ``RawTable`` (size, decompression and nesting limits enforced)."""
     raw = read_bytes(source, label, limits)
-    if not raw.strip():
+    if _blank(raw):
         raise IngestError(label, "the file is empty", "export the log again, with its header row")
     data, compression = decompress(raw, label, limits)
     del raw
-    if not data.strip():
+    if _blank(data):
         raise IngestError(label, f"the file is empty once decompressed ({compression})",
                           "export the log again, with its header row")
     if data[:4] == b"PAR1":
@@ -323,7 +339,7 @@ def read_table(source: Source, label: str, limits: Limits) -> RawTable:
     notes: list[str] = []
     data = decode_text(data, label, notes)
     _check_not_binary(data[:_HEAD], label)
-    fmt = sniff_format(data[:_HEAD])
+    fmt = sniff_format(data[:_HEAD], single_line=_single_line(data))
     if fmt == "csv":
         return _read_delimited(data, label, compression, limits, notes)
     return _read_json(data, label, compression, fmt, limits, notes)
@@ -381,6 +397,7 @@ def _read_delimited(data: bytes, label: str, compression: str, limits: Limits, n
     try:
         try:
             table = parse("utf8")
+            _validate_utf8(table)
         except pa.ArrowInvalid as exc:
             if "utf8" not in str(exc).lower() and "utf-8" not in str(exc).lower():
                 raise
@@ -395,6 +412,13 @@ def _read_delimited(data: bytes, label: str, compression: str, limits: Limits, n
         raise IngestError(label, f"has a header ({', '.join(names[:8])}) but no data rows",
                           "export the log again with its rows")
     return RawTable(table, fmt, compression, malformed[0], notes)
+
+
+def _validate_utf8(table: pa.Table) -> None:
+    # pyarrow's CSV reader types a column with invalid UTF-8 as binary instead of failing
+    for column in table.schema:
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            raise pa.ArrowInvalid(f"column {column.name!r} is not valid UTF8")
 
 
 def _header(data: bytes, delimiter: str) -> list[str]:
