@@ -23,7 +23,7 @@ import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -431,18 +431,25 @@ def _compression(path: Path) -> str | None:
     return {".gz": "gzip", ".zst": "zstd"}.get(suffix)
 
 
-def write_log(frame: pd.DataFrame, path: str | Path, fmt: str = "csv") -> Path:
-    """Write a frame as the source log a user would have (OpenAI-usage-like columns); ``.gz``/``.zst`` compress."""
+def write_log(frame: pd.DataFrame, path: str | Path | BinaryIO, fmt: str = "csv") -> Path | BinaryIO:
+    """Write a frame as the source log a user would have (OpenAI-usage-like columns); ``.gz``/``.zst`` compress.
+
+    ``path`` may also be a binary buffer (e.g. ``io.BytesIO``), written uncompressed; it is returned as given.
+    """
     if fmt not in LOG_FORMATS:
         raise ValueError(f"fmt={fmt!r} is not a log format: choose from {', '.join(LOG_FORMATS)}")
     missing = [c for c in ("input_tokens", "output_tokens") if c not in frame.columns]
     if missing:
         raise ValueError(f"frame lacks {', '.join(missing)}: pass a canonical frame (e.g. from synth.generate)")
-    path = Path(path)
-    compression = _compression(path)
-    if fmt == "parquet" and compression:
-        raise ValueError(f"{path.name}: parquet compresses inside the file; drop the {path.suffix} suffix")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    target: Path | BinaryIO
+    if hasattr(path, "write"):
+        target, compression = path, None
+    else:
+        target = Path(path)
+        compression = _compression(target)
+        if fmt == "parquet" and compression:
+            raise ValueError(f"{target.name}: parquet compresses inside the file; drop the {target.suffix} suffix")
+        target.parent.mkdir(parents=True, exist_ok=True)
 
     out = pd.DataFrame(index=frame.index)
     for canonical, source in SOURCE_COLUMNS.items():
@@ -452,15 +459,13 @@ def write_log(frame: pd.DataFrame, path: str | Path, fmt: str = "csv") -> Path:
         if canonical == "timestamp" and fmt != "parquet":
             # ISO 8601 in UTC with a "Z", as API gateways write it; numpy formats it vectorised.
             values = np.datetime_as_string(values.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(), unit="ms") + "Z"
-        elif canonical == "hash_ids":
-            if fmt in ("csv", "tsv"):
-                continue  # a flat text log has no list column; JSON and Parquet logs carry them (Mooncake style)
-            values = values.map(lambda a: a.tolist()) if fmt != "parquet" else values
+        elif canonical == "hash_ids" and fmt in ("csv", "tsv"):
+            continue  # a flat text log has no list column; JSON and Parquet logs carry them (Mooncake style)
         out[source] = values
     if fmt in ("csv", "tsv"):
-        out.to_csv(path, sep="," if fmt == "csv" else "\t", index=False, compression=compression)
+        out.to_csv(target, sep="," if fmt == "csv" else "\t", index=False, compression=compression)
     elif fmt == "parquet":
-        out.to_parquet(path, index=False)
+        out.to_parquet(target, index=False)
     else:
-        out.to_json(path, orient="records", lines=fmt == "jsonl", compression=compression, date_format="iso")
-    return path
+        out.to_json(target, orient="records", lines=fmt == "jsonl", compression=compression, date_format="iso")
+    return target

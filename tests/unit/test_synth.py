@@ -345,3 +345,16 @@ def test_the_data_files_azure_targets_are_the_real_traces_statistics(trace) -> N
     assert chat["output_tokens"]["max"] == conv["GeneratedTokens"].max()
     assert auto["first_input_tokens"]["p50"] == pytest.approx(code["ContextTokens"].median(), rel=0.01)
     assert auto["output_tokens"]["p90"] == pytest.approx(code["GeneratedTokens"].quantile(0.9), rel=0.01)
+
+
+def test_write_log_into_a_buffer_reads_back_through_ingest() -> None:
+    import io
+
+    from shapeviz.ingest import load_log
+
+    frame = scenario("shared_pool", 1000, seed=3)
+    buffer = write_log(frame, io.BytesIO(), "parquet")
+    loaded = load_log(buffer.getvalue(), name="shared_pool.parquet")
+    assert loaded.report.rows_kept == 1000
+    assert (loaded.frame["input_tokens"].to_numpy() == frame["input_tokens"].to_numpy()).all()
+    assert loaded.frame["model"].nunique() == 1
