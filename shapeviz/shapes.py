@@ -100,3 +100,276 @@ def shape_shares(
     if total <= 0:
         return {s: 0.0 for s in SHAPES}
     return {s: float(t / total) for s, t in zip(SHAPES, totals)}
+
+
+# ──────────────────────────────────────────────────────────────────────────────────────────────────────────────
+# Shape profile: the distribution of each product, where its GPU-time goes, and which phase it leans on.
+# ──────────────────────────────────────────────────────────────────────────────────────────────────────────────
+
+PHASES: tuple[str, ...] = ("prefill", "decode", "balanced")
+QUANTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0))
+OVERALL = "overall"
+# The product name used when a frame carries no ``product`` column (the contract says it always does, but a
+# hand-made frame in a notebook may not).
+SINGLE_PRODUCT = "all"
+DEFAULT_PHASE_THRESHOLD = 0.6
+
+
+@dataclass(frozen=True)
+class ShapeStats:
+    """The shape of one scope (the whole log or one product): a distribution, its corners and its phase.
+
+    ``dominant_shape`` is the corner holding the most *requests*. Requests, not GPU-time, because the shape
+    names what the users send: it is the corner of the median request, it does not flip when the user picks
+    another GPU or model in the sidebar, and it is what a product team recognises itself by. Where the
+    GPU-time goes is answered next to it, by ``gpu_share`` per corner and by ``phase``, which is decided by
+    GPU-time. So a code-completion log stays ``autocomplete`` even when its few long prompts hold much of the
+    prefill bill, and the planner sees both facts.
+    """
+
+    scope: str
+    requests: int
+    input: dict[str, float]           # p50, p90, p99, mean of input tokens
+    output: dict[str, float]          # p50, p90, p99, mean of output tokens
+    request_share: dict[str, float]   # corner -> share of this scope's requests
+    token_share: dict[str, float]     # corner -> share of this scope's input + output tokens
+    gpu_share: dict[str, float]       # corner -> share of this scope's GPU-seconds (prefill + decode)
+    dominant_shape: str
+    phase: str                        # prefill | decode | balanced, by GPU-time
+    prefill_gpu_share: float          # prefill share of this scope's GPU-seconds
+    gpu_seconds: float                # total GPU-seconds (prefill + decode) of this scope
+    share_of_requests: float          # this scope's share of all requests in the log (1.0 for overall)
+    share_of_gpu: float               # this scope's share of all GPU-seconds in the log (1.0 for overall)
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ShapeProfile:
+    """Per-product and overall shape of a log, with the corners and deployment it was computed for."""
+
+    overall: ShapeStats
+    products: dict[str, ShapeStats]   # by descending request count, then name
+    corners: Corners
+    phase_threshold: float
+    deployment: str
+
+    def scopes(self) -> list[ShapeStats]:
+        """Overall first, then every product."""
+        return [self.overall, *self.products.values()]
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready dict (stable keys)."""
+        return {
+            "corners": asdict(self.corners),
+            "phase_threshold": self.phase_threshold,
+            "deployment": self.deployment,
+            "overall": self.overall.to_dict(),
+            "products": {name: stats.to_dict() for name, stats in self.products.items()},
+        }
+
+
+def phase_of(prefill_gpu_share: float, threshold: float = DEFAULT_PHASE_THRESHOLD) -> str:
+    """``prefill`` or ``decode`` when that side holds more than ``threshold`` of GPU-time, else ``balanced``."""
+    _check_phase_threshold(threshold)
+    if prefill_gpu_share > threshold:
+        return "prefill"
+    if 1.0 - prefill_gpu_share > threshold:
+        return "decode"
+    return "balanced"
+
+
+def _check_phase_threshold(threshold: float) -> None:
+    if not (0.5 <= float(threshold) < 1.0):
+        raise ValueError(f"phase threshold {threshold!r} must be in [0.5, 1): the share of GPU-time one phase must exceed")
+
+
+def token_arrays(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(input_tokens, output_tokens) of a canonical frame as int64 arrays; ValueError names a bad column."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"expected a canonical request frame (pandas DataFrame), got {type(frame).__name__}")
+    arrays = []
+    for column in ("input_tokens", "output_tokens"):
+        if column not in frame.columns:
+            raise ValueError(f"the frame has no {column!r} column; load the log with shapeviz.ingest.load_log or map a column to it")
+        values = frame[column]
+        if values.isna().any():
+            raise ValueError(f"column {column!r} has missing values; drop those rows or fill them before profiling")
+        arr = values.to_numpy(dtype=np.int64)
+        if arr.size and arr.min() < 0:
+            raise ValueError(f"column {column!r} has a negative token count ({arr.min()}); token counts must be ≥ 0")
+        arrays.append(arr)
+    return arrays[0], arrays[1]
+
+
+def product_codes(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Per-row product index and the product names actually present (unused categories dropped)."""
+    if "product" not in frame.columns:
+        return np.zeros(len(frame), dtype=np.int32), [SINGLE_PRODUCT]
+    product = frame["product"]
+    if not isinstance(product.dtype, pd.CategoricalDtype):
+        product = product.astype("category")
+    product = product.cat.remove_unused_categories()
+    codes = product.cat.codes.to_numpy().astype(np.int32)
+    names = [str(c) for c in product.cat.categories]
+    if (codes < 0).any():
+        # A missing product would otherwise vanish from every per-product table: give it a visible name.
+        codes = np.where(codes < 0, len(names), codes)
+        names.append("(no product)")
+    return codes, names
+
+
+def resolve_deployment(deployment: object | None) -> object:
+    """The deployment to cost requests on: the given one, else the capacity model's default."""
+    if deployment is not None:
+        return deployment
+    from shapeviz.capacity import default_deployment  # lazy: capacity may import this module
+
+    return default_deployment()
+
+
+def deployment_label(deployment: object) -> str:
+    """A short human label of a deployment for JSON and captions."""
+    for attr in ("label", "name", "id"):
+        value = getattr(deployment, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    model = getattr(deployment, "model", None)
+    gpu = getattr(deployment, "gpu", None)
+    if model is not None and gpu is not None:
+        model_id = getattr(model, "id", None) or getattr(model, "name", None) or str(model)
+        gpu_id = getattr(gpu, "id", None) or getattr(gpu, "name", None) or str(gpu)
+        parts = [f"{model_id} on {gpu_id}"]
+        precision = getattr(deployment, "precision", None)
+        tp = getattr(deployment, "tp", None)
+        if precision:
+            parts.append(str(precision).upper())
+        if tp:
+            parts.append(f"TP{tp}")
+        return " ".join(parts)
+    return str(deployment)
+
+
+def request_gpu_time(frame: pd.DataFrame, deployment: object | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(prefill, decode) GPU-seconds of every request on ``deployment`` (default: the capacity default).
+
+    Cached tokens are passed on when the log reports them, since a prefix-cache hit is prefill work not done.
+    """
+    from shapeviz.capacity import request_gpu_seconds  # lazy: capacity may import this module
+
+    dep = resolve_deployment(deployment)
+    inp, out = token_arrays(frame)
+    cached: np.ndarray | int = 0
+    if "cached_tokens" in frame.columns:
+        cached = frame["cached_tokens"].to_numpy(dtype=np.float64, na_value=0.0).astype(np.int64)
+        cached = np.minimum(cached, inp)
+    prefill_s, decode_s = request_gpu_seconds(dep, inp, out, cached)
+    prefill_s = np.broadcast_to(np.asarray(prefill_s, dtype=np.float64), inp.shape)
+    decode_s = np.broadcast_to(np.asarray(decode_s, dtype=np.float64), inp.shape)
+    return prefill_s, decode_s
+
+
+def _group_quantiles(values: np.ndarray, order: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Quantiles (``QUANTILES``) of each group; ``order`` sorts rows by group, ``bounds`` are group offsets."""
+    qs = [q for _, q in QUANTILES]
+    grouped = values[order]
+    out = np.zeros((len(bounds) - 1, len(qs)), dtype=np.float64)
+    for g in range(len(bounds) - 1):  # one iteration per product, not per row
+        lo, hi = bounds[g], bounds[g + 1]
+        if hi > lo:
+            out[g] = np.percentile(grouped[lo:hi], qs)
+    return out
+
+
+def _shares(totals: np.ndarray) -> dict[str, float]:
+    total = float(totals.sum())
+    if total <= 0:
+        return {s: 0.0 for s in SHAPES}
+    return {s: float(t / total) for s, t in zip(SHAPES, totals)}
+
+
+def shape_profile(
+    frame: pd.DataFrame,
+    corners: Corners = DEFAULT_CORNERS,
+    deployment: object | None = None,
+    *,
+    phase_threshold: float = DEFAULT_PHASE_THRESHOLD,
+    gpu_time: tuple[np.ndarray, np.ndarray] | None = None,
+) -> ShapeProfile:
+    """Per-product and overall percentiles, corner shares (requests, tokens, GPU-time), dominant shape and phase.
+
+    ``gpu_time`` lets a caller that already costed the rows (``request_gpu_time``) pass them in.
+    """
+    _check_phase_threshold(phase_threshold)
+    if not isinstance(corners, Corners):
+        raise ValueError(f"corners must be a shapeviz.shapes.Corners, got {type(corners).__name__}")
+    inp, out = token_arrays(frame)
+    if inp.size == 0:
+        raise ValueError("the frame has no requests; load a log with at least one served request")
+    dep = resolve_deployment(deployment)
+    prefill_s, decode_s = gpu_time if gpu_time is not None else request_gpu_time(frame, dep)
+    if len(prefill_s) != inp.size or len(decode_s) != inp.size:
+        raise ValueError(f"gpu_time arrays have {len(prefill_s)} rows, the frame {inp.size}; cost the same frame")
+    gpu_s = prefill_s + decode_s
+
+    corner = classify_codes(inp, out, corners).astype(np.int64)
+    prod, names = product_codes(frame)
+    n_prod, n_shape = len(names), len(SHAPES)
+
+    # One bincount per measure over (product, corner) cells: the whole profile is a handful of vectorised passes.
+    cell = prod.astype(np.int64) * n_shape + corner
+    size = n_prod * n_shape
+    req_cells = np.bincount(cell, minlength=size).reshape(n_prod, n_shape).astype(np.float64)
+    tok_cells = np.bincount(cell, weights=(inp + out).astype(np.float64), minlength=size).reshape(n_prod, n_shape)
+    gpu_cells = np.bincount(cell, weights=gpu_s, minlength=size).reshape(n_prod, n_shape)
+    prefill_by_prod = np.bincount(prod, weights=prefill_s, minlength=n_prod)
+    in_sum = np.bincount(prod, weights=inp.astype(np.float64), minlength=n_prod)
+    out_sum = np.bincount(prod, weights=out.astype(np.float64), minlength=n_prod)
+
+    order = np.argsort(prod, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(req_cells.sum(axis=1)).astype(np.int64)])
+    in_q = _group_quantiles(inp, order, bounds)
+    out_q = _group_quantiles(out, order, bounds)
+
+    total_requests = float(inp.size)
+    total_gpu = float(gpu_cells.sum())  # the same sum the scopes use, so overall's share is exactly 1
+
+    def stats(scope: str, requests: float, in_quant: np.ndarray, out_quant: np.ndarray, in_total: float,
+              out_total: float, req_c: np.ndarray, tok_c: np.ndarray, gpu_c: np.ndarray, prefill_total: float) -> ShapeStats:
+        gpu_total = float(gpu_c.sum())
+        prefill_share = prefill_total / gpu_total if gpu_total > 0 else 0.0
+        return ShapeStats(
+            scope=scope,
+            requests=int(requests),
+            input={**{k: float(v) for (k, _), v in zip(QUANTILES, in_quant)}, "mean": in_total / requests},
+            output={**{k: float(v) for (k, _), v in zip(QUANTILES, out_quant)}, "mean": out_total / requests},
+            request_share=_shares(req_c),
+            token_share=_shares(tok_c),
+            gpu_share=_shares(gpu_c),
+            # argmax takes the first maximum: ties resolve in SHAPES order, deterministically.
+            dominant_shape=SHAPES[int(np.argmax(req_c))],
+            phase=phase_of(prefill_share, phase_threshold),
+            prefill_gpu_share=float(prefill_share),
+            gpu_seconds=gpu_total,
+            share_of_requests=float(requests / total_requests),
+            share_of_gpu=float(gpu_total / total_gpu) if total_gpu > 0 else 0.0,
+        )
+
+    qs = [q for _, q in QUANTILES]
+    overall = stats(
+        OVERALL, total_requests, np.percentile(inp, qs), np.percentile(out, qs), float(in_sum.sum()),
+        float(out_sum.sum()), req_cells.sum(axis=0), tok_cells.sum(axis=0), gpu_cells.sum(axis=0),
+        float(prefill_by_prod.sum()),
+    )
+    counts = req_cells.sum(axis=1)
+    ranking = sorted(range(n_prod), key=lambda g: (-counts[g], names[g]))
+    products = {
+        names[g]: stats(names[g], counts[g], in_q[g], out_q[g], in_sum[g], out_sum[g], req_cells[g], tok_cells[g],
+                        gpu_cells[g], prefill_by_prod[g])
+        for g in ranking
+        if counts[g] > 0
+    }
+    return ShapeProfile(overall=overall, products=products, corners=corners, phase_threshold=float(phase_threshold),
+                        deployment=deployment_label(dep))

@@ -1,0 +1,325 @@
+"""The planner's rules (PRODUCT.md): from the shape of a log to the levers a capacity meeting can pull.
+
+A rule is a small function ``rule(facts) -> list[Recommendation]``; ``RULES`` lists them in the order a planner
+reads them, and ``recommend`` runs them all, keeps the strongest recommendation of each (lever, scope) and
+orders the result by the share of the log's GPU-time each one touches. The facts are the shape profile, the
+clusters with their mixed flags when computed, and what other analyses know: the prefix-cache hit ratio and
+which products are agents (sessions whose context grows turn after turn).
+
+The rules, as a planner says them:
+- Most GPU-time in prefill (long in, short out): buy prefill capacity, prefix caching and trim the input;
+  not another decode kernel. (p50 6k in / 150 out.)
+- Most GPU-time in decode (short in, long out): buy decode bandwidth and a stable decode batch; watch TPOT.
+  (p50 800 in / 2.5k out.) Output tokens are then the bill: trim output, and always for reasoning.
+- Neither phase dominates: chunked prefill, so long prompts stop stalling the decode stream.
+- Products in different corners on one pool: split pools, or at least priority queues; when the mixed mass is
+  large (``disaggregate_mass``), separate prefill and decode pools.
+- A product mixed inside itself: priority queues, and chunked prefill when its shapes lean on different phases.
+- Agents (the long-in/long-out corner, or products known to be agents): KV grows each round, and shared system
+  prompts and tool schemas make prefix caching pay.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+
+from shapeviz.clusters import ClusterResult, MixedFlag
+from shapeviz.shapes import OVERALL, ShapeProfile, ShapeStats
+
+LEVERS: tuple[str, ...] = (
+    "prefix_cache", "trim_input", "trim_output", "decode_bandwidth", "stable_decode_batch",
+    "prefill_capacity", "chunked_prefill", "split_pools", "priority_queues", "disaggregate",
+)
+METRICS: tuple[str, ...] = ("ttft", "tpot")
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One lever for one scope, the metric it protects, and the one-sentence reason with its numbers."""
+
+    lever: str      # an id of LEVERS
+    metric: str     # "ttft" or "tpot"
+    scope: str      # "overall", a product name, or a model pool name
+    reason: str
+    weight: float = 0.0  # share of the log's GPU-time the lever touches: the ordering key
+
+    def __post_init__(self) -> None:
+        if self.lever not in LEVERS:
+            raise ValueError(f"unknown lever {self.lever!r}; use one of {', '.join(LEVERS)}")
+        if self.metric not in METRICS:
+            raise ValueError(f"unknown metric {self.metric!r}; use 'ttft' or 'tpot'")
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The judgement calls of the rules, in one place the UI can expose."""
+
+    # Share of a scope's requests or GPU-time that counts: the same 15% as a material cluster share.
+    material_share: float = 0.15
+    # GPU-time outside a mixed pool's heaviest corner from which disaggregated prefill/decode pools pencil out:
+    # below a quarter, colocated scheduling with priorities absorbs the minority; above it, the minority's
+    # phase is big enough to fill its own pool.
+    disaggregate_mass: float = 0.25
+    # Share of a scope's GPU-time in the reasoning corner from which output tokens are called the cost line.
+    reasoning_gpu_share: float = 0.30
+    # A measured prefix-hit potential below this does not pay for a prefix cache.
+    min_prefix_hit: float = 0.05
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not (0.0 <= value <= 1.0):
+                raise ValueError(f"threshold {name}={value!r} must be a fraction in [0, 1]")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the rules read: the profile, the clusters if computed, and what other analyses know."""
+
+    profile: ShapeProfile
+    clusters: ClusterResult | None = None
+    prefix_hit_ratio: float | Mapping[str, float] | None = None  # overall, or per product (key "overall" too)
+    agent_products: frozenset[str] = field(default_factory=frozenset)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+    def scopes(self) -> list[ShapeStats]:
+        """Overall, then each product when there are several (one product is the overall scope again)."""
+        products = list(self.profile.products.values())
+        return [self.profile.overall, *products] if len(products) > 1 else [self.profile.overall]
+
+    def prefix_hit(self, scope: str) -> float | None:
+        """The known prefix-hit ratio of a scope, falling back to the overall one."""
+        if self.prefix_hit_ratio is None or isinstance(self.prefix_hit_ratio, (int, float)):
+            return None if self.prefix_hit_ratio is None else float(self.prefix_hit_ratio)
+        value = self.prefix_hit_ratio.get(scope, self.prefix_hit_ratio.get(OVERALL))
+        return None if value is None else float(value)
+
+
+Rule = Callable[[Facts], list[Recommendation]]
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def _who(stats: ShapeStats) -> str:
+    return "The log" if stats.scope == OVERALL else f"Product '{stats.scope}'"
+
+
+def _shape_text(stats: ShapeStats) -> str:
+    return f"p50 {stats.input['p50']:,.0f} in / {stats.output['p50']:,.0f} out"
+
+
+def _prefix_clause(hit: float | None) -> str:
+    return "" if hit is None else f", with a measured prefix-hit potential of {_pct(hit)}"
+
+
+def prefill_heavy(facts: Facts) -> list[Recommendation]:
+    """Prefill holds most GPU-time: prefill capacity, prefix cache, trim input (TTFT first)."""
+    recs = []
+    for s in facts.scopes():
+        if s.phase != "prefill":
+            continue
+        weight = s.share_of_gpu * s.prefill_gpu_share
+        head = f"{_who(s)} ({_shape_text(s)}) spends {_pct(s.prefill_gpu_share)} of its GPU-time in prefill"
+        recs.append(Recommendation("prefill_capacity", "ttft", s.scope,
+                                   f"{head}: size for prefill and a TTFT SLO, not for another decode kernel.", weight))
+        hit = facts.prefix_hit(s.scope)
+        if hit is None or hit >= facts.thresholds.min_prefix_hit:
+            recs.append(Recommendation("prefix_cache", "ttft", s.scope,
+                                       f"{head}{_prefix_clause(hit)}: every prompt token served from a prefix "
+                                       "cache is prefill not computed.", weight))
+        recs.append(Recommendation("trim_input", "ttft", s.scope,
+                                   f"{head}: input tokens are the bill, so better retrieval, summarisation or "
+                                   f"shorter prompts cut TTFT and GPUs (input p90 {s.input['p90']:,.0f}).", weight))
+    return recs
+
+
+def decode_heavy(facts: Facts) -> list[Recommendation]:
+    """Decode holds most GPU-time: decode bandwidth and a stable decode batch (TPOT first)."""
+    recs = []
+    for s in facts.scopes():
+        if s.phase != "decode":
+            continue
+        decode_share = 1.0 - s.prefill_gpu_share
+        weight = s.share_of_gpu * decode_share
+        head = f"{_who(s)} ({_shape_text(s)}) spends {_pct(decode_share)} of its GPU-time in decode"
+        recs.append(Recommendation("decode_bandwidth", "tpot", s.scope,
+                                   f"{head}: buy memory bandwidth (quantisation, speculative decoding, replicas "
+                                   "tuned for batch) and watch TPOT, not only the first token.", weight))
+        recs.append(Recommendation("stable_decode_batch", "tpot", s.scope,
+                                   f"{head}: keep the decode batch large and steady (output p90 "
+                                   f"{s.output['p90']:,.0f} tokens hold KV for long) so TPOT stays flat.", weight))
+    return recs
+
+
+def output_cost_line(facts: Facts) -> list[Recommendation]:
+    """Output tokens are the cost line (decode-heavy or reasoning-heavy): trim output."""
+    recs = []
+    for s in facts.scopes():
+        reasoning = s.gpu_share["reasoning"]
+        heavy_reasoning = reasoning >= facts.thresholds.reasoning_gpu_share
+        if s.phase != "decode" and not heavy_reasoning:
+            continue
+        decode_share = 1.0 - s.prefill_gpu_share
+        why = (f"the reasoning corner holds {_pct(reasoning)} of its GPU-time" if heavy_reasoning
+               else f"decode holds {_pct(decode_share)} of its GPU-time")
+        recs.append(Recommendation(
+            "trim_output", "tpot", s.scope,
+            f"{_who(s)}: {why} (output p50 {s.output['p50']:,.0f}, p90 {s.output['p90']:,.0f}), so output tokens are "
+            "the dominant cost line: tighter prompts, stopping criteria and output budgets shrink the bill.",
+            s.share_of_gpu * max(decode_share, reasoning)))
+    return recs
+
+
+def balanced_phases(facts: Facts) -> list[Recommendation]:
+    """Neither phase dominates: chunked prefill keeps long prompts from stalling the decode stream."""
+    recs = []
+    for s in facts.scopes():
+        if s.phase != "balanced":
+            continue
+        p = s.prefill_gpu_share
+        recs.append(Recommendation(
+            "chunked_prefill", "tpot", s.scope,
+            f"{_who(s)} ({_shape_text(s)}) splits its GPU-time {_pct(p)} prefill / {_pct(1 - p)} decode on the same "
+            "replicas: chunked prefill keeps long prompts from stalling the decode stream, so TTFT and TPOT both hold.",
+            s.share_of_gpu * min(p, 1 - p)))
+    return recs
+
+
+def agents(facts: Facts) -> list[Recommendation]:
+    """Agents (long-in/long-out corner, or known agent products): KV grows, prefix caching pays."""
+    recs = []
+    unknown = sorted(set(facts.agent_products) - set(facts.profile.products))
+    if unknown:
+        raise ValueError(f"agent product(s) {', '.join(map(repr, unknown))} not in the log; "
+                         f"known products: {', '.join(map(repr, facts.profile.products))}")
+    for s in facts.scopes():
+        corner_req, corner_gpu = s.request_share["agent"], s.gpu_share["agent"]
+        known = s.scope in facts.agent_products
+        in_corner = max(corner_req, corner_gpu) >= facts.thresholds.material_share
+        if not (known or in_corner):
+            continue
+        hit = facts.prefix_hit(s.scope)
+        if hit is not None and hit < facts.thresholds.min_prefix_hit:
+            continue
+        why = ("known to be an agent" if known else
+               f"has {_pct(corner_req)} of its requests and {_pct(corner_gpu)} of its GPU-time in the long-in/long-out corner")
+        recs.append(Recommendation(
+            "prefix_cache", "ttft", s.scope,
+            f"{_who(s)} {why}{_prefix_clause(hit)}: its KV grows every round, so later rounds are slower and dearer than "
+            "the first, and the shared system prompts and tool schemas re-prefilled each time are what a prefix cache saves.",
+            s.share_of_gpu * (1.0 if known else max(corner_gpu, corner_req))))
+    return recs
+
+
+def _profile_pool_flag(facts: Facts) -> list[MixedFlag]:
+    """Without clusters: the log is a mixed pool when material products have different dominant shapes."""
+    m = facts.thresholds.material_share
+    material = [s for s in facts.profile.products.values() if max(s.share_of_requests, s.share_of_gpu) >= m]
+    homes: dict[str, list[ShapeStats]] = {}
+    for s in material:
+        homes.setdefault(s.dominant_shape, []).append(s)
+    if len(homes) < 2:
+        return []
+    corners: dict[str, dict[str, object]] = {
+        shape: {"requests": sum(s.share_of_requests for s in members), "gpu_time": sum(s.share_of_gpu for s in members),
+                "clusters": [], "products": [s.scope for s in members]}
+        for shape, members in sorted(homes.items(), key=lambda kv: -sum(s.share_of_requests for s in kv[1]))
+    }
+    gpu = [float(c["gpu_time"]) for c in corners.values()]  # type: ignore[arg-type]
+    parts = [f"{' and '.join(repr(p) for p in c['products'])} in {shape} ({_pct(c['requests'])} of requests, "  # type: ignore[union-attr, arg-type]
+             f"{_pct(c['gpu_time'])} of GPU-time)" for shape, c in corners.items()]  # type: ignore[arg-type]
+    reason = f"The whole log (one pool) serves products in {len(corners)} corners: " + "; ".join(parts) + "."
+    return [MixedFlag("pool", OVERALL, corners, float(sum(gpu) - max(gpu)), 1.0, reason)]
+
+
+def _pool_phases(facts: Facts, flag: MixedFlag) -> set[str]:
+    """Phases of the clusters a mixed flag names (empty without clusters)."""
+    if facts.clusters is None:
+        return set()
+    return {facts.clusters.cluster(cid).phase for c in flag.corners.values() for cid in c["clusters"]}  # type: ignore[union-attr]
+
+
+def mixed_pools(facts: Facts) -> list[Recommendation]:
+    """Products in different corners on one pool: split pools, priority queues; disaggregate when the mix is large."""
+    flags = list(facts.clusters.mixed_pools) if facts.clusters is not None else _profile_pool_flag(facts)
+    recs = []
+    for flag in flags:
+        # the GPU-time of the material products in the pool, as a share of the whole log's
+        weight = flag.gpu_share * sum(float(c["gpu_time"]) for c in flag.corners.values())  # type: ignore[arg-type]
+        phases = _pool_phases(facts, flag)
+        # When one side is decode-bound, the other's prefill bursts make its stream hitch: TPOT is hurt first.
+        split_metric = "tpot" if "decode" in phases else "ttft"
+        summary = ", ".join(f"{shape} {_pct(float(c['gpu_time']))}" for shape, c in flag.corners.items())  # type: ignore[arg-type]
+        recs.append(Recommendation(
+            "split_pools", split_metric, flag.scope,
+            f"{flag.reason} Give each corner its own replicas, sized for its phase (GPU-time: {summary}).", weight))
+        recs.append(Recommendation(
+            "priority_queues", "ttft", flag.scope,
+            f"{flag.reason} If the pool stays shared, queue by shape so short prompts are not stuck behind long prefills.",
+            weight * 0.999))  # just after split_pools: the fallback, not the first choice
+        if flag.mixed_mass >= facts.thresholds.disaggregate_mass:
+            recs.append(Recommendation(
+                "disaggregate", "tpot", flag.scope,
+                f"{_pct(flag.mixed_mass)} of the pool's GPU-time sits outside its heaviest corner (at least "
+                f"{_pct(facts.thresholds.disaggregate_mass)}): colocated scheduling gets ugly, and separate prefill "
+                "and decode pools pencil out.", weight * flag.mixed_mass))
+    return recs
+
+
+def mixed_products(facts: Facts) -> list[Recommendation]:
+    """A product mixed inside itself: priority queues, and chunked prefill when its shapes lean on different phases."""
+    if facts.clusters is None:
+        return []
+    recs = []
+    for flag in facts.clusters.mixed_products:
+        weight = flag.gpu_share
+        recs.append(Recommendation(
+            "priority_queues", "ttft", flag.scope,
+            f"{flag.reason} Queue its requests by shape so the short ones are not stuck behind its long prefills.",
+            weight * flag.mixed_mass))
+        phases = _pool_phases(facts, flag)
+        if len(phases) > 1:
+            recs.append(Recommendation(
+                "chunked_prefill", "tpot", flag.scope,
+                f"{flag.reason} Its clusters lean on different phases ({', '.join(sorted(phases))}): chunked prefill "
+                "keeps its long prompts from stalling its own decode stream.", weight * flag.mixed_mass))
+    return recs
+
+
+RULES: tuple[Rule, ...] = (
+    mixed_pools, prefill_heavy, decode_heavy, output_cost_line, balanced_phases, agents, mixed_products,
+)
+
+
+def recommend(
+    profile: ShapeProfile,
+    clusters: ClusterResult | None = None,
+    *,
+    prefix_hit_ratio: float | Mapping[str, float] | None = None,
+    agent_products: Iterable[str] = (),
+    thresholds: Thresholds = Thresholds(),
+    rules: Iterable[Rule] = RULES,
+) -> list[Recommendation]:
+    """The planner's levers for this log, strongest first (by share of GPU-time touched, then rule order)."""
+    if not isinstance(profile, ShapeProfile):
+        raise ValueError(f"recommend needs a ShapeProfile (shapeviz.shapes.shape_profile), got {type(profile).__name__}")
+    if isinstance(prefix_hit_ratio, (int, float)) and not (0.0 <= prefix_hit_ratio <= 1.0):
+        raise ValueError(f"prefix_hit_ratio={prefix_hit_ratio!r} must be a fraction in [0, 1]")
+    if isinstance(agent_products, str):
+        agent_products = (agent_products,)  # one name, not its letters
+    facts = Facts(profile, clusters, prefix_hit_ratio, frozenset(agent_products), thresholds)
+    best: dict[tuple[str, str], tuple[int, Recommendation]] = {}
+    position = 0
+    for rule in rules:
+        for rec in rule(facts):
+            key = (rec.lever, rec.scope)
+            if key not in best or rec.weight > best[key][1].weight:
+                best[key] = (best[key][0] if key in best else position, rec)
+            position += 1
+    ranked = sorted(best.values(), key=lambda pr: (-round(pr[1].weight, 9), pr[0]))
+    return [rec for _, rec in ranked]
