@@ -169,8 +169,9 @@ def _part_rows(part: _Part, seed: int, span_s: float, cfg: dict[str, Any]) -> _R
     prefix = np.where(epoch_start, system, previous_input)
     cached_blocks = prefix // block
 
-    # Time: sessions start on the arrival process, later turns follow after a think/tool gap; a session that
-    # would run past the window is moved earlier (or squeezed) so every request stays inside it.
+    # Time: sessions start on the arrival process, later turns follow after a think/tool gap. A session that
+    # would run past the window ends at its drawn time instead (it runs backwards from there; squeezed if it
+    # is longer than the window), so every request stays inside the window without piling up at its edge.
     session_start = _arrival_seconds(rng, n_sessions, span_s, cfg["arrivals"], _start_hour(cfg))
     gap = np.exp(np.log(prof["turn_gap_s"]["p50"]) + np.log(prof["turn_gap_s"]["p90"] / prof["turn_gap_s"]["p50"])
                  / _Z90 * rng.standard_normal(n)) if prof["turn_gap_s"]["p90"] > prof["turn_gap_s"]["p50"] else \
@@ -181,7 +182,9 @@ def _part_rows(part: _Part, seed: int, span_s: float, cfg: dict[str, Any]) -> _R
     duration = offset[starts + lengths - 1]
     latest = span_s * (1 - 1e-9)
     squeeze = np.where(duration > latest, latest / np.maximum(duration, 1e-12), 1.0)
-    session_start = np.minimum(session_start, latest - duration * squeeze)
+    duration = duration * squeeze
+    overflow = session_start + duration > latest
+    session_start = np.where(overflow, np.clip(session_start - duration, 0.0, latest - duration), session_start)
     seconds = session_start[session] + offset * squeeze[session]
 
     single = lengths.max() == 1
