@@ -344,6 +344,10 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
         notes.append("output_tokens derived as total minus input tokens")
 
     input_v, input_bad = _anthropic_input(raw, chosen, input_v, input_bad, used, notes)
+    reasoning = [c for c in columns if norm(c.split(".")[-1]) in ("reasoningtokens", "reasoningoutputtokens")]
+    if reasoning:
+        # OpenAI (completion_tokens) and Codex (output_tokens) already count reasoning tokens as output
+        notes.append(f"output_tokens include reasoning tokens ({reasoning[0]} is part of them, not added)")
 
     # --- reasons, in order: the first that applies is the one counted
     with np.errstate(invalid="ignore"):

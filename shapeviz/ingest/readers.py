@@ -451,7 +451,8 @@ def _unique_names(header: list[str]) -> tuple[list[str], list[str]]:
 # ---------------------------------------------------------------------------------------------- JSON / JSONL
 
 def _read_json(data: bytes, label: str, compression: str, fmt: str, limits: Limits, notes: list[str]) -> RawTable:
-    depth = json_depth(data)
+    shape = scan_json(data)
+    depth = shape.max_depth
     if depth > limits.max_json_depth:
         raise IngestError(label, f"JSON is nested {depth} levels deep, past the limit of {limits.max_json_depth}",
                           "flatten the records, or raise Limits.max_json_depth")
@@ -463,7 +464,12 @@ def _read_json(data: bytes, label: str, compression: str, fmt: str, limits: Limi
             return RawTable(_flatten(table), "jsonl", compression, 0, notes)
         records, malformed = _python_jsonl(data, label, notes)
     else:
-        records, malformed = _python_json(data, label, notes), 0
+        table = _arrow_array(data, shape) if data.lstrip()[:1] == b"[" else None
+        if table is not None and not _needs_python(table):
+            if table.num_rows > limits.max_rows:
+                raise _too_many_rows(label, table.num_rows, limits)
+            return RawTable(_flatten(table), "json", compression, 0, notes)
+        records, malformed = _python_json(data, label, notes)
     if len(records) + malformed > limits.max_rows:
         raise _too_many_rows(label, len(records) + malformed, limits)
     if not records and not malformed:
@@ -471,27 +477,57 @@ def _read_json(data: bytes, label: str, compression: str, fmt: str, limits: Limi
     return RawTable(_records_table(records), fmt, compression, malformed, notes)
 
 
-def json_depth(data: bytes) -> int:
-    """Maximum nesting of ``{``/``[`` outside strings, computed in chunks (pyarrow's parser crashes on deep input)."""
-    depth, max_depth, in_string, prev = 0, 0, False, 0
+@dataclass
+class JsonShape:
+    """What one vectorised pass over JSON text finds: nesting depth and the top-level array's record boundaries."""
+
+    max_depth: int
+    separators: np.ndarray   # offsets of the commas between top-level array items
+    brackets: np.ndarray     # offsets of the outer [ and ]
+
+
+def scan_json(data: bytes) -> JsonShape:
+    """Depth and top-level structure of JSON text, looking only at structural bytes (quotes, brackets, commas)."""
+    depth, in_string, prev = 0, 0, 0
+    max_depth = 0
+    separators: list[np.ndarray] = []
+    brackets: list[np.ndarray] = []
     for start in range(0, len(data), _CHUNK):
         b = np.frombuffer(data, dtype=np.uint8, count=min(_CHUNK, len(data) - start), offset=start)
-        before = np.empty_like(b)
-        before[0] = prev
-        before[1:] = b[:-1]
+        idx = np.flatnonzero((b == 34) | (b == 44) | (b == 91) | (b == 93) | (b == 123) | (b == 125))
+        c = b[idx]
+        before = np.where(idx > 0, b[np.maximum(idx - 1, 0)], prev)
         prev = int(b[-1])
-        # a quote preceded by a backslash is escaped (a rare ``\\"`` run is miscounted, which only shifts depth)
-        quote = (b == 34) & (before != 92)
-        parity = (np.cumsum(quote, dtype=np.int64) + in_string) % 2
-        outside = parity == 0
-        # the quote byte itself toggles; brackets count only outside strings
-        step = np.where(outside & ((b == 123) | (b == 91)), 1, 0) - np.where(outside & ((b == 125) | (b == 93)), 1, 0)
-        running = depth + np.cumsum(step, dtype=np.int64)
+        # a quote after a backslash is escaped (a rare ``\\"`` pair is miscounted: it only shifts the depth)
+        quote = (c == 34) & (before != 92)
+        parity = (np.cumsum(quote, dtype=np.int64) + in_string) & 1
+        outside = (parity == 0) & ~quote
+        opening = outside & ((c == 123) | (c == 91))
+        closing = outside & ((c == 125) | (c == 93))
+        running = depth + np.cumsum(opening.astype(np.int64) - closing)
         if running.size:
             max_depth = max(max_depth, int(running.max()))
             depth = int(running[-1])
-        in_string = bool(parity[-1]) if parity.size else in_string
-    return max_depth
+            in_string = int(parity[-1])
+        separators.append(start + idx[outside & (c == 44) & (running == 1)])
+        brackets.append(start + idx[(outside & (c == 91) & (running == 1)) | (outside & (c == 93) & (running == 0))])
+    empty = np.zeros(0, dtype=np.int64)
+    return JsonShape(max_depth, np.concatenate(separators) if separators else empty,
+                     np.concatenate(brackets) if brackets else empty)
+
+
+def json_depth(data: bytes) -> int:
+    """Maximum nesting of ``{``/``[`` outside strings (pyarrow's parser crashes on absurdly deep input)."""
+    return scan_json(data).max_depth
+
+
+def _array_as_lines(data: bytes, shape: JsonShape) -> bytearray:
+    """``[{..},{..}]`` → ``{..}\\n{..}``: the top-level commas become newlines, so pyarrow can read the records."""
+    out = bytearray(data)
+    view = np.frombuffer(out, dtype=np.uint8)
+    view[shape.separators] = 10
+    view[shape.brackets] = 32
+    return out
 
 
 def _arrow_jsonl(data: bytes) -> pa.Table | None:
@@ -499,6 +535,16 @@ def _arrow_jsonl(data: bytes) -> pa.Table | None:
         return pa_json.read_json(io.BytesIO(data), read_options=pa_json.ReadOptions(block_size=16 << 20))
     except (pa.ArrowException, OSError):
         return None   # irregular lines or types: the tolerant Python path counts them one by one
+
+
+def _arrow_array(data: bytes, shape: JsonShape) -> pa.Table | None:
+    lines = _array_as_lines(data, shape)
+    try:
+        table = pa_json.read_json(pa.BufferReader(pa.py_buffer(lines)), read_options=pa_json.ReadOptions(
+            block_size=16 << 20), parse_options=pa_json.ParseOptions(newlines_in_values=True))
+    except (pa.ArrowException, OSError):
+        return None   # items that are not objects, or irregular types: the Python path sorts them out
+    return table
 
 
 def _needs_python(table: pa.Table) -> bool:
@@ -533,7 +579,7 @@ def _python_jsonl(data: bytes, label: str, notes: list[str]) -> tuple[list[dict]
     return records, malformed
 
 
-def _python_json(data: bytes, label: str, notes: list[str]) -> list[dict]:
+def _python_json(data: bytes, label: str, notes: list[str]) -> tuple[list[dict], int]:
     text = _decode_python(data, notes)
     try:
         document = json.loads(text)
@@ -553,8 +599,8 @@ def _python_json(data: bytes, label: str, notes: list[str]) -> list[dict]:
         if isinstance(record, dict):
             out.append(_flatten_record(record))
     if len(out) < len(records):
-        notes.append(f"{len(records) - len(out):,} array items were not objects and were skipped")
-    return out
+        notes.append(f"{len(records) - len(out):,} array items were not objects (counted as malformed rows)")
+    return out, len(records) - len(out)
 
 
 def _decode_python(data: bytes, notes: list[str]) -> str:
@@ -576,10 +622,11 @@ def _find_records(document: Any) -> tuple[list | None, str]:
     if not isinstance(document, dict):
         return None, ""
     if "resourceSpans" in document:   # OpenTelemetry OTLP JSON export
-        spans = [span
+        # each span keeps its resource (service.name lives there), flattened beside the span's own attributes
+        spans = [span | {"resource": resource.get("resource") or {}}
                  for resource in document.get("resourceSpans") or []
                  for scope in (resource.get("scopeSpans") or resource.get("instrumentationLibrarySpans") or [])
-                 for span in scope.get("spans") or []]
+                 for span in scope.get("spans") or [] if isinstance(span, dict)]
         return spans, "resourceSpans[].scopeSpans[].spans"
     keys = [k for k in _RECORD_KEYS if isinstance(document.get(k), list)]
     keys += [k for k, v in document.items() if k not in keys and isinstance(v, list) and v and isinstance(v[0], dict)]
