@@ -83,17 +83,21 @@ class _Rows:
     seconds: np.ndarray        # float64 seconds since the start of the window
 
 
-def _lognormal(rng: np.random.Generator, n: int, spec: dict[str, Any], lo: float = 1, hi: float = np.inf) -> np.ndarray:
-    """Integer draws from the lognormal with the spec's p50 and p90 (or mean), clipped to [min, max] and [lo, hi]."""
+def _lognormal_draws(rng: np.random.Generator, n: int, spec: dict[str, Any]) -> np.ndarray:
+    """Float draws from the lognormal pinned by the spec's p50 and p90 (or, for a heavy tail, p50 and mean)."""
     p50 = float(spec["p50"])
     if "p90" in spec:
         sigma = max(np.log(float(spec["p90"]) / p50), 0.0) / _Z90
-    else:  # a heavy tail known by its mean: mean = p50 · exp(sigma² / 2)
+    else:  # mean = p50 · exp(sigma² / 2)
         sigma = np.sqrt(2.0 * max(np.log(float(spec["mean"]) / p50), 0.0))
-    x = np.exp(np.log(p50) + sigma * rng.standard_normal(n))
+    return np.exp(np.log(p50) + sigma * rng.standard_normal(n))
+
+
+def _lognormal(rng: np.random.Generator, n: int, spec: dict[str, Any], lo: float = 1, hi: float = np.inf) -> np.ndarray:
+    """Integer token counts from the spec's lognormal, clipped to the spec's [min, max] and to [lo, hi]."""
     lo = max(lo, float(spec.get("min", lo)))
     hi = min(hi, float(spec.get("max", hi)))
-    return np.clip(np.rint(x), lo, hi).astype(np.int64)
+    return np.clip(np.rint(_lognormal_draws(rng, n, spec)), lo, hi).astype(np.int64)
 
 
 def _session_lengths(rng: np.random.Generator, n: int, mean_turns: float, max_turns: int) -> np.ndarray:
@@ -173,9 +177,7 @@ def _part_rows(part: _Part, seed: int, span_s: float, cfg: dict[str, Any]) -> _R
     # would run past the window ends at its drawn time instead (it runs backwards from there; squeezed if it
     # is longer than the window), so every request stays inside the window without piling up at its edge.
     session_start = _arrival_seconds(rng, n_sessions, span_s, cfg["arrivals"], _start_hour(cfg))
-    gap = np.exp(np.log(prof["turn_gap_s"]["p50"]) + np.log(prof["turn_gap_s"]["p90"] / prof["turn_gap_s"]["p50"])
-                 / _Z90 * rng.standard_normal(n)) if prof["turn_gap_s"]["p90"] > prof["turn_gap_s"]["p50"] else \
-        np.full(n, float(prof["turn_gap_s"]["p50"]))
+    gap = _lognormal_draws(rng, n, prof["turn_gap_s"])
     gap[first] = 0.0
     offset = np.cumsum(gap)
     offset -= offset[starts][session]
@@ -287,11 +289,13 @@ def _split(n: int, shares: list[float]) -> list[int]:
 
 
 def _check_common(n_requests: int, seed: int, days: float) -> None:
-    if isinstance(n_requests, bool) or not isinstance(n_requests, (int, np.integer)) or not 1 <= n_requests <= _MAX_REQUESTS:
+    whole = isinstance(n_requests, (int, np.integer)) and not isinstance(n_requests, bool)
+    if not whole or not 1 <= n_requests <= _MAX_REQUESTS:
         raise ValueError(f"n_requests={n_requests!r} must be a whole number from 1 to {_MAX_REQUESTS:,}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed={seed!r} must be a non-negative whole number")
-    if not (isinstance(days, (int, float, np.floating, np.integer)) and np.isfinite(days) and 0 < days <= 366):
+    if isinstance(days, bool) or not (isinstance(days, (int, float, np.floating, np.integer))
+                                      and np.isfinite(days) and 0 < days <= 366):
         raise ValueError(f"days={days!r} must be a number of days in (0, 366]")
 
 
@@ -306,7 +310,8 @@ def _resolve_products(products: list[str] | None, cfg: dict[str, Any]) -> list[s
     for p in products:
         name = p if p in cfg["products"] else by_shape.get(p)
         if name is None:
-            raise ValueError(f"unknown product {p!r}: choose from {', '.join(names)} (or a shape: {', '.join(by_shape)})")
+            raise ValueError(f"unknown product {p!r}: choose from {', '.join(names)} "
+                             f"(or a shape: {', '.join(by_shape)})")
         if name not in chosen:
             chosen.append(name)
     if not chosen:

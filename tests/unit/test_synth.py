@@ -316,13 +316,6 @@ def test_write_log_refuses_what_it_cannot_write(tmp_path: Path) -> None:
 
 # --- the data file -------------------------------------------------------------------------------------------
 
-def _blocks(node, path=""):
-    if isinstance(node, dict):
-        yield path, node
-        for key, value in node.items():
-            yield from _blocks(value, f"{path}/{key}")
-
-
 def test_every_parameter_in_the_data_file_names_its_source() -> None:
     data = json.loads(PROFILES_PATH.read_text(encoding="utf-8"))
     for name, product in data["products"].items():
