@@ -245,8 +245,9 @@ def match_columns(columns: list[str]) -> dict[str, tuple[str, Alias]]:
         if column is not None and column not in claimed:
             found[alias.canonical] = (column, alias)
             claimed.add(column)
-    # pass 2: dotted suffixes, for nested exports (response.usage.prompt_tokens, attributes.gen_ai...)
-    for alias in ALIAS_TABLE:
+    # pass 2: dotted suffixes, for nested exports (response.usage.prompt_tokens, attributes.gen_ai...); the
+    # longest aliases go first, so attributes.gen_ai.response.model is taken as itself, not as a bare "model"
+    for alias in sorted(ALIAS_TABLE, key=lambda a: -len(_parts(a.name))):
         if alias.canonical in found:
             continue
         for column in columns:

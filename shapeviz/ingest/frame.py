@@ -490,11 +490,12 @@ def _anthropic_input(raw: RawTable, chosen: dict[str, tuple[str, Alias | None]],
                      input_bad: np.ndarray, used: dict[str, str], notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Anthropic's ``input_tokens`` excludes cached tokens: add ``cache_read`` and ``cache_creation`` back."""
     column, alias = chosen.get("input_tokens", (None, None))
-    if alias is None or column is None or norm(column.split(".")[-1]) != "inputtokens" or norm(column).startswith("genai"):
+    # OpenTelemetry's gen_ai.usage.input_tokens already includes cached tokens: only Anthropic's names qualify
+    if alias is None or column is None or norm(column.split(".")[-1]) != "inputtokens" or "genai" in norm(column):
         return input_v, input_bad
     prefix = column[: -len(column.split(".")[-1])]
-    extra = [c for c in raw.columns if c.startswith(prefix) and
-             norm(c[len(prefix):]) in ("cachereadinputtokens", "cachecreationinputtokens")]
+    extra = [c for c in raw.columns if c.startswith(prefix) and "." not in c[len(prefix):]
+             and norm(c[len(prefix):]) in ("cachereadinputtokens", "cachecreationinputtokens")]
     if not extra:
         return input_v, input_bad
     total = input_v.copy()

@@ -24,6 +24,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from shapeviz.ingest.columns import detect_columns
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.limits import Limits, human_bytes
 
@@ -621,6 +622,18 @@ def _find_records(document: Any) -> tuple[list | None, str]:
         return document, ""
     if not isinstance(document, dict):
         return None, ""
+    if _looks_like_record(document):
+        return [document], ""   # one request (its lists, e.g. timing_events, are fields, not records)
+    found, where = _find_container(document)
+    return (found, where) if found is not None else ([document], "")
+
+
+def _looks_like_record(document: dict) -> bool:
+    detected = detect_columns(list(_flatten_record(document)))
+    return "input_tokens" in detected or "output_tokens" in detected
+
+
+def _find_container(document: dict, depth: int = 0) -> tuple[list | None, str]:
     if "resourceSpans" in document:   # OpenTelemetry OTLP JSON export
         # each span keeps its resource (service.name lives there), flattened beside the span's own attributes
         spans = [span | {"resource": resource.get("resource") or {}}
@@ -632,13 +645,13 @@ def _find_records(document: Any) -> tuple[list | None, str]:
     keys += [k for k, v in document.items() if k not in keys and isinstance(v, list) and v and isinstance(v[0], dict)]
     if keys:
         return document[keys[0]], keys[0]
-    for key, value in document.items():   # one level down, e.g. {"result": {"data": [...]}}
-        if isinstance(value, dict):
-            found, where = _find_records(value)
-            if found is not None:
-                return found, f"{key}.{where}" if where else key
-    # a single object that is itself a record
-    return [document], ""
+    if depth < 2:
+        for key, value in document.items():   # a level or two down, e.g. {"result": {"data": [...]}}
+            if isinstance(value, dict):
+                found, where = _find_container(value, depth + 1)
+                if found is not None:
+                    return found, f"{key}.{where}"
+    return None, ""
 
 
 def _unwrap_otlp_value(value: Any) -> Any:
