@@ -204,16 +204,26 @@ def token_arrays(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return arrays[0], arrays[1]
 
 
+def category_codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Per-row index into the categories actually present (-1 where missing), and their names."""
+    if not isinstance(values.dtype, pd.CategoricalDtype):
+        values = values.astype("category")
+    codes = values.cat.codes.to_numpy().astype(np.int32)
+    categories = [str(c) for c in values.cat.categories]
+    # One bincount finds the used categories (cheaper than remove_unused_categories on a million rows).
+    used = np.bincount(codes[codes >= 0], minlength=len(categories)) > 0
+    if used.all():
+        return codes, categories
+    remap = np.full(len(categories), -1, dtype=np.int32)
+    remap[used] = np.arange(int(used.sum()), dtype=np.int32)
+    return np.where(codes >= 0, remap[codes], -1).astype(np.int32), [c for c, u in zip(categories, used) if u]
+
+
 def product_codes(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     """Per-row product index and the product names actually present (unused categories dropped)."""
     if "product" not in frame.columns:
         return np.zeros(len(frame), dtype=np.int32), [SINGLE_PRODUCT]
-    product = frame["product"]
-    if not isinstance(product.dtype, pd.CategoricalDtype):
-        product = product.astype("category")
-    product = product.cat.remove_unused_categories()
-    codes = product.cat.codes.to_numpy().astype(np.int32)
-    names = [str(c) for c in product.cat.categories]
+    codes, names = category_codes(frame["product"])
     if (codes < 0).any():
         # A missing product would otherwise vanish from every per-product table: give it a visible name.
         codes = np.where(codes < 0, len(names), codes)
