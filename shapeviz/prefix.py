@@ -16,10 +16,13 @@ Three sources, best first:
 Definitions used throughout:
 
 * a block **hits** when its id was seen in an earlier request (a repeat inside the same request is the same
-  block and is counted once). With prefix hashes the seen blocks of a request always form a leading run, and so
-  do the LRU hits at any capacity (the stack distance grows along a request's prefix), so "every hit block" and
-  "the leading run of hit blocks" are the same number; ``leading_run_share`` reports it so a trace with
-  non-prefix hashes is visible.
+  block and is counted once). With prefix hashes the seen blocks of a request always form a leading run, so
+  "every hit block" (SOURCE.md's count) and "the leading run a prefix cache can use" are the same number;
+  ``leading_run_share`` reports it so a trace with non-prefix hashes is visible.
+* under **LRU** the blocks are replayed one by one through a block cache (Mattson). The rest of a prefix
+  was touched just after the block that missed, so it is next in line for eviction and misses too: the hits
+  stay a leading run, and the curve is what a prefix cache serves (the tests check it exactly against a plain
+  LRU prefix cache that serves the cached leading run on arrival).
 * **token-weighted** ratio = Σ over requests of min(block_size × hit blocks, input tokens) / Σ input tokens: the
   last block of a prompt is usually partial, so a full hit never counts more tokens than the prompt has.
 * capacity in **GB** = blocks × block_size × kv_bytes_per_token / 1e9 (decimal gigabytes).
@@ -36,9 +39,10 @@ import pandas as pd
 # everywhere, this is only its default.
 DEFAULT_BLOCK_SIZE = 512
 
-# Above this many block accesses the capacity curve is estimated from a spatial sample of the block ids
-# (SHARDS) instead of computed exactly; exact costs O(N log N) numpy passes, a few seconds per 10M accesses.
-DEFAULT_MAX_EXACT_ACCESSES = 8_000_000
+# Above this many block accesses the capacity curve is estimated from a sample of the block ids (SHARDS)
+# instead of computed exactly: exact costs O(N log N) numpy passes, about a second per million accesses
+# (benchmarks/bench_prefix.py), and the sample keeps a million-request log to seconds.
+DEFAULT_MAX_EXACT_ACCESSES = 4_000_000
 
 # The error of an id-sampled curve comes mostly from ids with many accesses (shared system prompts, tool
 # schemas); every id holding at least this share of all accesses is kept whole, which bounds the variance of the
@@ -154,29 +158,28 @@ def _previous_access(ids: np.ndarray, *, with_counts: bool = False):
 
 
 def _earlier_greater(values: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """For each position i: how many earlier positions (or their total ``weights``) hold a larger value.
+    """For each position i: how many earlier positions (or the sum of their int ``weights``) hold a larger value.
 
     Values must be distinct. Bottom-up merge sort in numpy, O(N log N): at width ``w`` the values are sorted
     inside runs of ``w``; packing (pair of runs, value, position in pair) into one int64 makes a stable sort a
     run merge, and for an element of a right-hand run the left-hand (earlier) elements merged before it are
-    exactly the smaller earlier ones. Everything is done in place where numpy allows: at millions of elements
-    the cost is memory traffic, not arithmetic.
+    exactly the smaller earlier ones. Operations run in place where numpy allows: at millions of elements the
+    cost is memory traffic, not arithmetic.
     """
     n = len(values)
-    weighted = weights is not None
     if n < 2:
-        return np.zeros(n, dtype=np.float64 if weighted else np.int64)
+        return np.zeros(n, dtype=np.int64)
+    weighted = weights is not None
     v = np.asarray(values, dtype=np.int64)
     v = v - v.min()
     span = np.int64(v.max() + 1)
     pos = np.arange(n, dtype=np.int64)
     vals = v.copy()
+    acc = np.zeros(n, dtype=np.int64)  # count (or weight) of smaller earlier elements, in current order
     if weighted:
-        wts = np.asarray(weights, dtype=np.float64).copy()
-        earlier_total = np.cumsum(wts) - wts
-        acc = np.zeros(n, dtype=np.float64)  # weight of smaller earlier elements, in current order
-    else:
-        acc = np.zeros(n, dtype=np.int64)    # count of smaller earlier elements, in current order
+        wts = np.asarray(weights, dtype=np.int64).copy()
+        earlier_total = np.cumsum(wts)
+        earlier_total -= wts
     key = np.empty(n, dtype=np.int64)
     tmp = np.empty(n, dtype=np.int64)
     pair = np.empty(n, dtype=np.int64)
@@ -202,17 +205,19 @@ def _earlier_greater(values: np.ndarray, weights: np.ndarray | None = None) -> n
         acc = acc[old]
         if weighted:
             wts = wts[old]
-            left_w = np.where(from_right, 0.0, wts)
-            cum = np.cumsum(left_w)
-            cum -= left_w
-            acc += np.where(from_right, cum - cum[pair], 0.0)
+            np.multiply(wts, ~from_right, out=tmp)   # weights of the left-run elements, 0 for the right run
+            cum = np.cumsum(tmp)
+            cum -= tmp
+            cum -= cum[pair]                           # left-run weight merged before each element
+            cum *= from_right
+            acc += cum
         else:
             # merged rank inside the pair minus rank inside its own run = smaller elements from the left run
             np.subtract(local, np.bitwise_and(old_local, w - 1), out=tmp)
             tmp *= from_right
             acc += tmp
         level += 1
-    smaller = np.empty(n, dtype=acc.dtype)
+    smaller = np.empty(n, dtype=np.int64)
     smaller[np.argsort(v, kind="stable")] = acc  # the final order is sorted by value
     return (earlier_total - smaller) if weighted else (pos - smaller)
 
@@ -228,23 +233,30 @@ def lru_stack_distances(ids: np.ndarray) -> np.ndarray:
     return _distances_from_prev(prev)
 
 
-def _distances_from_prev(prev: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+_HOT_UNIT = np.int64(1 << 32)  # packs two counts in one int64: hot ids above, sampled ids below
+
+
+def _distances_from_prev(prev: np.ndarray, hot: np.ndarray | None = None, rate: float = 1.0) -> np.ndarray:
     """Stack distance of each access from its previous-access link; -1 for a first access.
 
     distance(i) = accesses strictly between prev(i) and i, minus the repeats among them (accesses j < i whose
-    own previous access lies after prev(i)). With ``weights`` (one per access, the same for every access of an
-    id) the distance is the total weight of the distinct ids in between, as float.
+    own previous access lies after prev(i)). For a SHARDS sample, ``hot`` marks the ids kept whole: each counts
+    once, every other sampled id stands for 1/rate ids (float result). Both counts travel packed in one int64.
     """
-    dist = np.full(len(prev), -1, dtype=np.int64 if weights is None else np.float64)
     reuse = np.flatnonzero(prev >= 0)
-    if len(reuse):
-        p = prev[reuse]
-        if weights is None:
+    p = prev[reuse]
+    if hot is None:
+        dist = np.full(len(prev), -1, dtype=np.int64)
+        if len(reuse):
             dist[reuse] = (reuse - p - 1) - _earlier_greater(p)
-        else:
-            before = np.cumsum(weights) - weights  # weight of all accesses before each position
-            between = before[reuse] - before[p] - weights[p]
-            dist[reuse] = between - _earlier_greater(p, weights[reuse])
+        return dist
+    dist = np.full(len(prev), -1.0)
+    if len(reuse):
+        units = np.where(hot, _HOT_UNIT, np.int64(1))
+        before = np.cumsum(units)
+        before -= units
+        packed = (before[reuse] - before[p] - units[p]) - _earlier_greater(p, units[reuse])
+        dist[reuse] = (packed >> 32) + (packed & (_HOT_UNIT - 1)) / rate
     return dist
 
 
@@ -315,23 +327,33 @@ def _check_capacities(capacities: Sequence[int] | np.ndarray | None) -> np.ndarr
     return np.unique(arr.astype(np.int64))
 
 
-def _token_weights(blocks: _Blocks, hit_idx: np.ndarray, rank_key: np.ndarray, block_size: int) -> np.ndarray:
+def _token_weights(
+    blocks: _Blocks, hit_idx: np.ndarray, block_size: int, dist: np.ndarray | None = None
+) -> np.ndarray:
     """Tokens each hit block adds when it turns into a hit: block_size, less where the prompt runs out.
 
-    A request's hit tokens are min(block_size × hits, input); ordering its hit blocks by ``rank_key`` (the
-    order in which they become hits as capacity grows), the k-th adds clip(input − block_size·(k−1), 0, bs).
+    A request's hit tokens are min(block_size × hits, input); ordering its hit blocks by the order in which
+    they become hits as capacity grows, the k-th (0-based) adds clip(input − block_size·k, 0, block_size). That
+    order is the block order (``dist`` None, or distances already ascending along each request, as prefix
+    hashes make them); otherwise the capped requests' hits are sorted by ``dist``.
     """
     weights = np.full(len(hit_idx), float(block_size))
-    req = blocks.request[hit_idx]
+    req = blocks.request[hit_idx]  # ascending: hit_idx is in stream order
     hits_per_req = np.bincount(req, minlength=blocks.n_requests)
     capped = block_size * hits_per_req > blocks.input_tokens
     sel = np.flatnonzero(capped[req])
-    if len(sel):
-        order = sel[np.lexsort((rank_key[sel], req[sel]))]
-        r = req[order]
-        start = np.r_[0, np.flatnonzero(r[1:] != r[:-1]) + 1]
-        rank = np.arange(len(order)) - np.repeat(start, np.diff(np.r_[start, len(order)]))  # 0-based
-        weights[order] = np.clip(blocks.input_tokens[r] - block_size * rank, 0, block_size)
+    if not len(sel):
+        return weights
+    r = req[sel]
+    if dist is not None:
+        d = dist[sel]
+        same = r[1:] == r[:-1]
+        if (d[1:][same] < d[:-1][same]).any():
+            sel = sel[np.lexsort((d, r))]
+            r = req[sel]
+    start = np.r_[0, np.flatnonzero(r[1:] != r[:-1]) + 1]
+    rank = np.arange(len(sel)) - np.repeat(start, np.diff(np.r_[start, len(sel)]))  # 0-based within request
+    weights[sel] = np.clip(blocks.input_tokens[r] - block_size * rank, 0, block_size)
     return weights
 
 
@@ -360,7 +382,7 @@ def _curve(
     hit_all = np.flatnonzero(prev >= 0)
     # Within a prefix-hash request the hits turn on in block order as capacity grows (the stack distance grows
     # along the prefix), so the position rank gives each hit its token weight; exact mode re-ranks by distance.
-    pos_weights = _token_weights(blocks, hit_all, hit_all, block_size)
+    pos_weights = _token_weights(blocks, hit_all, block_size)
     total_tokens = float(blocks.input_tokens[np.bincount(blocks.request, minlength=blocks.n_requests) > 0].sum())
 
     if sample_rate is not None and not (0 < sample_rate <= 1):
@@ -378,19 +400,19 @@ def _curve(
     if rate >= 1.0:
         dist = _distances_from_prev(prev)[hit_all].astype(np.float64)
         block_w = np.ones(len(hit_all))
-        token_w = _token_weights(blocks, hit_all, dist, block_size)
+        token_w = _token_weights(blocks, hit_all, block_size, dist)
         method, description = "exact", "exact LRU stack distances (Mattson) over every block access"
     else:
         keep = hot | _shards_mask(blocks.ids, rate)
-        # Each kept access stands for 1/rate accesses, except the hot ids, which are all kept.
-        stands_for = np.where(hot[keep], 1.0, 1.0 / rate)
+        kept_hot = hot[keep]
         sub_pos = np.cumsum(keep) - 1
         kept_prev = prev[keep]
         sub_prev = np.where(kept_prev >= 0, sub_pos[np.maximum(kept_prev, 0)], -1)
-        sub_dist = _distances_from_prev(sub_prev, stands_for)
+        sub_dist = _distances_from_prev(sub_prev, kept_hot, rate)
         reuse = sub_prev >= 0
         dist = sub_dist[reuse]
-        block_w = stands_for[reuse]
+        # Each kept access stands for 1/rate accesses, except those of hot ids, which are all kept.
+        block_w = np.where(kept_hot[reuse], 1.0, 1.0 / rate)
         token_w = block_w * pos_weights[keep[hit_all]]
         method = "shards"
         description = (
@@ -709,8 +731,8 @@ def prefix_savings(
 
     ``cached_discount`` is the provider's discount on cached input (0.5 bills it at half price; pass the
     provider's own rate). ``prefill_ms(input_tokens, cached_tokens)`` is the capacity model's vectorised prefill
-    time; without it the time saved is taken as the token share, which understates it for long prompts
-    (attention grows with the square of the uncached length).
+    time; without it the time saved is taken as the token share, which overstates it for long prompts (the new
+    tokens still attend to the cached prefix: attention work ∝ n² − p²).
     """
     if not (isinstance(hit_ratio, (int, float, np.floating)) and 0.0 <= float(hit_ratio) <= 1.0):
         raise ValueError(f"hit_ratio={hit_ratio!r} must be a share in [0, 1] (e.g. 0.37 for 37%)")
