@@ -249,8 +249,8 @@ def deployment_label(deployment: object) -> str:
     model = getattr(deployment, "model", None)
     gpu = getattr(deployment, "gpu", None)
     if model is not None and gpu is not None:
-        model_id = getattr(model, "id", None) or getattr(model, "name", None) or str(model)
-        gpu_id = getattr(gpu, "id", None) or getattr(gpu, "name", None) or str(gpu)
+        model_id = getattr(model, "name", None) or getattr(model, "id", None) or str(model)
+        gpu_id = getattr(gpu, "name", None) or getattr(gpu, "id", None) or str(gpu)
         parts = [f"{model_id} on {gpu_id}"]
         precision = getattr(deployment, "precision", None)
         tp = getattr(deployment, "tp", None)

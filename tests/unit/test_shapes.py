@@ -194,6 +194,19 @@ def test_gpu_time_follows_the_deployment_given() -> None:
     assert doubled.overall.prefill_gpu_share < explicit.overall.prefill_gpu_share
 
 
+def test_a_smaller_deployment_costs_the_same_requests_less() -> None:
+    from shapeviz.capacity import Deployment
+
+    frame = lognormal_frame(3000, 300)
+    default = shape_profile(frame)
+    small = shape_profile(frame, deployment=Deployment(model="llama-3.1-8b", gpu="h100-sxm", tp=1))
+    assert small.overall.gpu_seconds < default.overall.gpu_seconds / 3
+    assert "8B" in small.deployment and small.deployment != default.deployment
+    # the shape is the log's, whatever hardware serves it
+    assert small.overall.dominant_shape == default.overall.dominant_shape
+    assert small.overall.request_share == default.overall.request_share
+
+
 def test_profile_is_json_ready() -> None:
     profile = shape_profile(synth.scenario("shared_pool", 2000, 0))
     document = json.loads(json.dumps(profile.to_dict(), allow_nan=False))
