@@ -59,16 +59,17 @@ def _check_kv(kv_bytes_per_token: float | None) -> float | None:
     return value
 
 
-def _codes(col: pd.Series) -> np.ndarray:
-    codes, _ = pd.factorize(col.astype("object"), sort=False)  # -1 for missing
-    return codes.astype(np.int64)
+def _categorical(col: pd.Series) -> pd.Categorical:
+    """The column as a categorical (the canonical dtype already is one; anything else is converted once)."""
+    values = col.array
+    return values if isinstance(values, pd.Categorical) else pd.Categorical(col)
 
 
 def session_turns(frame: pd.DataFrame, *, kv_bytes_per_token: float | None = None) -> pd.DataFrame:
-    """One row per request that belongs to a session, ordered by product, session and turn, with growth columns.
+    """One row per request that belongs to a session, ordered by session and turn, with growth columns.
 
-    Columns: ``row`` (index label in ``frame``), ``product`` (of the session's first turn), ``session_id``, ``turn``, ``input_tokens``,
-    ``output_tokens``, ``cached_tokens`` (when present), ``context_tokens``, ``growth_tokens`` (float, NaN at
+    Columns: ``row`` (index label in ``frame``), ``product`` (of the session's first turn), ``session_id``,
+    ``turn``, ``input_tokens``, ``output_tokens``, ``cached_tokens`` (when present), ``context_tokens``, ``growth_tokens`` (float, NaN at
     turn 0), ``repeated_tokens``, ``repeated_share``, and ``kv_bytes`` when ``kv_bytes_per_token`` is given.
     """
     kv = _check_kv(kv_bytes_per_token)
@@ -77,7 +78,8 @@ def session_turns(frame: pd.DataFrame, *, kv_bytes_per_token: float | None = Non
     in_session = frame["session_id"].notna().to_numpy()
     sub = frame.loc[in_session]
     n = len(sub)
-    s_code = _codes(sub["session_id"])
+    sessions = _categorical(sub["session_id"])
+    s_code = sessions.codes.astype(np.int64)
     # Order inside a session: the log's turn when it has one, then arrival time, then file order.
     keys: list[np.ndarray] = [np.arange(n)]
     if "timestamp" in sub.columns:
@@ -95,10 +97,12 @@ def session_turns(frame: pd.DataFrame, *, kv_bytes_per_token: float | None = Non
     run = np.diff(np.r_[starts, n])
     turn = np.arange(n) - np.repeat(starts, run)
     if "product" in sub.columns:
-        row_product = sub["product"].to_numpy(dtype=object)[order]
-        product = np.repeat(row_product[starts], run)  # the session's product: that of its first turn
+        products = _categorical(sub["product"])
+        row_product = products.codes[order]
+        # the session's product: that of its first turn
+        product = pd.Categorical.from_codes(np.repeat(row_product[starts], run), dtype=products.dtype)
     else:
-        product = np.full(n, "all", dtype=object)
+        product = pd.Categorical(np.full(n, "all", dtype=object))
 
     inp = sub["input_tokens"].to_numpy(dtype=np.int64)[order]
     out = sub["output_tokens"].to_numpy(dtype=np.int64)[order]
@@ -110,7 +114,7 @@ def session_turns(frame: pd.DataFrame, *, kv_bytes_per_token: float | None = Non
         {
             "row": sub.index.to_numpy()[order],
             "product": product,
-            "session_id": sub["session_id"].to_numpy()[order],
+            "session_id": pd.Categorical.from_codes(s_code, dtype=sessions.dtype),
             "turn": turn.astype(np.int64),
             "input_tokens": inp,
             "output_tokens": out,
@@ -124,17 +128,18 @@ def session_turns(frame: pd.DataFrame, *, kv_bytes_per_token: float | None = Non
     result["repeated_share"] = np.divide(repeated, inp, out=np.zeros(n), where=inp > 0)
     if kv is not None:
         result["kv_bytes"] = result["context_tokens"].to_numpy(dtype=np.float64) * kv
-    result["product"] = result["product"].astype("category")
-    result["session_id"] = result["session_id"].astype("category")
     return result
 
 
 def session_table(frame: pd.DataFrame, *, kv_bytes_per_token: float | None = None) -> pd.DataFrame:
     """One row per session: turns, first/last input, peak context and KV, growth per turn, growing-step share."""
     kv = _check_kv(kv_bytes_per_token)
-    turns = session_turns(frame)
+    return _table_from_turns(session_turns(frame), kv)
+
+
+def _table_from_turns(turns: pd.DataFrame, kv: float | None) -> pd.DataFrame:
     steps = turns["growth_tokens"].notna()
-    turns["grew"] = (turns["growth_tokens"] > 0).astype(np.float64).where(steps)
+    turns = turns.assign(grew=(turns["growth_tokens"] > 0).astype(np.float64).where(steps))  # NaN at turn 0
     g = turns.groupby(["session_id"], observed=True, sort=False)
     table = g.agg(
         product=("product", "first"),
@@ -236,7 +241,7 @@ def detect_agents(
             )
         return verdicts
     turns = session_turns(frame)
-    table = session_table(frame)
+    table = _table_from_turns(turns, None)
     table["long_growing"] = (table["turns"] >= min_turns) & (table["growing_step_share"] >= min_growing_step_share)
     by_product = table.groupby("product", observed=True).agg(
         sessions=("turns", "size"),
