@@ -106,12 +106,12 @@ def _block_stream(frame: pd.DataFrame) -> _Blocks:
     """Flatten ``hash_ids`` in arrival order; rows without hashes take part with zero blocks."""
     order = _arrival_order(frame)
     values = frame["hash_ids"].to_numpy(dtype=object)[order]
-    missing = pd.isna(pd.Series(values, dtype=object)).to_numpy()
-    if missing.any():
-        values = values.copy()
-        values[missing] = [np.empty(0, dtype=np.int64)] * int(missing.sum())
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-    ids = np.concatenate(values).astype(np.int64, copy=False) if lengths.sum() else np.empty(0, np.int64)
+    # Rows without hashes (e.g. a log combined with one that has none) take part with zero blocks.
+    present = ~pd.isna(pd.Series(values, dtype=object)).to_numpy()
+    lengths = np.zeros(len(values), dtype=np.int64)
+    lengths[present] = np.fromiter(map(len, values[present]), dtype=np.int64, count=int(present.sum()))
+    ids = (np.concatenate(values[present]).astype(np.int64, copy=False) if lengths.sum()
+           else np.empty(0, np.int64))
     request = np.repeat(np.arange(len(values), dtype=np.int64), lengths)
     inp = frame["input_tokens"].to_numpy(dtype=np.int64)[order]
     codes, products = _product_codes(frame)

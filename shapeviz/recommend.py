@@ -31,6 +31,19 @@ LEVERS: tuple[str, ...] = (
     "prefill_capacity", "chunked_prefill", "split_pools", "priority_queues", "disaggregate",
 )
 METRICS: tuple[str, ...] = ("ttft", "tpot")
+# How a planner says each lever, for the UI and the report (plain words first, numbers second).
+LEVER_LABELS: dict[str, str] = {
+    "prefix_cache": "Turn on prefix caching",
+    "trim_input": "Trim the input",
+    "trim_output": "Trim the output",
+    "decode_bandwidth": "Buy decode bandwidth",
+    "stable_decode_batch": "Keep a stable decode batch",
+    "prefill_capacity": "Buy prefill capacity",
+    "chunked_prefill": "Use chunked prefill",
+    "split_pools": "Split the pools",
+    "priority_queues": "Queue by shape",
+    "disaggregate": "Disaggregate prefill and decode",
+}
 
 
 @dataclass(frozen=True)
