@@ -1,0 +1,102 @@
+"""Capacity-model calibration: error of the step-time model on published measurements, row by row.
+
+    python benchmarks/bench_calibration.py                 # stored parameters: errors row by row + medians,
+                                                            # then held-out hardware (fit on H100 only → A100s)
+    python benchmarks/bench_calibration.py --logo          # also leave-one-GPU-out fits
+    python benchmarks/bench_calibration.py --write         # refit on every usable row, store data/efficiency.json
+    python benchmarks/bench_calibration.py --reference DIR # another copy of the reference folder
+
+Errors are predicted / measured − 1 (positive: the model is optimistic). Fits take a minute or two each.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from shapeviz.capacity import calibration as cal  # noqa: E402
+from shapeviz.capacity.physics import load_efficiency  # noqa: E402
+
+
+def _table(evaluated: pd.DataFrame) -> str:
+    ok = evaluated[evaluated["skip"] == ""].copy()
+    ok["shape"] = ok["isl"].map("{:.0f}".format) + "/" + ok["osl"].map("{:.0f}".format)
+    ok["rate"] = ok["rate_rps"].map(lambda r: "" if pd.isna(r) else f"{r:g}/s")
+    cols = ["kind", "gpu", "model", "precision", "tp", "shape", "rate", "version", "measured", "predicted", "error"]
+    return ok[cols].to_string(index=False, float_format=lambda v: f"{v:,.3g}")
+
+
+def _medians(evaluated: pd.DataFrame, title: str) -> None:
+    summary = cal.summarize(evaluated)
+    print(f"\n== {title}: median |error| per GPU and kind ==")
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.1%}"))
+
+
+def _holdout(rows: pd.DataFrame, fit_gpus: list[str], check_gpus: list[str], evaluations: int) -> float:
+    train = rows[rows["gpu"].isin(fit_gpus)]
+    t0 = time.perf_counter()
+    result = cal.fit(train, max_evaluations=evaluations)
+    test = cal.evaluate(rows[rows["gpu"].isin(check_gpus)], result.efficiency)
+    ok = test[test["skip"] == ""]
+    median = float(ok["error"].abs().median())
+    print(f"\n== fit on {', '.join(fit_gpus)} ({result.rows_used} rows, {time.perf_counter() - t0:.0f} s) "
+          f"-> held-out {', '.join(check_gpus)}: median |error| {median:.1%} over {len(ok)} rows ==")
+    print(cal.summarize(test).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
+    return median
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reference", type=Path, default=ROOT.parent / "shared" / "reference",
+                        help="folder holding calibration/ (default: ../shared/reference beside the repo)")
+    parser.add_argument("--write", action="store_true", help="refit on every usable row and store data/efficiency.json")
+    parser.add_argument("--logo", action="store_true", help="also run leave-one-GPU-out fits")
+    parser.add_argument("--evaluations", type=int, default=500, help="Nelder-Mead evaluations per round")
+    parser.add_argument("--quiet", action="store_true", help="medians only, no row-by-row table")
+    args = parser.parse_args(argv)
+
+    rows = cal.reference_rows(args.reference)
+    skipped = rows[rows["skip"] != ""]
+    print(f"{len(rows)} published measurements, {len(rows) - len(skipped)} usable; skipped by reason:")
+    print(skipped["skip"].value_counts().to_string())
+
+    holdout: dict[str, float] = {}
+    result = None
+    if args.write:
+        t0 = time.perf_counter()
+        result = cal.fit(rows, max_evaluations=args.evaluations,
+                         progress=lambda n, loss: print(f"  {n} evaluations, loss {loss:.4f}", flush=True))
+        print(f"fitted on {result.rows_used} rows in {time.perf_counter() - t0:.0f} s, loss {result.loss:.4f}")
+        efficiency = result.efficiency
+    else:
+        efficiency = load_efficiency()
+    print("\nparameters:", {k: round(v, 4) for k, v in efficiency.to_dict().items()})
+
+    evaluated = cal.evaluate(rows, efficiency)
+    if not args.quiet:
+        print("\n== row by row (stored parameters) ==")
+        print(_table(evaluated))
+    _medians(evaluated, "all usable rows, parameters fitted on all GPUs")
+
+    gpus = sorted(rows.loc[rows["skip"] == "", "gpu"].dropna().unique())
+    h100 = [g for g in gpus if g.startswith("h100")]
+    others = [g for g in gpus if g not in h100]
+    holdout["fit_h100_check_a100"] = _holdout(rows, h100, others, args.evaluations)
+    if args.logo:
+        for g in gpus:
+            holdout[f"leave_out_{g}"] = _holdout(rows, [x for x in gpus if x != g], [g], args.evaluations)
+
+    if result is not None:
+        cal.write_efficiency(result, evaluated, holdout)
+        print("\nwrote data/efficiency.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""The catalogues of GPUs and models (``data/gpus.csv``, ``data/models.csv``) and forgiving ids.
+
+Every number comes from the data files, each row with its source. Ids are forgiving: case, spaces, dashes,
+underscores and a parenthesised remark are ignored, and each row lists aliases (``h100``, ``H100-SXM``,
+``h100_sxm``, ``llama70b`` all resolve). An unknown id raises ``ValueError`` naming the known ids.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+PRECISIONS: dict[str, int] = {"bf16": 2, "fp8": 1}  # bytes per weight or per KV element
+GIB = 2**30
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator: memory, HBM bandwidth, dense peaks, scale-up bandwidth, assumed price."""
+
+    id: str
+    name: str
+    memory_gb: float            # vendor figure
+    memory_bytes: float         # usable total as the driver reports it (nvidia-smi), else vendor GB as GiB
+    hbm_bw_tbps: float
+    mamb_tbps: float | None     # measured max achievable HBM bandwidth (weight stream), when published
+    bf16_tflops: float          # dense, no sparsity
+    fp8_tflops: float | None    # None: no FP8 tensor cores (A100, A10G)
+    mamf_bf16_tflops: float | None  # measured maximum achievable matmul FLOPS, when published
+    mamf_fp8_tflops: float | None
+    scaleup_gbps: float         # unidirectional GB/s per GPU on the tensor-parallel link
+    scaleup_link: str
+    usd_per_gpu_hour: float     # an assumption, see price_source
+    price_source: str
+    source: str
+    notes: str
+
+    @property
+    def has_fp8(self) -> bool:
+        """Whether the GPU has FP8 tensor cores."""
+        return self.fp8_tflops is not None
+
+    @property
+    def nvlink_class(self) -> bool:
+        """True when tensor parallelism runs over a fast scale-up fabric (NVLink, XGMI, on-chip RoCE)."""
+        return "pcie" not in self.scaleup_link.lower()
+
+
+@dataclass(frozen=True)
+class Model:
+    """One model's shape: layers, heads, parameters (total and active) and KV cache per token."""
+
+    id: str
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    attention: str              # "gqa" (incl. multi-head) or "mla" (compressed latent, not split by TP)
+    vocab: int
+    tie_embeddings: bool
+    total_params: float         # parameters (not billions)
+    active_params: float        # per token; equals total for dense models
+    experts: int                # routed experts per MoE layer; 0 for dense
+    experts_per_token: int
+    kv_bytes_per_token_bf16_full: float  # every layer at full attention
+    sliding_window: int | None
+    sliding_layer_fraction: float
+    source: str
+    notes: str
+
+    @property
+    def is_moe(self) -> bool:
+        """Mixture of experts: FLOPs follow the active parameters, memory the total."""
+        return self.experts > 0
+
+    @property
+    def embedding_params(self) -> float:
+        """Input embedding plus (if untied) the lm_head."""
+        return self.vocab * self.hidden * (1 if self.tie_embeddings else 2)
+
+    @property
+    def kv_bytes_per_token_bf16(self) -> float:
+        """KV bytes per token of a long context in BF16 (sliding-window layers stop growing)."""
+        return self.kv_bytes_per_token_bf16_full * (1.0 - self.sliding_layer_fraction)
+
+    @property
+    def expert_params(self) -> float:
+        """Routed-expert parameters (all experts); 0 for dense models.
+
+        From total = shared + experts and active = shared + experts·k/E, so experts = (total − active)/(1 − k/E).
+        """
+        if not self.is_moe:
+            return 0.0
+        return (self.total_params - self.active_params) / (1.0 - self.experts_per_token / self.experts)
+
+
+def _norm(text: str) -> str:
+    """``"H100 SXM5 (80GB)"`` → ``"h100sxm5"``: case, punctuation and remarks in parentheses ignored."""
+    text = re.sub(r"\(.*?\)", "", str(text)).lower()
+    return re.sub(r"[^a-z0-9]", "", text)
+
+
+def _strip_decorations(text: str) -> str:
+    """Drop an org prefix and common suffixes (``meta-llama/…-Instruct``, ``…-hf``)."""
+    text = str(text).split("/")[-1]
+    return re.sub(r"[-_ ](instruct|chat|hf|base|it)$", "", text.strip(), flags=re.IGNORECASE)
+
+
+def _index(ids: list[str], names: list[str], aliases: list[str], what: str) -> dict[str, str]:
+    index: dict[str, str] = {}
+    for row_id, name, alias_field in zip(ids, names, aliases):
+        keys = {_norm(row_id), _norm(name)} | {_norm(a) for a in str(alias_field or "").split(";") if a.strip()}
+        for key in keys:
+            if key in index and index[key] != row_id:
+                raise ValueError(f"{what} catalogue: alias {key!r} names both {index[key]} and {row_id}")
+            index[key] = row_id
+    return index
+
+
+def _opt(value: object) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
+@lru_cache(maxsize=1)
+def _gpus() -> tuple[dict[str, GPU], dict[str, str]]:
+    frame = pd.read_csv(DATA_DIR / "gpus.csv", dtype={"aliases": str}, keep_default_na=True)
+    gpus: dict[str, GPU] = {}
+    for row in frame.itertuples(index=False):  # a catalogue of a dozen rows, not request data
+        reported = _opt(row.memory_mib_reported)
+        gpus[row.id] = GPU(
+            id=row.id,
+            name=row.name,
+            memory_gb=float(row.memory_gb),
+            memory_bytes=reported * MIB if reported else float(row.memory_gb) * GIB,
+            hbm_bw_tbps=float(row.hbm_bw_tbps),
+            mamb_tbps=_opt(row.mamb_tbps),
+            bf16_tflops=float(row.bf16_dense_tflops),
+            fp8_tflops=_opt(row.fp8_dense_tflops),
+            mamf_bf16_tflops=_opt(row.mamf_bf16_tflops),
+            mamf_fp8_tflops=_opt(row.mamf_fp8_tflops),
+            scaleup_gbps=float(row.scaleup_gbps_per_gpu),
+            scaleup_link=str(row.scaleup_link),
+            usd_per_gpu_hour=float(row.usd_per_gpu_hour),
+            price_source=str(row.price_source),
+            source=str(row.source),
+            notes="" if pd.isna(row.notes) else str(row.notes),
+        )
+    index = _index(list(frame["id"]), list(frame["name"]), list(frame["aliases"].fillna("")), "GPU")
+    return gpus, index
+
+
+@lru_cache(maxsize=1)
+def _models() -> tuple[dict[str, Model], dict[str, str]]:
+    frame = pd.read_csv(DATA_DIR / "models.csv", dtype={"aliases": str})
+    models: dict[str, Model] = {}
+    for row in frame.itertuples(index=False):
+        experts = 0 if pd.isna(row.experts) else int(row.experts)
+        models[row.id] = Model(
+            id=row.id,
+            name=row.name,
+            layers=int(row.layers),
+            hidden=int(row.hidden),
+            heads=int(row.heads),
+            kv_heads=int(row.kv_heads),
+            head_dim=int(row.head_dim),
+            attention=str(row.attention),
+            vocab=int(row.vocab),
+            tie_embeddings=bool(row.tie_embeddings),
+            total_params=float(row.total_params_b) * 1e9,
+            active_params=float(row.active_params_b) * 1e9,
+            experts=experts,
+            experts_per_token=0 if experts == 0 else int(row.experts_per_token),
+            kv_bytes_per_token_bf16_full=float(row.kv_bytes_per_token_bf16),
+            sliding_window=None if pd.isna(row.sliding_window) else int(row.sliding_window),
+            sliding_layer_fraction=0.0 if pd.isna(row.sliding_layer_fraction) else float(row.sliding_layer_fraction),
+            source=str(row.source),
+            notes="" if pd.isna(row.notes) else str(row.notes),
+        )
+    index = _index(list(frame["id"]), list(frame["name"]), list(frame["aliases"].fillna("")), "model")
+    return models, index
+
+
+def _resolve(query: str, index: dict[str, str], what: str, known: list[str], flag: str) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError(f"{what} id must be a non-empty string, got {query!r}; known: {', '.join(known)}")
+    for candidate in (query, _strip_decorations(query)):
+        key = _norm(candidate)
+        if key in index:
+            return index[key]
+    raise ValueError(f"unknown {what} {query!r}; use {flag} with one of: {', '.join(known)}")
+
+
+def list_gpus() -> list[str]:
+    """Ids of the GPUs in the catalogue, in file order."""
+    return list(_gpus()[0])
+
+
+def list_models() -> list[str]:
+    """Ids of the models in the catalogue, in file order."""
+    return list(_models()[0])
+
+
+def get_gpu(gpu_id: str | GPU) -> GPU:
+    """The GPU for a forgiving id (``h100``, ``H100-SXM``, ``h100_sxm``); ValueError listing known ids."""
+    if isinstance(gpu_id, GPU):
+        return gpu_id
+    gpus, index = _gpus()
+    return gpus[_resolve(gpu_id, index, "GPU", list(gpus), "--gpu")]
+
+
+def get_model(model_id: str | Model) -> Model:
+    """The model for a forgiving id (``llama-3.1-70b``, ``Llama-3.1-70B``, ``llama70b``); ValueError if unknown."""
+    if isinstance(model_id, Model):
+        return model_id
+    models, index = _models()
+    return models[_resolve(model_id, index, "model", list(models), "--model")]
+
+
+def check_precision(precision: str, what: str = "precision") -> str:
+    """``"FP8"`` → ``"fp8"``; ValueError for anything but bf16/fp8 (fp16 is read as bf16: same bytes)."""
+    p = str(precision).strip().lower()
+    if p == "fp16":
+        p = "bf16"
+    if p not in PRECISIONS:
+        raise ValueError(f"{what} {precision!r} is not supported; use one of: {', '.join(PRECISIONS)}")
+    return p

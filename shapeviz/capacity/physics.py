@@ -1,0 +1,535 @@
+"""Prefill, decode and KV memory of one deployment: the consolidated step-time model.
+
+Every function takes numpy arrays (or scalars) and returns arrays; nothing loops over requests.
+
+    t_prefill(n, p) = max(F / (TP·P·η_c), W / (BW·η_m)) + 2·L·t_AR(n) + L·t_layer + t_step
+        F = 2·N_active·(n−p) + 2·V·d + 2·L·H·d_h·(n² − p²)          (causal attention, prefix hits skipped)
+    t_decode(B, c̄) = max((W(B) + B·KV(c̄)) / (BW·η_m), F(B, c̄) / (TP·P·η_c)) + 2·L·t_AR(B) + L·t_layer + t_step
+    t_AR(tokens) = log2(TP)·t_lat + 2·(TP−1)/TP · tokens·d·2 bytes / (scale-up BW · η_link)
+
+P is the GPU's measured maximum achievable matmul rate (MAMF) at the compute precision and BW its measured
+maximum achievable HBM bandwidth (where published; else the spec times a default fraction), so a single η_c and
+η_m work across GPUs. The efficiencies (η_c = ``mfu``, η_m = ``mbu``) and the fixed costs
+come from ``data/efficiency.json``, fitted by ``calibration.py`` on published measurements.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from datetime import date
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shapeviz.capacity.catalogue import (
+    DATA_DIR,
+    GIB,
+    GPU,
+    PRECISIONS,
+    Model,
+    check_precision,
+    get_gpu,
+    get_model,
+)
+
+EFFICIENCY_PATH = DATA_DIR / "efficiency.json"
+ACTIVATION_BYTES = 2  # activations and all-reduce messages stay in BF16 even when weights are FP8
+EMBEDDING_BYTES = 2   # FP8 checkpoints (ModelOpt) keep the embedding and lm_head in BF16
+TP_CHOICES = (1, 2, 4, 8, 16)
+DEFAULT_TPOT_SLO_MS = 50.0
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The global efficiency parameters of the step-time model (one set for every GPU)."""
+
+    mfu: float                      # fraction of MAMF reached by prefill and compute-bound decode
+    mbu: float                      # fraction of the measured max HBM bandwidth reached by the decode weight stream
+    step_overhead_ms: float         # fixed cost per decode iteration (scheduling, sampling, launches)
+    prefill_overhead_ms: float      # extra fixed cost of a prefill (context) pass: no CUDA graphs, KV setup
+    layer_overhead_us: float        # fixed cost per layer per iteration (small kernels, norms)
+    sequence_overhead_us: float     # cost per sequence per iteration (sampling, scheduling, detokenising)
+    allreduce_latency_us: float     # per all-reduce, per doubling of TP (NCCL small-message latency)
+    allreduce_bus_efficiency: float  # fraction of the scale-up link reached by large all-reduces
+    memory_reserve_gib: float       # runtime, NCCL buffers and activations, per GPU
+    kv_fraction_offline: float      # share of free memory given to KV in max-throughput runs
+    kv_fraction_serving: float      # the same for online serving
+    max_batch: int                  # engine cap on concurrent sequences
+    kv_transfer_gbps: float         # prefill → decode KV transfer when disaggregated
+    mamf_fraction_default: float    # MAMF / spec peak for GPUs without a MAMF measurement
+    mamb_fraction_default: float    # measured max bandwidth / spec for GPUs without a measurement
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    fitted_on: str = field(default="", compare=False)
+
+    def replace(self, **changes: float) -> "Efficiency":
+        """A copy with some parameters changed (what-if, or a calibration step)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        unknown = set(changes) - set(values)
+        if unknown:
+            raise ValueError(f"unknown efficiency parameter(s) {sorted(unknown)}; known: {sorted(PARAMETERS)}")
+        values.update(changes)
+        return Efficiency(**values)
+
+    def to_dict(self) -> dict[str, float]:
+        """The numeric parameters by name."""
+        return {name: getattr(self, name) for name in PARAMETERS}
+
+
+PARAMETERS: tuple[str, ...] = tuple(
+    f.name for f in fields(Efficiency) if f.name not in ("sources", "fitted_on")
+)
+
+
+def efficiency_from_document(document: dict[str, Any]) -> Efficiency:
+    """Build an ``Efficiency`` from the ``efficiency.json`` document."""
+    params = document.get("parameters", {})
+    missing = [name for name in PARAMETERS if name not in params]
+    if missing:
+        raise ValueError(f"efficiency file lacks parameter(s) {missing}; refit with benchmarks/bench_calibration.py --write")
+    values: dict[str, Any] = {name: params[name]["value"] for name in PARAMETERS}
+    values["max_batch"] = int(values["max_batch"])
+    return Efficiency(
+        **values,
+        sources={name: str(params[name].get("source", "")) for name in PARAMETERS},
+        fitted_on=str(document.get("fitted_on", "")),
+    )
+
+
+@lru_cache(maxsize=4)
+def load_efficiency(path: Path | None = None) -> Efficiency:
+    """The calibrated efficiencies from ``data/efficiency.json`` (cached)."""
+    with open(path or EFFICIENCY_PATH, encoding="utf-8") as fh:
+        return efficiency_from_document(json.load(fh))
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A model served on ``tp`` GPUs of one type at a weight (and KV) precision: one replica."""
+
+    model: Model
+    gpu: GPU
+    precision: str = "fp8"
+    kv_precision: str | None = None
+    tp: int = 1
+    efficiency: Efficiency | None = None
+
+    def __post_init__(self) -> None:
+        # Forgiving construction: ids are accepted wherever a Model or GPU is.
+        object.__setattr__(self, "model", get_model(self.model))
+        object.__setattr__(self, "gpu", get_gpu(self.gpu))
+        object.__setattr__(self, "precision", check_precision(self.precision))
+        kv = self.precision if self.kv_precision is None else check_precision(self.kv_precision, "KV precision")
+        object.__setattr__(self, "kv_precision", kv)
+        if self.efficiency is None:
+            object.__setattr__(self, "efficiency", load_efficiency())
+        if isinstance(self.tp, bool) or not isinstance(self.tp, (int, np.integer)) or self.tp not in TP_CHOICES:
+            raise ValueError(f"tensor parallelism tp={self.tp!r} must be one of {TP_CHOICES}")
+        object.__setattr__(self, "tp", int(self.tp))
+        if self.tp > self.model.heads:
+            raise ValueError(f"tp={self.tp} exceeds the {self.model.heads} attention heads of {self.model.name}")
+        free = self.free_bytes_per_gpu
+        if free <= 0:
+            need = self.weight_bytes / GIB
+            have = self.gpu.memory_bytes / GIB
+            raise ValueError(
+                f"{self.model.name} in {self.precision.upper()} needs {need:.0f} GiB of weights; "
+                f"TP{self.tp} on {self.gpu.name} ({have:.0f} GiB per GPU) cannot hold them with the runtime reserve: "
+                f"raise --tp (smallest that fits: {smallest_tp_or_none(self.model, self.gpu, self.precision)}) or use fp8"
+            )
+
+    # --- sizes ------------------------------------------------------------------------------------------
+    @property
+    def eff(self) -> Efficiency:
+        """The efficiency parameters in use (never None after construction)."""
+        assert self.efficiency is not None
+        return self.efficiency
+
+    @property
+    def weight_bytes_per_param(self) -> int:
+        """1 for FP8 weights, 2 for BF16."""
+        return PRECISIONS[self.precision]
+
+    @property
+    def kv_bytes_per_element(self) -> int:
+        """1 for an FP8 KV cache, 2 for BF16."""
+        return PRECISIONS[str(self.kv_precision)]
+
+    @property
+    def compute_precision(self) -> str:
+        """FP8 matmuls only where the GPU has FP8 tensor cores; elsewhere FP8 weights run at BF16 rate."""
+        return "fp8" if self.precision == "fp8" and self.gpu.has_fp8 else "bf16"
+
+    @property
+    def fp8_emulated(self) -> bool:
+        """FP8 weights on a GPU without FP8 tensor cores (e.g. A100): FP8 bytes, BF16 FLOPs."""
+        return self.precision == "fp8" and not self.gpu.has_fp8
+
+    @property
+    def weight_bytes(self) -> float:
+        """All weights of the replica: body at the weight precision, embeddings and lm_head in BF16."""
+        m = self.model
+        return (m.total_params - m.embedding_params) * self.weight_bytes_per_param + m.embedding_params * EMBEDDING_BYTES
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        """Weights held by each GPU (everything is sharded by TP, experts included)."""
+        return self.weight_bytes / self.tp
+
+    @property
+    def free_bytes_per_gpu(self) -> float:
+        """Memory left per GPU after weights and the runtime reserve (before the KV fraction)."""
+        return self.gpu.memory_bytes - self.weight_bytes_per_gpu - self.eff.memory_reserve_gib * GIB
+
+    def kv_pool_bytes_per_gpu(self, fraction: float | None = None) -> float:
+        """KV pool per GPU: (memory − weights − reserve) × fraction (serving fraction by default)."""
+        f = self.eff.kv_fraction_serving if fraction is None else fraction
+        return max(self.free_bytes_per_gpu, 0.0) * f
+
+    @property
+    def kv_replication(self) -> float:
+        """How many copies of each KV head the TP group holds.
+
+        GQA: a KV head is replicated once TP exceeds the KV heads. MLA: every rank holds the whole latent.
+        """
+        if self.model.attention == "mla":
+            return float(self.tp)
+        return max(1.0, self.tp / self.model.kv_heads)
+
+    def kv_bytes_per_gpu(self, context_tokens: np.ndarray | float) -> np.ndarray:
+        """KV bytes one sequence of ``context_tokens`` holds on each GPU (sliding-window layers capped)."""
+        m = self.model
+        c = np.asarray(context_tokens, dtype=np.float64)
+        per_token_all_layers = m.kv_bytes_per_token_bf16_full / 2.0 * self.kv_bytes_per_element
+        windowed = 0.0 if m.sliding_window is None else m.sliding_layer_fraction
+        effective = (1.0 - windowed) * c
+        if m.sliding_window is not None:
+            effective = effective + windowed * np.minimum(c, m.sliding_window)
+        return per_token_all_layers * effective * self.kv_replication / self.tp
+
+    def max_batch_kv(self, context_tokens: np.ndarray | float, fraction: float | None = None) -> np.ndarray:
+        """Sequences of ``context_tokens`` that fit the KV pool at once (may be 0)."""
+        per_seq = np.maximum(self.kv_bytes_per_gpu(context_tokens), 1.0)
+        return np.floor(self.kv_pool_bytes_per_gpu(fraction) / per_seq)
+
+    # --- rates ------------------------------------------------------------------------------------------
+    @property
+    def matmul_flops_per_gpu(self) -> float:
+        """Achievable matmul FLOP/s per GPU at the compute precision: measured MAMF × mfu."""
+        g = self.gpu
+        if self.compute_precision == "fp8":
+            peak, mamf = float(g.fp8_tflops or 0.0), g.mamf_fp8_tflops
+        else:
+            peak, mamf = g.bf16_tflops, g.mamf_bf16_tflops
+        ceiling = mamf if mamf else peak * self.eff.mamf_fraction_default
+        return ceiling * 1e12 * self.eff.mfu
+
+    @property
+    def hbm_ceiling_bytes_per_gpu(self) -> float:
+        """Measured max achievable HBM bytes/s (else the spec × the default fraction)."""
+        g = self.gpu
+        return (g.mamb_tbps or g.hbm_bw_tbps * self.eff.mamb_fraction_default) * 1e12
+
+    @property
+    def hbm_bytes_per_gpu(self) -> float:
+        """HBM bytes/s per GPU for the decode stream (weights and KV): measured ceiling × mbu."""
+        return self.hbm_ceiling_bytes_per_gpu * self.eff.mbu
+
+    def describe(self) -> str:
+        """``Llama-3.1-70B on 2× H100 SXM5 80GB, FP8 (KV FP8)``."""
+        return (
+            f"{self.model.name} on {self.tp}× {self.gpu.name}, {self.precision.upper()} "
+            f"(KV {str(self.kv_precision).upper()})"
+        )
+
+
+def smallest_tp_or_none(model: Model | str, gpu: GPU | str, precision: str = "fp8") -> int | None:
+    """Smallest TP whose GPUs hold the weights at all (None if even the largest cannot)."""
+    m, g = get_model(model), get_gpu(gpu)
+    eff = load_efficiency()
+    w = PRECISIONS[check_precision(precision)]
+    weights = (m.total_params - m.embedding_params) * w + m.embedding_params * EMBEDDING_BYTES
+    for tp in TP_CHOICES:
+        if tp <= m.heads and g.memory_bytes - weights / tp - eff.memory_reserve_gib * GIB > 0:
+            return tp
+    return None
+
+
+# Room for KV the automatic TP asks for: a pool that holds this many tokens of context per replica
+# (e.g. 16 requests of 8k). Below it a deployment "fits" but serves almost nobody at once.
+MIN_KV_TOKENS_FOR_AUTO_TP = 131_072
+
+
+def smallest_tp(
+    model: Model | str,
+    gpu: GPU | str,
+    precision: str = "fp8",
+    kv_precision: str | None = None,
+    min_kv_tokens: int = MIN_KV_TOKENS_FOR_AUTO_TP,
+) -> int:
+    """Smallest TP that fits the weights with room for ``min_kv_tokens`` of KV; ValueError if none does."""
+    m, g = get_model(model), get_gpu(gpu)
+    last_error = ""
+    for tp in TP_CHOICES:
+        if tp > m.heads:
+            break
+        try:
+            dep = Deployment(m, g, precision, kv_precision, tp)
+        except ValueError as exc:
+            last_error = str(exc)
+            continue
+        if float(dep.max_batch_kv(min_kv_tokens)) >= 1:
+            return tp
+    raise ValueError(
+        f"{m.name} in {check_precision(precision).upper()} does not fit {g.name} even at TP{TP_CHOICES[-1]}"
+        + (f" ({last_error})" if last_error else "")
+    )
+
+
+# --- FLOPs and bytes ----------------------------------------------------------------------------------------
+def _active_body_params(m: Model) -> float:
+    """Parameters a token multiplies through, without the embedding lookup and the lm_head."""
+    return m.active_params - m.embedding_params
+
+
+def _lm_head_params(m: Model) -> float:
+    return float(m.vocab * m.hidden)
+
+
+def _effective_context(m: Model, context: np.ndarray) -> np.ndarray:
+    """Context the attention of an average layer sees (windowed layers stop at the window)."""
+    if m.sliding_window is None:
+        return context
+    f = m.sliding_layer_fraction
+    return (1.0 - f) * context + f * np.minimum(context, m.sliding_window)
+
+
+def prefill_flops(dep: Deployment, input_tokens: np.ndarray, cached_tokens: np.ndarray | float = 0) -> np.ndarray:
+    """FLOPs of one prefill: linear ``2·N·(n−p)`` + lm_head once + causal attention ``2·L·H·d_h·(n²−p²)``."""
+    m = dep.model
+    n = np.asarray(input_tokens, dtype=np.float64)
+    p = np.minimum(np.asarray(cached_tokens, dtype=np.float64), n)
+    new = n - p
+    linear = 2.0 * _active_body_params(m) * new + 2.0 * _lm_head_params(m) * (new > 0)
+    attn_dim = m.layers * m.heads * m.head_dim
+    full = 2.0 * attn_dim * (n**2 - p**2)
+    if m.sliding_window is None:
+        attention = full
+    else:
+        f = m.sliding_layer_fraction
+        windowed = 4.0 * attn_dim * new * np.minimum(n, m.sliding_window)
+        attention = (1.0 - f) * full + f * windowed
+    return linear + attention
+
+
+def _weight_read_bytes_per_gpu(dep: Deployment, tokens: np.ndarray) -> np.ndarray:
+    """Weight bytes one forward pass over ``tokens`` tokens reads per GPU.
+
+    Dense: every weight once. MoE: the shared part plus the experts the tokens touch, expected
+    ``E·(1 − (1 − k/E)^tokens)`` of ``E`` per layer, so small batches read only the active experts.
+    """
+    m = dep.model
+    t = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
+    lm_head = _lm_head_params(m) * EMBEDDING_BYTES
+    body = m.total_params - m.embedding_params
+    if not m.is_moe:
+        total = body * dep.weight_bytes_per_param + lm_head
+        return np.broadcast_to(total / dep.tp, t.shape).astype(np.float64)
+    experts = m.expert_params
+    touched = 1.0 - (1.0 - m.experts_per_token / m.experts) ** t
+    return ((body - experts + experts * touched) * dep.weight_bytes_per_param + lm_head) / dep.tp
+
+
+def allreduce_s(dep: Deployment, tokens: np.ndarray | float) -> np.ndarray:
+    """Tensor-parallel all-reduce time of one forward pass over ``tokens`` tokens (2 per layer, ring)."""
+    t = np.asarray(tokens, dtype=np.float64)
+    if dep.tp == 1:
+        return np.zeros_like(t)
+    e = dep.eff
+    message = t * dep.model.hidden * ACTIVATION_BYTES
+    wire = 2.0 * (dep.tp - 1) / dep.tp * message / (dep.gpu.scaleup_gbps * 1e9 * e.allreduce_bus_efficiency)
+    latency = np.log2(dep.tp) * e.allreduce_latency_us * 1e-6
+    return 2.0 * dep.model.layers * (latency + wire)
+
+
+def _fixed_s(dep: Deployment) -> float:
+    e = dep.eff
+    return dep.model.layers * e.layer_overhead_us * 1e-6 + e.step_overhead_ms * 1e-3
+
+
+def prefill_time_s(
+    dep: Deployment,
+    input_tokens: np.ndarray,
+    cached_tokens: np.ndarray | float = 0,
+) -> np.ndarray:
+    """Latency of one prefill run alone (batch 1): the roofline of its FLOPs and weight reads, plus TP and fixed costs."""
+    n = np.asarray(input_tokens, dtype=np.float64)
+    new = n - np.minimum(np.asarray(cached_tokens, dtype=np.float64), n)
+    compute = prefill_flops(dep, n, cached_tokens) / (dep.tp * dep.matmul_flops_per_gpu)
+    memory = _weight_read_bytes_per_gpu(dep, new) / dep.hbm_bytes_per_gpu
+    return np.maximum(compute, memory) + allreduce_s(dep, new) + _fixed_s(dep) + dep.eff.prefill_overhead_ms * 1e-3
+
+
+def prefill_work_s(
+    dep: Deployment,
+    input_tokens: np.ndarray,
+    cached_tokens: np.ndarray | float = 0,
+) -> np.ndarray:
+    """Replica-seconds one prefill costs when batched with others: its FLOPs and all-reduce traffic only.
+
+    Under load, prefills share weight reads and fixed costs with the rest of the batch, so what a request
+    really consumes is compute (and link time on TP groups).
+    """
+    n = np.asarray(input_tokens, dtype=np.float64)
+    new = n - np.minimum(np.asarray(cached_tokens, dtype=np.float64), n)
+    compute = prefill_flops(dep, n, cached_tokens) / (dep.tp * dep.matmul_flops_per_gpu)
+    if dep.tp == 1:
+        return compute
+    e = dep.eff
+    wire = 2.0 * dep.model.layers * 2.0 * (dep.tp - 1) / dep.tp * new * dep.model.hidden * ACTIVATION_BYTES
+    return compute + wire / (dep.gpu.scaleup_gbps * 1e9 * e.allreduce_bus_efficiency)
+
+
+def decode_step_s(dep: Deployment, batch: np.ndarray | float, context_tokens: np.ndarray | float) -> np.ndarray:
+    """Time of one decode step of ``batch`` sequences at mean context ``context_tokens``: the TPOT of each.
+
+    Memory-bound (weights once + every sequence's KV) until the batch is large enough to be compute-bound.
+    """
+    m = dep.model
+    b = np.maximum(np.asarray(batch, dtype=np.float64), 1.0)
+    c = np.asarray(context_tokens, dtype=np.float64)
+    memory = (_weight_read_bytes_per_gpu(dep, b) + b * dep.kv_bytes_per_gpu(c)) / dep.hbm_bytes_per_gpu
+    flops_per_token = 2.0 * (_active_body_params(m) + _lm_head_params(m)) + 4.0 * m.layers * m.heads * m.head_dim * _effective_context(m, c)
+    compute = b * flops_per_token / (dep.tp * dep.matmul_flops_per_gpu)
+    per_sequence = b * dep.eff.sequence_overhead_us * 1e-6
+    return np.maximum(memory, compute) + allreduce_s(dep, b) + _fixed_s(dep) + per_sequence
+
+
+def batch_for_tpot(dep: Deployment, context_tokens: np.ndarray | float, tpot_slo_ms: float) -> np.ndarray:
+    """Largest batch whose decode step stays within ``tpot_slo_ms`` (at least 1; bisection, vectorised).
+
+    Above a few hundred values the bisection runs on a log grid of contexts and is interpolated: the batch
+    changes smoothly with the context, and a million requests then cost a few array passes.
+    """
+    c = np.asarray(context_tokens, dtype=np.float64)
+    if c.size > CONTEXT_GRID:
+        lo_c, hi_c = max(float(c.min()), 1.0), max(float(c.max()), 1.0)
+        grid = np.geomspace(lo_c, max(hi_c, lo_c * 1.001), CONTEXT_GRID)
+        on_grid = _batch_for_tpot_exact(dep, grid, tpot_slo_ms)
+        return np.floor(np.exp(np.interp(np.log(np.maximum(c, 1.0)), np.log(grid), np.log(on_grid))))
+    return _batch_for_tpot_exact(dep, c, tpot_slo_ms)
+
+
+CONTEXT_GRID = 256
+
+
+def _batch_for_tpot_exact(dep: Deployment, c: np.ndarray, tpot_slo_ms: float) -> np.ndarray:
+    slo = tpot_slo_ms * 1e-3
+    lo = np.ones_like(c)
+    hi = np.full_like(c, float(dep.eff.max_batch))
+    ok_hi = decode_step_s(dep, hi, c) <= slo
+    for _ in range(int(np.ceil(np.log2(dep.eff.max_batch))) + 1):
+        mid = np.floor((lo + hi) / 2.0)
+        ok = decode_step_s(dep, mid, c) <= slo
+        lo = np.where(ok, mid, lo)
+        hi = np.where(ok, hi, mid)
+    return np.where(ok_hi, float(dep.eff.max_batch), lo)
+
+
+def operating_batch(
+    dep: Deployment,
+    context_tokens: np.ndarray | float,
+    tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
+) -> np.ndarray:
+    """The decode batch a planner runs at: capped by the KV pool, the TPOT SLO and the engine (at least 1)."""
+    kv = dep.max_batch_kv(context_tokens)
+    slo = batch_for_tpot(dep, context_tokens, tpot_slo_ms)
+    return np.maximum(np.minimum(np.minimum(kv, slo), dep.eff.max_batch), 1.0)
+
+
+def request_gpu_seconds(
+    dep: Deployment,
+    input_tokens: np.ndarray,
+    output_tokens: np.ndarray,
+    cached_tokens: np.ndarray | float = 0,
+    *,
+    batch: np.ndarray | float | None = None,
+    tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(prefill GPU-seconds, decode GPU-seconds) of each request at the deployment's operating batch.
+
+    Prefill: its FLOPs (batched, compute-bound). Decode: its share of every step it is in, i.e.
+    ``output · t_step(B, c̄) / B`` with ``c̄ = input + output/2``; all on ``tp`` GPUs.
+    """
+    n = np.asarray(input_tokens, dtype=np.float64)
+    m = np.asarray(output_tokens, dtype=np.float64)
+    if np.any(n < 0) or np.any(m < 0):
+        raise ValueError("token counts must be ≥ 0; drop or fix negative input/output token counts")
+    prefill = dep.tp * prefill_work_s(dep, n, cached_tokens)
+    context = n + m / 2.0
+    b = operating_batch(dep, context, tpot_slo_ms) if batch is None else np.asarray(batch, dtype=np.float64)
+    decode = dep.tp * m * decode_step_s(dep, b, context) / np.maximum(b, 1.0)
+    return prefill, decode
+
+
+def balance_ratio(
+    dep: Deployment,
+    input_tokens: np.ndarray,
+    cached_tokens: np.ndarray | float = 0,
+    *,
+    batch: np.ndarray | float | None = None,
+    tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
+) -> np.ndarray:
+    """Output/input ratio at which a request's prefill and decode GPU-time are equal (above it: decode-dominated).
+
+    Decode GPU-time grows monotonically with the output length, so the crossing is found on a log grid of
+    output/input ratios (one vectorised evaluation) and refined by interpolation in log space.
+    """
+    n = np.maximum(np.atleast_1d(np.asarray(input_tokens, dtype=np.float64)), 1.0)
+    p = np.broadcast_to(np.asarray(cached_tokens, dtype=np.float64), n.shape)
+    prefill, _ = request_gpu_seconds(dep, n, np.zeros_like(n), p, batch=1.0)
+    ratios = np.geomspace(1e-4, 1e4, RATIO_GRID)
+    m = n[:, None] * ratios[None, :]
+    b = None if batch is None else np.broadcast_to(np.asarray(batch, dtype=np.float64), n.shape)[:, None]
+    _, decode = request_gpu_seconds(dep, np.broadcast_to(n[:, None], m.shape), m,
+                                    np.broadcast_to(p[:, None], m.shape), batch=b, tpot_slo_ms=tpot_slo_ms)
+    gap = np.log(np.maximum(decode, 1e-30)) - np.log(np.maximum(prefill, 1e-30))[:, None]
+    above = gap > 0
+    first = np.where(above.any(axis=1), above.argmax(axis=1), RATIO_GRID - 1)
+    first = np.maximum(first, 1)
+    rows = np.arange(n.size)
+    g0, g1 = gap[rows, first - 1], gap[rows, first]
+    x0, x1 = np.log(ratios[first - 1]), np.log(ratios[first])
+    frac = np.where(g1 - g0 > 0, -g0 / np.maximum(g1 - g0, 1e-30), 0.5)
+    out = np.exp(x0 + np.clip(frac, 0.0, 1.0) * (x1 - x0))
+    return out.reshape(np.shape(input_tokens)) if np.ndim(input_tokens) else out
+
+
+RATIO_GRID = 97  # 12 points per decade from 1e-4 to 1e4: ±10% before the log interpolation
+
+
+def max_throughput(
+    dep: Deployment,
+    isl: np.ndarray | float,
+    osl: np.ndarray | float,
+    kv_fraction: float | None = None,
+) -> np.ndarray:
+    """Offline max output tokens/s of one replica (all its TP GPUs), as TensorRT-LLM's max-throughput tables.
+
+    Unlimited concurrency; the batch is what the KV pool (fraction 0.95) holds at the full ``isl + osl``
+    (no eviction), capped by the engine; each cycle of ``osl`` decode steps also prefills the next batch.
+    """
+    i = np.asarray(isl, dtype=np.float64)
+    o = np.asarray(osl, dtype=np.float64)
+    f = dep.eff.kv_fraction_offline if kv_fraction is None else kv_fraction
+    b = np.minimum(dep.max_batch_kv(i + o, f), dep.eff.max_batch)
+    fits = b >= 1
+    b = np.maximum(b, 1.0)
+    cycle = b * prefill_work_s(dep, i) + o * decode_step_s(dep, b, i + o / 2.0)
+    return np.where(fits, b * o / cycle, 0.0)
+
+
+def today() -> str:
+    """ISO date, for stamping a calibration."""
+    return date.today().isoformat()
