@@ -98,8 +98,14 @@ def _has_hashes(frame: pd.DataFrame) -> bool:
     if "hash_ids" not in frame.columns or len(frame) == 0:
         return False
     col = frame["hash_ids"]
-    present = col[~col.isna()]
-    return bool(len(present)) and bool(present.map(len).to_numpy().any())
+    try:
+        # stops at the first request with blocks: no pass over a million rows when the column is full
+        return any(len(v) for v in col[~col.isna()])
+    except TypeError:
+        raise ValueError(
+            f"hash_ids must hold one list of integer block ids per request, got {type(col.dropna().iloc[0]).__name__} "
+            "values; map the log's prefix-hash column, or drop it"
+        ) from None
 
 
 def _block_stream(frame: pd.DataFrame) -> _Blocks:
@@ -109,9 +115,15 @@ def _block_stream(frame: pd.DataFrame) -> _Blocks:
     # Rows without hashes (e.g. a log combined with one that has none) take part with zero blocks.
     present = ~pd.isna(pd.Series(values, dtype=object)).to_numpy()
     lengths = np.zeros(len(values), dtype=np.int64)
-    lengths[present] = np.fromiter(map(len, values[present]), dtype=np.int64, count=int(present.sum()))
-    ids = (np.concatenate(values[present]).astype(np.int64, copy=False) if lengths.sum()
-           else np.empty(0, np.int64))
+    try:
+        lengths[present] = np.fromiter(map(len, values[present]), dtype=np.int64, count=int(present.sum()))
+        ids = (np.concatenate(values[present]).astype(np.int64, copy=False) if lengths.sum()
+               else np.empty(0, np.int64))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(
+            f"hash_ids must hold one list of integer block ids per request ({exc}); "
+            "map the log's prefix-hash column, or drop it"
+        ) from None
     request = np.repeat(np.arange(len(values), dtype=np.int64), lengths)
     inp = frame["input_tokens"].to_numpy(dtype=np.int64)[order]
     codes, products = _product_codes(frame)

@@ -183,6 +183,21 @@ def test_non_prefix_hashes_and_repeats_inside_a_request_are_reported():
     assert "leading run" in notes and "counted once" in notes
 
 
+def test_rows_without_hashes_are_left_out_and_counted(mooncake):
+    frame = mooncake[MOONCAKE_SYNTH].copy()
+    frame.loc[frame.index[::4], "hash_ids"] = None  # e.g. a log combined with one that carries no hashes
+    result = prefix_reuse(frame)
+    assert result.requests == len(frame) - len(frame.index[::4])
+    assert any("carry no hash_ids" in note for note in result.notes)
+    assert 0 < result.hit_ratio_blocks < 1
+
+
+def test_hash_ids_that_are_not_lists_of_ids_raise_one_clear_line():
+    frame = pd.DataFrame({"input_tokens": [10, 20], "output_tokens": [1, 2], "hash_ids": [[1, "a"], [2]]})
+    with pytest.raises(ValueError, match="hash_ids must hold one list of integer block ids"):
+        prefix_reuse(frame)
+
+
 # -------------------------------------------------------------------------------------- reported / sessions
 def test_tracelab_reported_cached_tokens_give_92_percent(trace):
     frame = load_log(trace(TRACELAB)).frame
