@@ -157,7 +157,7 @@ def _strings(series: pd.Series) -> pd.Series:
     """Text labels (ids, models, products): numbers that are whole become ``"12"``, not ``"12.0"``."""
     if pd.api.types.is_float_dtype(series.dtype):
         whole = series.dropna()
-        if len(whole) and (whole == np.round(whole)).all():
+        if len(whole) and (whole == np.round(whole)).all() and (whole.abs() < 2**53).all():
             series = series.astype("Int64")
     out = series.astype("str")
     return out.where(series.notna())
@@ -179,8 +179,8 @@ def _timestamps(series: pd.Series, column: str, unit: str | None, relative_unit:
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
         if getattr(series.dt, "tz", None) is None:
             notes.append(f"timestamp: {column!r} has no time zone; assumed UTC")
-            return series.dt.tz_localize("UTC").astype("datetime64[ns, UTC]")
-        return series.dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+            return _in_ns_range(series.dt.tz_localize("UTC"))
+        return _in_ns_range(series.dt.tz_convert("UTC"))
     present = series.notna().to_numpy()
     if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
         return _numeric_timestamps(_numbers(series)[0], column, unit, relative_unit, notes)
@@ -189,16 +189,28 @@ def _timestamps(series: pd.Series, column: str, unit: str | None, relative_unit:
     if present.any() and np.isfinite(sample_values).mean() >= 0.5:
         return _numeric_timestamps(_numbers(series)[0], column, unit, relative_unit, notes)
     text = series.astype("str").where(series.notna())
+    present = present & ~text.str.strip().str.lower().isin(_NULL_TEXT).to_numpy()
+    text = text.where(present)
     parsed = pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
     if parsed.isna().sum() > 0.5 * present.sum():
         parsed = pd.to_datetime(text, utc=True, format="mixed", errors="coerce")
     sample = text.dropna().head(50)
     if len(sample) and not sample.str.contains(r"(?:Z|[+-]\d\d:?\d\d|UTC|GMT)\s*$", regex=True).any():
         notes.append(f"timestamp: {column!r} has no time zone; assumed UTC")
+    parsed = _in_ns_range(parsed)
     unparsed = int((parsed.isna().to_numpy() & present).sum())
     if unparsed:
         notes.append(f"timestamp: {unparsed:,} values of {column!r} could not be read as times; rows kept with NaT")
-    return parsed.astype("datetime64[ns, UTC]")
+    return parsed
+
+
+def _in_ns_range(parsed: pd.Series) -> pd.Series:
+    """datetime64[ns, UTC], with dates outside its range (years before 1677 or after 2262) as NaT."""
+    try:
+        return parsed.astype("datetime64[ns, UTC]")
+    except (pd.errors.OutOfBoundsDatetime, OverflowError, ValueError):
+        inside = (parsed >= pd.Timestamp.min.tz_localize("UTC")) & (parsed <= pd.Timestamp.max.tz_localize("UTC"))
+        return parsed.where(inside).astype("datetime64[ns, UTC]")
 
 
 def _numeric_timestamps(values: np.ndarray, column: str, unit: str | None, relative_unit: str,
