@@ -203,7 +203,7 @@ def _measured_rate(frame: pd.DataFrame) -> tuple[float, str, str]:
         rate = len(ts) / max(span_s, 1.0)
         return rate, "measured", f"mean rate over the log's {span_s:.0f} s (too short for per-minute peaks)"
     minute = ((ts - start) // pd.Timedelta(minutes=1)).to_numpy(dtype=np.int64)
-    per_minute = np.bincount(minute)[:-1] if span_s % 60 else np.bincount(minute)  # drop a partial last minute
+    per_minute = np.bincount(minute)[:-1]  # the last minute is partial (or holds only the final request)
     rate = float(np.percentile(per_minute / 60.0, 99))
     mean = len(ts) / span_s
     return rate, "measured", (
@@ -325,13 +325,14 @@ class _Evaluator:
             batch = np.where(has_root, batch, np.inf)
             tpot50 = self.step_s(batch) * stretch
             tpot90 = self.step_s(batch + Z90 * np.sqrt(batch)) * stretch
-            # Decode capacity: tokens/s at the largest batch the KV pool and the TPOT SLO allow.
-            b_slo = np.interp(tpot_slo_s / stretch, self.step_grid_s, self.batch_grid, left=0.0, right=self.batch_grid[-1])
-            cap = np.maximum(np.minimum(b_slo, self.batch_limit), 1e-9)
+            # Decode capacity: tokens/s at the largest batch the KV pool and the TPOT SLO allow (at least one
+            # sequence, so an SLO tighter than a single step reads as pressure above 1, not as infinity).
+            b_slo = np.interp(tpot_slo_s / stretch, self.step_grid_s, self.batch_grid, left=1.0, right=self.batch_grid[-1])
+            cap = np.maximum(np.minimum(b_slo, self.batch_limit), 1.0)
             capacity = cap / (self.step_s(cap) * stretch)
             out.update(batch=batch, tpot_p50_s=np.where(has_root, tpot50, np.inf),
                        tpot_p90_s=np.where(has_root, tpot90, np.inf),
-                       decode_pressure=lam * self.output_mean / capacity,
+                       decode_pressure=np.where(rho < 1, lam * self.output_mean / capacity, np.inf),
                        kv_fill=np.where(has_root, batch / max(self.batch_limit, 1e-9), np.inf))
             residual = np.where(has_root, self.step_s(batch) / 2.0 * np.minimum(batch, 1.0), 0.0) if prefill else 0.0
         else:
@@ -512,6 +513,12 @@ def plan(
     cost["usd_per_million_output_tokens"] = cost["colocated_usd_per_million_output_tokens"]
     cost["usd_per_million_tokens"] = cost["colocated_usd_per_million_tokens"]
 
+    alone_p90 = float(_weighted_quantiles(ev.latency_s, ev.weight, np.array([0.9]))[0])
+    if meets and alone_p90 > 0.7 * ttft_s:
+        notes.append(
+            f"the p90 prefill alone takes {alone_p90 * 1000:.0f} ms of the {ttft_slo_ms:.0f} ms TTFT SLO, so replicas "
+            "must stay nearly idle to avoid queueing: raise TP, trim input or cache prefixes"
+        )
     p99_context = float(np.max(w.input_tokens + w.output_tokens))
     if dep.max_batch_kv(p99_context) < 1:
         notes.append(
@@ -649,7 +656,7 @@ def load_curve(
         "tpot_p50_ms": ms("tpot_p50_s"),
         "tpot_p90_ms": ms("tpot_p90_s"),
         "prefill_utilization": r["prefill_rho"],
-        "decode_utilization": r["decode_pressure"],
+        "decode_utilization": np.where(np.isfinite(r["decode_pressure"]), r["decode_pressure"], np.nan),
         "saturated": saturated,
         "replicas": replicas,
         "gpus": replicas * dep.tp,

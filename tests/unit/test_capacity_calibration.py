@@ -1,0 +1,62 @@
+"""Calibration: the stored efficiencies reproduce the published measurements within what the benchmark reports."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from shapeviz.capacity import calibration as cal
+from shapeviz.capacity.physics import EFFICIENCY_PATH, load_efficiency
+
+
+@pytest.fixture
+def evaluated(reference) -> pd.DataFrame:
+    return cal.evaluate(cal.reference_rows(reference))
+
+
+def test_every_published_row_is_used_or_skipped_with_a_reason(reference) -> None:
+    rows = cal.reference_rows(reference)
+    table = pd.read_csv(reference / "calibration" / "trtllm_max_throughput_h100_a100.csv")
+    assert (rows["kind"] == "max_throughput").sum() == len(table)
+    usable = rows[rows["skip"] == ""]
+    assert set(usable["gpu"]) == {"h100-sxm", "a100-80gb", "a100-pcie"}
+    assert (usable["kind"] == "max_throughput").sum() > 600
+    assert usable["model"].notna().all()
+    assert rows.loc[rows["skip"] != "", "skip"].str.len().gt(10).all()
+
+
+def test_median_error_is_under_25_percent_overall_and_per_gpu(evaluated: pd.DataFrame) -> None:
+    ok = evaluated[evaluated["skip"] == ""]
+    assert ok["predicted"].notna().all()
+    assert ok["error"].abs().median() < 0.25
+    for gpu, errors in ok.groupby("gpu")["error"]:
+        assert errors.abs().median() < 0.25, gpu
+    # and the model is not systematically optimistic or pessimistic
+    assert abs(ok["error"].median()) < 0.1
+
+
+def test_each_kind_of_measurement_is_reproduced(evaluated: pd.DataFrame) -> None:
+    ok = evaluated[evaluated["skip"] == ""]
+    medians = ok.groupby("kind")["error"].apply(lambda e: e.abs().median())
+    assert set(medians.index) >= {"max_throughput", "ttft_bs1", "static_throughput", "online_ttft", "online_itl"}
+    assert (medians < 0.3).all(), medians.to_dict()
+
+
+def test_stored_errors_match_a_fresh_evaluation(evaluated: pd.DataFrame) -> None:
+    """What efficiency.json (and the README) claim is what the stored parameters give today."""
+    with open(EFFICIENCY_PATH, encoding="utf-8") as fh:
+        document = json.load(fh)
+    ok = evaluated[evaluated["skip"] == ""]
+    assert document["errors"]["median_abs_error_all"] == pytest.approx(ok["error"].abs().median(), abs=0.01)
+    assert document["fitted_on"] and "bench_calibration.py" in document["how_to_refit"]
+    assert document["data"]["rows_used"] == len(ok)
+    assert document["errors"]["holdout_median_abs_error"]["fit_h100_check_a100"] < 0.25
+
+
+def test_fitted_efficiencies_are_physical() -> None:
+    e = load_efficiency()
+    assert 0.3 < e.mfu <= 1.0 and 0.3 < e.mbu <= 1.0
+    assert 0 < e.step_overhead_ms < 20 and 0 < e.memory_reserve_gib < 12
+    for name, source in e.sources.items():
+        assert source, name
