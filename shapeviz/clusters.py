@@ -311,12 +311,16 @@ def _silhouette(points: np.ndarray, labels: np.ndarray, n: int, random_state: in
 
 def _nearest(points: np.ndarray, centers: np.ndarray, chunk: int = 262_144) -> np.ndarray:
     """Index of the nearest centre of every point, in chunks so a million rows never make a big temporary."""
-    # |x - c|² = |x|² - 2 x·c + |c|²; |x|² is the same for every centre, so one matrix product ranks them.
-    weights = -2.0 * centers.T
+    # |x - c|² = |x|² - 2 x·c + |c|²; |x|² is the same for every centre, so -2 x·c + |c|² ranks them. Written
+    # out for the two axes rather than as a matrix product: a (n, 2) @ (2, k) product goes to a threaded BLAS
+    # whose start-up costs more than the arithmetic.
+    w_in, w_out = -2.0 * centers[:, 0], -2.0 * centers[:, 1]
     offsets = (centers * centers).sum(axis=1)
     labels = np.empty(len(points), dtype=np.int64)
     for start in range(0, len(points), chunk):  # a handful of chunks, not a loop over rows
-        labels[start:start + chunk] = (points[start:start + chunk] @ weights + offsets).argmin(axis=1)
+        block = points[start:start + chunk]
+        scores = block[:, 0:1] * w_in + block[:, 1:2] * w_out + offsets
+        labels[start:start + chunk] = scores.argmin(axis=1)
     return labels
 
 
@@ -457,9 +461,9 @@ def find_clusters(
         flag = _mixed_product(names[p], prod_req[p], prod_gpu[p], cluster_corner, material_share, total_gpu)
         if flag is None:
             continue
-        if k_source != "user" and n_prod > 1:
-            # Clusters of the whole log can cut one wide product in two: it is mixed only if, judged alone, it
-            # holds more than one shape. (With one product, the log's own judgement already said so.)
+        if not (k_source == "auto" and n_prod == 1):
+            # Clusters of the whole log (or a k the user set) can cut one wide product in two: it is mixed only
+            # if, judged alone, it holds more than one shape. (A lone product was judged with the log.)
             mask = prod == p
             own, own_mean, own_std = _standardise(log_plane(inp[mask], out[mask]))
             if len(own) > sample_size:
