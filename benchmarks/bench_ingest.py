@@ -70,6 +70,7 @@ def run_child(method: str, path: Path) -> dict[str, float]:
     from shapeviz.ingest import load_log
 
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     if method == "shapeviz":
         frame, report = load_log(path)
@@ -88,20 +89,32 @@ def run_child(method: str, path: Path) -> dict[str, float]:
     else:
         raise ValueError(f"unknown method {method!r}; use shapeviz, pyarrow or naive")
     wall = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
-    return {"wall_s": wall, "peak_rss_mib": peak / 1024, "base_rss_mib": base_rss / 1024, "rows": rows}
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)   # all threads
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": after.ru_maxrss / 1024,   # ru_maxrss is KiB on Linux
+            "base_rss_mib": base_rss / 1024, "rows": rows}
 
 
-def measure(method: str, path: Path, repeat: int) -> dict[str, float]:
-    """Median wall time and the largest peak RSS over ``repeat`` fresh child processes."""
-    runs = []
+def _once(method: str, path: Path) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "--child", method, str(path)], check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(methods: list[str], path: Path, repeat: int) -> dict[str, dict[str, float]]:
+    """Per method: median wall time and largest peak RSS over ``repeat`` fresh child processes.
+
+    The methods take turns (A, B, C, A, B, C, ...) so that a busy machine slows them alike.
+    """
+    runs: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, __file__, "--child", method, str(path)], check=True,
-                             capture_output=True, text=True)
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    return {"wall_s": statistics.median(r["wall_s"] for r in runs),
-            "peak_rss_mib": max(r["peak_rss_mib"] for r in runs),
-            "base_rss_mib": min(r["base_rss_mib"] for r in runs), "rows": runs[0]["rows"]}
+        for method in methods:
+            runs[method].append(_once(method, path))
+    return {m: {"wall_s": statistics.median(r["wall_s"] for r in rs),
+                "cpu_s": statistics.median(r["cpu_s"] for r in rs),
+                "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
+                "base_rss_mib": min(r["base_rss_mib"] for r in rs), "rows": rs[0]["rows"]}
+            for m, rs in runs.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,22 +130,26 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_child(args.child[0], Path(args.child[1]))))
         return 0
     print("| rows | format | file MB | shapeviz s | pyarrow s | naive s | shapeviz / pyarrow | naive / shapeviz"
-          " | peak RSS MiB shapeviz / pyarrow / naive |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+          " | CPU s shapeviz / pyarrow / naive | peak RSS MiB shapeviz / pyarrow / naive |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for n_rows in args.rows:
             paths = write_logs(n_rows, Path(tmp))
             for fmt in args.formats:
                 path = paths[fmt]
-                ours = measure("shapeviz", path, args.repeat)
-                bare = measure("pyarrow", path, args.repeat)
-                naive = measure("naive", path, 1) if not args.skip_naive else None
-                naive_s = f"{naive['wall_s']:.2f}" if naive else "-"
-                naive_ratio = f"{naive['wall_s'] / ours['wall_s']:.1f}×" if naive else "-"
-                naive_rss = f"{naive['peak_rss_mib']:.0f}" if naive else "-"
+                result = measure(["shapeviz", "pyarrow"], path, args.repeat)
+                ours, bare = result["shapeviz"], result["pyarrow"]
+                naive = None if args.skip_naive else measure(["naive"], path, 1)["naive"]
+
+                def cell(r: dict[str, float] | None, key: str, fmt_: str) -> str:
+                    return format(r[key], fmt_) if r else "-"
+
                 print(f"| {n_rows:,} | {fmt} | {path.stat().st_size / 1e6:.0f} | {ours['wall_s']:.2f} | "
-                      f"{bare['wall_s']:.2f} | {naive_s} | {ours['wall_s'] / bare['wall_s']:.2f}× | {naive_ratio} | "
-                      f"{ours['peak_rss_mib']:.0f} / {bare['peak_rss_mib']:.0f} / {naive_rss} |", flush=True)
+                      f"{bare['wall_s']:.2f} | {cell(naive, 'wall_s', '.2f')} | {ours['wall_s'] / bare['wall_s']:.2f}× | "
+                      + (f"{naive['wall_s'] / ours['wall_s']:.1f}×" if naive else "-")
+                      + f" | {ours['cpu_s']:.2f} / {bare['cpu_s']:.2f} / {cell(naive, 'cpu_s', '.2f')}"
+                      f" | {ours['peak_rss_mib']:.0f} / {bare['peak_rss_mib']:.0f} / {cell(naive, 'peak_rss_mib', '.0f')}"
+                      f" (base {ours['base_rss_mib']:.0f}) |", flush=True)
     return 0
 
 

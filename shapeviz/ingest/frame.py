@@ -163,6 +163,31 @@ def _strings(series: pd.Series) -> pd.Series:
     return out.where(series.notna())
 
 
+def _labels(raw: RawTable, column: str, keep: np.ndarray, all_kept: bool) -> pd.Series:
+    """A label column (product, model, session, status) as a categorical of the kept rows."""
+    arrow = raw.arrow(column)
+    if arrow is not None and pa.types.is_dictionary(arrow.type) and (
+            pa.types.is_string(arrow.type.value_type) or pa.types.is_large_string(arrow.type.value_type)):
+        # read dictionary-encoded: the strings were hashed once, inside the parser
+        series = arrow.to_pandas()
+        if not all_kept:
+            series = series[keep].reset_index(drop=True)
+        return series.cat.remove_unused_categories() if not all_kept else series
+    series = _strings(raw.column(column))
+    if not all_kept:
+        series = series[keep]
+    return series.reset_index(drop=True).astype("category")
+
+
+def _fill_label(series: pd.Series, fallback: str) -> pd.Series:
+    """Missing labels take the file's name (a product is never missing)."""
+    if not series.isna().any():
+        return series
+    if fallback not in series.cat.categories:
+        series = series.cat.add_categories([fallback])
+    return series.fillna(fallback)
+
+
 def _failed_status(series: pd.Series) -> np.ndarray:
     """True where a status column says the request failed (HTTP >= 400, or words like error/failed/timeout)."""
     if pd.api.types.is_bool_dtype(series.dtype):
@@ -455,21 +480,26 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
 
     # --- labels
     stem = file_stem(label)
-    model = _strings(get("model"))[keep].reset_index(drop=True) if "model" in chosen else None
+    all_kept = bool(keep.all())
+
+    def labels(canonical: str) -> pd.Series:
+        return _labels(raw, chosen[canonical][0], keep, all_kept)
+
+    model = labels("model") if "model" in chosen else None
     if model is not None:
-        frame["model"] = model.astype("category")
+        frame["model"] = model
         used["model"] = chosen["model"][0]
     if "product" in chosen:
-        frame["product"] = _strings(get("product"))[keep].reset_index(drop=True).fillna(stem).astype("category")
+        frame["product"] = _fill_label(labels("product"), stem)
         used["product"] = chosen["product"][0]
     elif model is not None:
-        frame["product"] = model.fillna(stem).astype("category")
+        frame["product"] = _fill_label(model, stem)
         used["product"] = f"{chosen['model'][0]} (model column)"
     else:
-        frame["product"] = pd.Categorical([stem] * int(keep.sum()))
+        frame["product"] = pd.Categorical.from_codes(np.zeros(int(keep.sum()), dtype=np.int8), categories=[stem])
         used["product"] = f"file name: {stem}"
     if "session_id" in chosen:
-        frame["session_id"] = _strings(get("session_id"))[keep].reset_index(drop=True).astype("category")
+        frame["session_id"] = labels("session_id")
         used["session_id"] = chosen["session_id"][0]
     if "turn" in chosen:
         turn, turn_bad = _numbers(get("turn"))
@@ -482,7 +512,7 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
         frame["turn"] = _derive_turns(frame["session_id"], frame.get("timestamp"))
         used["turn"] = "derived: order inside session_id" + (" by timestamp" if "timestamp" in frame else "")
     if status_s is not None:
-        frame["status"] = _strings(status_s)[keep].reset_index(drop=True).astype("category")
+        frame["status"] = labels("status")
     if "hash_ids" in chosen:
         frame["hash_ids"] = _hash_arrays(raw, chosen["hash_ids"][0], keep)
         used["hash_ids"] = chosen["hash_ids"][0]
@@ -535,13 +565,17 @@ def _derive_turns(session: pd.Series, timestamp: pd.Series | None) -> pd.Series:
     n = len(codes)
     rows = np.arange(n)
     # int64 nanoseconds (NaT sorts first); without timestamps, file order is the order of turns
-    times = timestamp.array.asi8 if timestamp is not None else np.zeros(n, dtype="int64")
-    order = np.lexsort((rows, times, codes))
-    sorted_codes = codes[order]
-    starts = np.r_[True, sorted_codes[1:] != sorted_codes[:-1]] if n else np.zeros(0, dtype=bool)
-    first_of_group = np.maximum.accumulate(np.where(starts, rows, 0)) if n else rows
-    turn = np.empty(n, dtype="int64")
-    turn[order] = rows - first_of_group
+    times = timestamp.array.asi8 if timestamp is not None else None
+    if times is None or bool((np.diff(times) >= 0).all()):
+        # logs are usually written in time order: then the running count per session, in file order, is the turn
+        turn = pd.Series(codes).groupby(codes, sort=False).cumcount().to_numpy()
+    else:
+        order = np.lexsort((rows, times, codes))
+        sorted_codes = codes[order]
+        starts = np.r_[True, sorted_codes[1:] != sorted_codes[:-1]] if n else np.zeros(0, dtype=bool)
+        first_of_group = np.maximum.accumulate(np.where(starts, rows, 0)) if n else rows
+        turn = np.empty(n, dtype="int64")
+        turn[order] = rows - first_of_group
     out = pd.array(turn, dtype="Int32")
     out[codes < 0] = pd.NA
     return pd.Series(out)

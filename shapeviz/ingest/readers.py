@@ -354,6 +354,10 @@ def _read_parquet(data: bytes, label: str, compression: str, limits: Limits) -> 
         rows = parquet.metadata.num_rows
         if rows > limits.max_rows:
             raise _too_many_rows(label, rows, limits)
+        names = parquet.schema_arrow.names
+        strings = [n for n in _label_columns(names) if _is_text(parquet.schema_arrow.field(n).type)]
+        if strings:
+            parquet = pq.ParquetFile(pa.BufferReader(data), read_dictionary=strings)
         table = parquet.read()
     except IngestError:
         raise
@@ -392,7 +396,9 @@ def _read_delimited(data: bytes, label: str, compression: str, limits: Limits, n
                                                # quoted newlines need the slower, exact parser
                                                newlines_in_values=b'"' in data),
             convert_options=pa_csv.ConvertOptions(strings_can_be_null=True,
-                                                  timestamp_parsers=[pa_csv.ISO8601]),
+                                                  timestamp_parsers=[pa_csv.ISO8601],
+                                                  # labels are hashed once, by the parser's threads
+                                                  column_types={n: _LABEL_TYPE for n in _label_columns(names)}),
         )
 
     try:
@@ -413,6 +419,19 @@ def _read_delimited(data: bytes, label: str, compression: str, limits: Limits, n
         raise IngestError(label, f"has a header ({', '.join(names[:8])}) but no data rows",
                           "export the log again with its rows")
     return RawTable(table, fmt, compression, malformed[0], notes)
+
+
+_LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _label_columns(names: list[str]) -> list[str]:
+    """Source columns auto-detection maps to a label (product, model, session, status): read them as categories."""
+    detected = detect_columns(names)
+    return list(dict.fromkeys(detected[c] for c in ("product", "model", "session_id", "status") if c in detected))
 
 
 def _validate_utf8(table: pa.Table) -> None:

@@ -236,3 +236,10 @@ def test_hash_ids_are_arrays_even_from_irregular_json():
     frame, _ = load_log(_jsonl(lines), name="m.jsonl")
     assert [h.tolist() for h in frame["hash_ids"]] == [[1, 2], [4]]
     assert all(h.dtype == np.int64 for h in frame["hash_ids"])
+
+
+def test_turns_follow_time_inside_each_session_even_when_the_file_is_not_sorted():
+    data = b"session_id,timestamp,prompt_tokens,completion_tokens\na,3,1,1\nb,1,1,1\na,2,1,1\n,4,1,1\na,1,1,1\n"
+    frame, report = load_log(data, name="s.csv")
+    assert frame["turn"].tolist() == [2, 0, 1, pd.NA, 0]
+    assert report.mapping["turn"] == "derived: order inside session_id by timestamp"
