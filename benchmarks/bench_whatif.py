@@ -94,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     sec, mib, p = _measure(one_move, max(args.repeat, 4) * len(moves))
     results.append(("plan() per what-if move", sec, mib, f"{p.gpus['colocated']} GPUs colocated"))
 
-    sec, mib, curve = _measure(lambda: load_curve(workload, dep, np.linspace(0.25, 4, 16), replicas=8), args.repeat)
-    results.append(("load_curve() 16 multipliers", sec, mib, f"{int(curve['saturated'].sum())} saturated"))
+    sec, mib, curve = _measure(lambda: load_curve(workload, dep, np.linspace(0.25, 4, 16)), args.repeat)
+    results.append(("load_curve() 16 multipliers (plan included)", sec, mib,
+                    f"{int(curve['saturated'].sum())} of 16 saturated on {int(curve['gpus'].iloc[0])} GPUs"))
 
     line = np.geomspace(16, 131_072, 200)
     sec, mib, _ = _measure(lambda: balance_ratio(dep, line), args.repeat)

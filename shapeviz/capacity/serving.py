@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from numbers import Real
 from typing import Any, Iterable
 
 import numpy as np
@@ -391,7 +392,8 @@ class Phase:
 
     demand_tokens_per_s: float   # prefill: uncached input tokens/s; decode: output tokens/s
     gpu_seconds_per_s: float     # GPUs this phase needs alone when batched as well as KV and the TPOT SLO allow
-    utilization: float           # prefill: busy share of each replica; decode: batch over its SLO/KV limit
+    utilization: float           # demand over capacity: prefill busy share of each replica; decode tokens/s over
+                                 # what the batch allowed by the KV pool and the TPOT SLO delivers (>1: overloaded)
 
 
 @dataclass(frozen=True)
@@ -451,7 +453,7 @@ def plan(
 ) -> Plan:
     """GPUs, TTFT/TPOT percentiles, phase pressure and cost that meet both SLOs (colocated and disaggregated)."""
     for name, v in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)):
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+        if not (isinstance(v, Real) and math.isfinite(v) and v > 0):
             raise ValueError(f"{name}={v!r} must be a positive number of milliseconds")
     if gpu_hour_usd is not None and not (math.isfinite(gpu_hour_usd) and gpu_hour_usd >= 0):
         raise ValueError(f"gpu_hour_usd={gpu_hour_usd!r} must be a price ≥ 0 in US dollars per GPU-hour")
