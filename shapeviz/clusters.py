@@ -53,7 +53,7 @@ DEFAULT_MATERIAL_SHARE = 0.15
 # that are really apart score 0.5 and more. Below this, a split whose centres share a corner is one shape.
 DEFAULT_ONE_SHAPE_SILHOUETTE = 0.5
 # Gap (log ratio of within-cluster sums of squares, Gaussian blob over the log) that some k must reach for the
-# log to hold more than one shape: seeded single-shape scenarios peak at ≤ 0.085, mixtures at ≥ 0.18.
+# log to hold more than one shape: seeded single-shape scenarios peak at ≤ 0.09, mixtures at ≥ 0.15.
 DEFAULT_ONE_SHAPE_GAP = 0.12
 MAX_K = 12
 N_INIT = 2
@@ -84,12 +84,22 @@ class Cluster:
 
 
 @dataclass(frozen=True)
+class CornerMass:
+    """What one corner holds of a mixed product or pool: shares of its requests and GPU-time, and where."""
+
+    requests: float                            # share of the scope's requests
+    gpu_time: float                            # share of the scope's GPU-seconds
+    clusters: list[int]                        # ids of the clusters in this corner that hold them
+    products: list[str] = field(default_factory=list)  # pools only: the products living in this corner
+
+
+@dataclass(frozen=True)
 class MixedFlag:
     """A product or pool whose traffic sits materially in more than one corner; ``reason`` is shown verbatim."""
 
     kind: str                                  # "product" or "pool"
     scope: str                                 # product name; for pools "overall" (whole log) or a model name
-    corners: dict[str, dict[str, object]]      # material corner -> requests, gpu_time, clusters[, products]
+    corners: dict[str, CornerMass]             # the material corners, largest share of requests first
     mixed_mass: float                          # GPU-time share outside the scope's heaviest corner
     gpu_share: float                           # the scope's share of the whole log's GPU-time
     reason: str
@@ -369,13 +379,13 @@ def find_clusters(
             judgement = _judge(sample, mean, std, **judge_args)
             gap = judgement.gap
             k_scores = judgement.selection.silhouettes if judgement.selection is not None else {}
-            if judgement.one_shape is not None:
+            if judgement.one_shape is not None or judgement.selection is None:
                 k_source = "one_shape"
-                notes.append(judgement.one_shape)
+                notes.append(judgement.one_shape or "nothing to split: one shape")
             else:
                 k_source, silhouette = "auto", k_scores[judgement.best]
                 # Place the final centres on the whole sample, starting from the chosen candidate's.
-                start = judgement.selection.fits[judgement.best].cluster_centers_  # type: ignore[union-attr]
+                start = judgement.selection.fits[judgement.best].cluster_centers_
                 centers = KMeans(n_clusters=judgement.best, init=start, n_init=1,
                                  random_state=random_state).fit(sample).cluster_centers_
         else:
@@ -428,7 +438,8 @@ def find_clusters(
         lo, hi = bounds[c], bounds[c + 1]
         holders = prod_req[:, c]
         share_in_cluster = holders / holders.sum()
-        products = {names[p]: float(share_in_cluster[p]) for p in sorted(np.flatnonzero(holders), key=lambda p: (-holders[p], names[p]))}
+        holder_order = sorted(np.flatnonzero(holders), key=lambda p: (-holders[p], names[p]))
+        products = {names[p]: float(share_in_cluster[p]) for p in holder_order}
         prefill_share = float(prefill_k[c] / gpu_k[c]) if gpu_k[c] > 0 else 0.0
         clusters.append(Cluster(
             id=c,
@@ -452,7 +463,8 @@ def find_clusters(
         if r_tot == 0:
             continue
         product_mix[names[p]] = {
-            int(c): {"requests": float(prod_req[p, c] / r_tot), "gpu_time": float(prod_gpu[p, c] / g_tot) if g_tot > 0 else 0.0}
+            int(c): {"requests": float(prod_req[p, c] / r_tot),
+                     "gpu_time": float(prod_gpu[p, c] / g_tot) if g_tot > 0 else 0.0}
             for c in np.flatnonzero(prod_req[p])
         }
 
@@ -476,7 +488,8 @@ def find_clusters(
                 continue
         flagged.append(flag)
     mixed_products = tuple(sorted(flagged, key=lambda f: (-f.mixed_mass, f.scope)))
-    mixed_pools = tuple(_mixed_pools(frame, prod, names, labels, gpu_s, k_final, cluster_corner, material_share))
+    mixed_pools = tuple(_mixed_pools(frame, prod, names, labels, gpu_s, prod_req, prod_gpu, cluster_corner,
+                                     material_share))
 
     return ClusterResult(
         clusters=tuple(clusters),
@@ -520,14 +533,14 @@ def _mixed_product(name: str, req: np.ndarray, gpu: np.ndarray, cluster_corner: 
     material = np.flatnonzero((r_share >= material_share) | (g_share >= material_share))
     if len(material) < 2:
         return None
-    material = sorted(material, key=lambda s: (-r_share[s], s))
-    corners: dict[str, dict[str, object]] = {}
-    parts = []
-    for s in material:
-        ids = [int(c) for c in np.flatnonzero((cluster_corner == s) & (req > 0))]
-        corners[SHAPES[s]] = {"requests": float(r_share[s]), "gpu_time": float(g_share[s]), "clusters": ids}
-        parts.append(f"{SHAPES[s]} ({_ids(ids)}: {_pct(r_share[s])} of its requests, {_pct(g_share[s])} of its GPU-time)")
-    reason = f"Product '{name}' splits across clusters in {len(material)} corners: " + _join(parts) + "."
+    corners = {
+        SHAPES[s]: CornerMass(requests=float(r_share[s]), gpu_time=float(g_share[s]),
+                              clusters=[int(c) for c in np.flatnonzero((cluster_corner == s) & (req > 0))])
+        for s in sorted(material, key=lambda s: (-r_share[s], s))
+    }
+    parts = [f"{corner} ({_ids(m.clusters)}: {_pct(m.requests)} of its requests, {_pct(m.gpu_time)} of its GPU-time)"
+             for corner, m in corners.items()]
+    reason = f"Product '{name}' splits across clusters in {len(corners)} corners: " + _join(parts) + "."
     return MixedFlag(kind="product", scope=name, corners=corners, mixed_mass=float(1.0 - g_share.max()),
                      gpu_share=float(g_tot / total_gpu) if total_gpu > 0 else 0.0, reason=reason)
 
@@ -538,44 +551,39 @@ def _join(parts: list[str]) -> str:
 
 def _pool_flag(scope: str, label: str, req: np.ndarray, gpu: np.ndarray, names: list[str],
                cluster_corner: np.ndarray, material_share: float, pool_gpu_share: float) -> MixedFlag | None:
-    """The flag of one pool (``req``/``gpu``: products x clusters) when its material products sit in different corners."""
+    """The flag of one pool (``req``/``gpu``: products x clusters) whose material products sit in two corners."""
     r_tot, g_tot = req.sum(), gpu.sum()
     if r_tot == 0:
         return None
-    prod_r, prod_g = req.sum(axis=1) / r_tot, (gpu.sum(axis=1) / g_tot if g_tot > 0 else np.zeros(len(names)))
+    prod_r = req.sum(axis=1) / r_tot
+    prod_g = gpu.sum(axis=1) / g_tot if g_tot > 0 else np.zeros(len(names))
     material = [p for p in range(len(names)) if prod_r[p] >= material_share or prod_g[p] >= material_share]
     # A product's corner in this pool is where most of its requests sit (clusters of one corner pooled).
     home = {p: int(np.argmax(_by_corner(req[p], cluster_corner))) for p in material}
     if len(set(home.values())) < 2:
         return None
-    corners: dict[str, dict[str, object]] = {}
+    corners: dict[str, CornerMass] = {}
     for s in sorted(set(home.values()), key=lambda s: (-sum(prod_r[p] for p in material if home[p] == s), s)):
         members = sorted((p for p in material if home[p] == s), key=lambda p: (-prod_r[p], names[p]))
-        ids = sorted({int(c) for p in members for c in np.flatnonzero((cluster_corner == s) & (req[p] > 0))})
-        corners[SHAPES[s]] = {
-            "requests": float(sum(prod_r[p] for p in members)),
-            "gpu_time": float(sum(prod_g[p] for p in members)),
-            "clusters": ids,
-            "products": [names[p] for p in members],
-        }
-    parts = []
-    for corner, info in corners.items():
-        who = " and ".join(f"'{p}'" for p in info["products"])  # type: ignore[union-attr]
-        parts.append(f"{who} in {corner} ({_ids(info['clusters'])}: {_pct(info['requests'])} of requests, "  # type: ignore[arg-type]
-                     f"{_pct(info['gpu_time'])} of GPU-time)")  # type: ignore[arg-type]
-    heaviest = max(float(info["gpu_time"]) for info in corners.values())  # type: ignore[arg-type]
-    mass = float(sum(float(info["gpu_time"]) for info in corners.values()) - heaviest)  # type: ignore[arg-type]
+        corners[SHAPES[s]] = CornerMass(
+            requests=float(sum(prod_r[p] for p in members)),
+            gpu_time=float(sum(prod_g[p] for p in members)),
+            clusters=sorted({int(c) for p in members for c in np.flatnonzero((cluster_corner == s) & (req[p] > 0))}),
+            products=[names[p] for p in members],
+        )
+    parts = [f"{' and '.join(repr(p) for p in m.products)} in {corner} ({_ids(m.clusters)}: "
+             f"{_pct(m.requests)} of requests, {_pct(m.gpu_time)} of GPU-time)" for corner, m in corners.items()]
+    gpu_times = [m.gpu_time for m in corners.values()]
     reason = f"{label} serves products in {len(corners)} corners: " + _join(parts) + "."
-    return MixedFlag(kind="pool", scope=scope, corners=corners, mixed_mass=mass, gpu_share=pool_gpu_share, reason=reason)
+    return MixedFlag(kind="pool", scope=scope, corners=corners, mixed_mass=float(sum(gpu_times) - max(gpu_times)),
+                     gpu_share=pool_gpu_share, reason=reason)
 
 
 def _mixed_pools(frame: pd.DataFrame, prod: np.ndarray, names: list[str], labels: np.ndarray, gpu_s: np.ndarray,
-                 k: int, cluster_corner: np.ndarray, material_share: float) -> list[MixedFlag]:
-    """Flags for the whole log and, when the frame names several models, for each model's pool."""
-    n_prod = len(names)
-    cell = prod.astype(np.int64) * k + labels
-    req = np.bincount(cell, minlength=n_prod * k).reshape(n_prod, k).astype(np.float64)
-    gpu = np.bincount(cell, weights=gpu_s, minlength=n_prod * k).reshape(n_prod, k)
+                 req: np.ndarray, gpu: np.ndarray, cluster_corner: np.ndarray,
+                 material_share: float) -> list[MixedFlag]:
+    """Flags for the whole log (``req``/``gpu``: products x clusters) and, with several models, each model's pool."""
+    n_prod, k = req.shape
     flags = []
     whole = _pool_flag(OVERALL, "The whole log (one pool)", req, gpu, names, cluster_corner, material_share, 1.0)
     if whole is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
-from shapeviz.clusters import ClusterResult, MixedFlag
+from shapeviz.clusters import ClusterResult, CornerMass, MixedFlag
 from shapeviz.shapes import OVERALL, ShapeProfile, ShapeStats
 
 LEVERS: tuple[str, ...] = (
@@ -31,6 +31,20 @@ LEVERS: tuple[str, ...] = (
     "prefill_capacity", "chunked_prefill", "split_pools", "priority_queues", "disaggregate",
 )
 METRICS: tuple[str, ...] = ("ttft", "tpot")
+
+# How a lever reads on screen and in reports (PRODUCT.md's words).
+LEVER_LABELS: dict[str, str] = {
+    "prefix_cache": "Prefix cache",
+    "trim_input": "Trim input",
+    "trim_output": "Trim output",
+    "decode_bandwidth": "Decode bandwidth",
+    "stable_decode_batch": "Stable decode batch",
+    "prefill_capacity": "Prefill capacity",
+    "chunked_prefill": "Chunked prefill",
+    "split_pools": "Split pools",
+    "priority_queues": "Priority queues",
+    "disaggregate": "Disaggregate prefill and decode",
+}
 # How a planner says each lever, for the UI and the report (plain words first, numbers second).
 LEVER_LABELS: dict[str, str] = {
     "prefix_cache": "Turn on prefix caching",
@@ -219,12 +233,14 @@ def agents(facts: Facts) -> list[Recommendation]:
         hit = facts.prefix_hit(s.scope)
         if hit is not None and hit < facts.thresholds.min_prefix_hit:
             continue
-        why = ("known to be an agent" if known else
-               f"has {_pct(corner_req)} of its requests and {_pct(corner_gpu)} of its GPU-time in the long-in/long-out corner")
+        why = ("is known to be an agent" if known else
+               f"has {_pct(corner_req)} of its requests and {_pct(corner_gpu)} of its GPU-time in the long-in/long-out "
+               "corner")
         recs.append(Recommendation(
             "prefix_cache", "ttft", s.scope,
-            f"{_who(s)} {why}{_prefix_clause(hit)}: its KV grows every round, so later rounds are slower and dearer than "
-            "the first, and the shared system prompts and tool schemas re-prefilled each time are what a prefix cache saves.",
+            f"{_who(s)} {why}{_prefix_clause(hit)}: its KV grows every round, so later rounds are slower and dearer "
+            "than the first, and the shared system prompts and tool schemas re-prefilled each time are what a prefix "
+            "cache saves.",
             s.share_of_gpu * (1.0 if known else max(corner_gpu, corner_req))))
     return recs
 
@@ -238,23 +254,24 @@ def _profile_pool_flag(facts: Facts) -> list[MixedFlag]:
         homes.setdefault(s.dominant_shape, []).append(s)
     if len(homes) < 2:
         return []
-    corners: dict[str, dict[str, object]] = {
-        shape: {"requests": sum(s.share_of_requests for s in members), "gpu_time": sum(s.share_of_gpu for s in members),
-                "clusters": [], "products": [s.scope for s in members]}
+    corners = {
+        shape: CornerMass(requests=sum(s.share_of_requests for s in members),
+                          gpu_time=sum(s.share_of_gpu for s in members), clusters=[],
+                          products=[s.scope for s in members])
         for shape, members in sorted(homes.items(), key=lambda kv: -sum(s.share_of_requests for s in kv[1]))
     }
-    gpu = [float(c["gpu_time"]) for c in corners.values()]  # type: ignore[arg-type]
-    parts = [f"{' and '.join(repr(p) for p in c['products'])} in {shape} ({_pct(c['requests'])} of requests, "  # type: ignore[union-attr, arg-type]
-             f"{_pct(c['gpu_time'])} of GPU-time)" for shape, c in corners.items()]  # type: ignore[arg-type]
+    gpu = [c.gpu_time for c in corners.values()]
+    parts = [f"{' and '.join(repr(p) for p in c.products)} in {shape} ({_pct(c.requests)} of requests, "
+             f"{_pct(c.gpu_time)} of GPU-time)" for shape, c in corners.items()]
     reason = f"The whole log (one pool) serves products in {len(corners)} corners: " + "; ".join(parts) + "."
     return [MixedFlag("pool", OVERALL, corners, float(sum(gpu) - max(gpu)), 1.0, reason)]
 
 
-def _pool_phases(facts: Facts, flag: MixedFlag) -> set[str]:
+def _phases(facts: Facts, flag: MixedFlag) -> set[str]:
     """Phases of the clusters a mixed flag names (empty without clusters)."""
     if facts.clusters is None:
         return set()
-    return {facts.clusters.cluster(cid).phase for c in flag.corners.values() for cid in c["clusters"]}  # type: ignore[union-attr]
+    return {facts.clusters.cluster(cid).phase for c in flag.corners.values() for cid in c.clusters}
 
 
 def mixed_pools(facts: Facts) -> list[Recommendation]:
@@ -263,17 +280,17 @@ def mixed_pools(facts: Facts) -> list[Recommendation]:
     recs = []
     for flag in flags:
         # the GPU-time of the material products in the pool, as a share of the whole log's
-        weight = flag.gpu_share * sum(float(c["gpu_time"]) for c in flag.corners.values())  # type: ignore[arg-type]
-        phases = _pool_phases(facts, flag)
+        weight = flag.gpu_share * sum(c.gpu_time for c in flag.corners.values())
         # When one side is decode-bound, the other's prefill bursts make its stream hitch: TPOT is hurt first.
-        split_metric = "tpot" if "decode" in phases else "ttft"
-        summary = ", ".join(f"{shape} {_pct(float(c['gpu_time']))}" for shape, c in flag.corners.items())  # type: ignore[arg-type]
+        split_metric = "tpot" if "decode" in _phases(facts, flag) else "ttft"
+        summary = ", ".join(f"{shape} {_pct(c.gpu_time)}" for shape, c in flag.corners.items())
         recs.append(Recommendation(
             "split_pools", split_metric, flag.scope,
             f"{flag.reason} Give each corner its own replicas, sized for its phase (GPU-time: {summary}).", weight))
         recs.append(Recommendation(
             "priority_queues", "ttft", flag.scope,
-            f"{flag.reason} If the pool stays shared, queue by shape so short prompts are not stuck behind long prefills.",
+            f"{flag.reason} If the pool stays shared, queue by shape so short prompts are not stuck behind long "
+            "prefills.",
             weight * 0.999))  # just after split_pools: the fallback, not the first choice
         if flag.mixed_mass >= facts.thresholds.disaggregate_mass:
             recs.append(Recommendation(
@@ -295,7 +312,7 @@ def mixed_products(facts: Facts) -> list[Recommendation]:
             "priority_queues", "ttft", flag.scope,
             f"{flag.reason} Queue its requests by shape so the short ones are not stuck behind its long prefills.",
             weight * flag.mixed_mass))
-        phases = _pool_phases(facts, flag)
+        phases = _phases(facts, flag)
         if len(phases) > 1:
             recs.append(Recommendation(
                 "chunked_prefill", "tpot", flag.scope,
@@ -320,7 +337,8 @@ def recommend(
 ) -> list[Recommendation]:
     """The planner's levers for this log, strongest first (by share of GPU-time touched, then rule order)."""
     if not isinstance(profile, ShapeProfile):
-        raise ValueError(f"recommend needs a ShapeProfile (shapeviz.shapes.shape_profile), got {type(profile).__name__}")
+        raise ValueError(f"recommend needs a ShapeProfile from shapeviz.shapes.shape_profile, "
+                         f"got {type(profile).__name__}")
     if isinstance(prefix_hit_ratio, (int, float)) and not (0.0 <= prefix_hit_ratio <= 1.0):
         raise ValueError(f"prefix_hit_ratio={prefix_hit_ratio!r} must be a fraction in [0, 1]")
     if isinstance(agent_products, str):

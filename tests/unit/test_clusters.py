@@ -106,8 +106,8 @@ def test_shared_pool_is_flagged_with_a_reason_naming_both_products() -> None:
     [pool] = result.mixed_pools
     assert pool.kind == "pool" and pool.scope == "overall"
     assert set(pool.corners) == {"rag", "reasoning"}
-    assert pool.corners["rag"]["products"] == ["rag-search"]
-    assert pool.corners["reasoning"]["products"] == ["coding-agent"]
+    assert pool.corners["rag"].products == ["rag-search"]
+    assert pool.corners["reasoning"].products == ["coding-agent"]
     for needle in ("rag-search", "coding-agent", "rag", "reasoning", "%"):
         assert needle in pool.reason
     assert 0.0 < pool.mixed_mass <= 0.5
@@ -121,7 +121,7 @@ def test_a_product_mixed_inside_itself_is_flagged() -> None:
     assert flag.kind == "product" and flag.scope == "assistant"
     assert {"chat", "rag"} <= set(flag.corners)
     for corner, info in flag.corners.items():
-        assert max(info["requests"], info["gpu_time"]) >= 0.15
+        assert max(info.requests, info.gpu_time) >= 0.15
         assert f"{corner} (cluster" in flag.reason
     assert flag.reason.startswith("Product 'assistant' splits across clusters in")
     assert not result.mixed_pools  # one product is no pool of products
@@ -130,7 +130,7 @@ def test_a_product_mixed_inside_itself_is_flagged() -> None:
 def test_material_share_is_a_parameter() -> None:
     frame = synth.scenario("mixed_product", 6000, 0)
     [flag] = find_clusters(frame).mixed_products
-    largest = max(max(info["requests"], info["gpu_time"]) for info in flag.corners.values())
+    largest = max(max(info.requests, info.gpu_time) for info in flag.corners.values())
     assert not find_clusters(frame, material_share=min(0.99, largest + 0.01)).mixed_products
 
 
@@ -269,5 +269,5 @@ def test_two_real_traces_on_one_pool_are_a_mixed_pool(trace) -> None:
     for product in products:
         assert product in pool.reason
     # the long Mooncake prompts hold most of the GPU-time, the short code requests a good share of the requests
-    assert pool.corners["rag"]["gpu_time"] > pool.corners["autocomplete"]["gpu_time"]
-    assert pool.corners["autocomplete"]["requests"] > 0.3
+    assert pool.corners["rag"].gpu_time > pool.corners["autocomplete"].gpu_time
+    assert pool.corners["autocomplete"].requests > 0.3

@@ -11,6 +11,7 @@ from shapeviz import synth
 from shapeviz.clusters import find_clusters
 from shapeviz.ingest import combine, load_log
 from shapeviz.recommend import (
+    LEVER_LABELS,
     LEVERS,
     RULES,
     Facts,
@@ -116,6 +117,7 @@ def test_pool_rule_without_clusters_uses_the_products_corners() -> None:
 
 def test_rules_are_listed_and_recommendations_validated() -> None:
     assert len(RULES) >= 6
+    assert set(LEVER_LABELS) == set(LEVERS)  # every lever has a label for the page and the report
     with pytest.raises(ValueError, match="unknown lever"):
         Recommendation("more_gpus", "ttft", "overall", "x")
     with pytest.raises(ValueError, match="metric"):
