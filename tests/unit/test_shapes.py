@@ -6,6 +6,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shapeviz import synth
 from shapeviz.ingest import load_log
@@ -223,6 +225,22 @@ def test_frame_without_product_column_is_one_product() -> None:
     profile = shape_profile(frame)
     assert len(profile.products) == 1
     assert next(iter(profile.products.values())).requests == len(frame)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 300_000), st.integers(1, 30_000), st.sampled_from(["a", "b", "c"])),
+                min_size=1, max_size=80))
+def test_any_log_is_partitioned_by_products_and_corners(rows: list[tuple[int, int, str]]) -> None:
+    inp, out, products = (list(col) for col in zip(*rows))
+    frame = frame_of(inp, out, products)
+    profile = shape_profile(frame)
+    assert sum(p.requests for p in profile.products.values()) == profile.overall.requests == len(rows)
+    assert profile.overall.request_share == pytest.approx(shape_shares(np.array(inp), np.array(out)))
+    for stats in profile.scopes():
+        top = max(stats.request_share.values())
+        assert stats.request_share[stats.dominant_shape] == top
+        assert stats.phase == phase_of(stats.prefill_gpu_share)
+        assert stats.input["p50"] <= stats.input["p99"] <= max(inp)
 
 
 @pytest.mark.parametrize(
