@@ -32,19 +32,6 @@ LEVERS: tuple[str, ...] = (
 )
 METRICS: tuple[str, ...] = ("ttft", "tpot")
 
-# How a lever reads on screen and in reports (PRODUCT.md's words).
-LEVER_LABELS: dict[str, str] = {
-    "prefix_cache": "Prefix cache",
-    "trim_input": "Trim input",
-    "trim_output": "Trim output",
-    "decode_bandwidth": "Decode bandwidth",
-    "stable_decode_batch": "Stable decode batch",
-    "prefill_capacity": "Prefill capacity",
-    "chunked_prefill": "Chunked prefill",
-    "split_pools": "Split pools",
-    "priority_queues": "Priority queues",
-    "disaggregate": "Disaggregate prefill and decode",
-}
 # How a planner says each lever, for the UI and the report (plain words first, numbers second).
 LEVER_LABELS: dict[str, str] = {
     "prefix_cache": "Turn on prefix caching",
