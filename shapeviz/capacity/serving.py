@@ -526,6 +526,9 @@ def plan(
         notes.append(
             f"the longest requests ({p99_context:,.0f} tokens of context) do not fit one replica's KV pool: raise TP"
         )
+    if dep.tp > 8 and "nvl72" not in dep.gpu.scaleup_link.lower():
+        notes.append(f"TP{dep.tp} spans more than one 8-GPU node: the model assumes the scale-up link between all "
+                     "of them, so all-reduce costs are optimistic")
     if dep.fp8_emulated:
         notes.append(f"{dep.gpu.name} has no FP8 tensor cores: FP8 weights save memory and bandwidth, but matmuls run at BF16 rate")
 

@@ -63,6 +63,19 @@ def test_a_user_rate_wins_and_a_log_without_timestamps_is_labelled_assumed(azure
         Workload.from_frame(azure_conv.drop(columns=["input_tokens"]))
 
 
+def test_cached_tokens_of_a_log_are_binned_with_their_requests() -> None:
+    frame = pd.DataFrame({
+        "input_tokens": np.array([1_000, 1_000, 8_000, 8_000], dtype=np.int32),
+        "output_tokens": np.array([100, 100, 50, 50], dtype=np.int32),
+        "cached_tokens": pd.array([600, None, 4_000, 8_000], dtype="Int32"),  # a missing count means none
+    })
+    w = Workload.from_frame(frame, rate_rps=1.0)
+    assert w.weight.size == 2
+    assert w.mean_cached == pytest.approx((600 + 0 + 4_000 + 8_000) / 4)
+    p = plan(w, default_deployment())
+    assert p.prefill.demand_tokens_per_s == pytest.approx((18_000 - 12_600) / 4)
+
+
 def test_rate_over_time_counts_every_timestamped_request(azure_conv: pd.DataFrame) -> None:
     rates = rate_over_time(azure_conv, "1min")
     assert list(rates.columns) == ["timestamp", "product", "requests", "rate_rps"]
