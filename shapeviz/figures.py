@@ -7,7 +7,7 @@ density with a uniform sample on top above a point budget, so the payload sent t
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -83,7 +83,8 @@ def _token_axis(fig: go.Figure, title: str | None, row: int, col: int, axis: str
     )
 
 
-def _corner_shapes(fig: go.Figure, corners: Corners, xr: Sequence[float], yr: Sequence[float]) -> None:
+def _corner_shapes(fig: go.Figure, corners: Corners, xr: Sequence[float], yr: Sequence[float],
+                   xref: str = "x3", yref: str = "y3") -> None:
     """Shade the five corners and label each one that is visible."""
     li, lo, so = (np.log10(v) for v in (corners.long_input_tokens, corners.long_output_tokens,
                                         corners.short_output_tokens))
@@ -97,7 +98,7 @@ def _corner_shapes(fig: go.Figure, corners: Corners, xr: Sequence[float], yr: Se
     }
     for shape, (ax0, ax1, ay0, ay1) in regions.items():
         # Shapes take data values on log axes (annotations take log10 values).
-        fig.add_shape(type="rect", x0=10**ax0, x1=10**ax1, y0=10**ay0, y1=10**ay1, xref="x3", yref="y3",
+        fig.add_shape(type="rect", x0=10**ax0, x1=10**ax1, y0=10**ay0, y1=10**ay1, xref=xref, yref=yref,
                       layer="between",
                       line_width=0, fillcolor=CORNER_FILLS[shape])
         # Label at the visible inner corner of the region.
@@ -109,17 +110,17 @@ def _corner_shapes(fig: go.Figure, corners: Corners, xr: Sequence[float], yr: Se
         top = ay1 >= 8.0
         fig.add_annotation(
             x=(vx0 + 0.04) if left else (vx1 - 0.04), y=(vy1 - 0.04) if top else (vy0 + 0.04),
-            xref="x3", yref="y3", text=SHAPE_LABELS[shape], showarrow=False,
+            xref=xref, yref=yref, text=SHAPE_LABELS[shape], showarrow=False,
             xanchor="left" if left else "right", yanchor="top" if top else "bottom",
             font=dict(size=11, color="rgba(60,60,60,0.85)"),
         )
     for value, axis in ((li, "x"), (lo, "y"), (so, "y")):
         if axis == "x":
-            fig.add_shape(type="line", x0=10**value, x1=10**value, y0=10**y0, y1=10**y1, xref="x3", yref="y3",
+            fig.add_shape(type="line", x0=10**value, x1=10**value, y0=10**y0, y1=10**y1, xref=xref, yref=yref,
                           line=dict(color="rgba(80,80,80,0.45)", width=1, dash="dot"), layer="between")
         else:
             x_end = li if value == so else x1
-            fig.add_shape(type="line", x0=10**x0, x1=10**x_end, y0=10**value, y1=10**value, xref="x3", yref="y3",
+            fig.add_shape(type="line", x0=10**x0, x1=10**x_end, y0=10**value, y1=10**value, xref=xref, yref=yref,
                           line=dict(color="rgba(80,80,80,0.45)", width=1, dash="dot"), layer="between")
 
 
@@ -272,3 +273,215 @@ def _escape(text: str) -> str:
 def figure_bytes(fig: go.Figure) -> int:
     """Size of the JSON a browser receives for a figure."""
     return len(fig.to_json().encode("utf-8"))
+
+
+CLUSTER_COLORS: tuple[str, ...] = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#9D755D", "#BAB0AC")
+
+
+def clusters_figure(
+    frame: pd.DataFrame,
+    labels: np.ndarray,
+    clusters: Sequence,
+    *,
+    corners: Corners = DEFAULT_CORNERS,
+    rate_rps: float | None = None,
+    height: int = 600,
+    seed: int = 0,
+) -> go.Figure:
+    """Clusters on the plane: a sample of requests coloured by cluster, bubbles at the centres sized by rate.
+
+    ``clusters`` are ``shapeviz.clusters.Cluster`` objects (id, share, input_center, output_center, shape).
+    Bubble area is proportional to the cluster's request rate (its share of ``rate_rps``) or, without
+    timestamps, to its share of requests.
+    """
+    sample_idx = np.arange(len(frame))
+    if len(frame) > 6_000:
+        rng = np.random.default_rng(seed)
+        sample_idx = np.sort(rng.choice(len(frame), size=6_000, replace=False))
+    inp = frame["input_tokens"].to_numpy()[sample_idx]
+    out = frame["output_tokens"].to_numpy()[sample_idx]
+    lab = np.asarray(labels)[sample_idx]
+    fig = go.Figure()
+    for c in clusters:
+        mask = lab == c.id
+        color = CLUSTER_COLORS[c.id % len(CLUSTER_COLORS)]
+        fig.add_trace(go.Scattergl(
+            x=inp[mask], y=out[mask], mode="markers", name=f"cluster {c.id}: {c.shape}", legendgroup=str(c.id),
+            marker=dict(size=4, color=color, opacity=0.35), hoverinfo="skip",
+        ))
+    shares = np.array([c.share for c in clusters], dtype=np.float64)
+    sizes = 18 + 70 * np.sqrt(shares / max(shares.max(), 1e-9))
+    for c, size in zip(clusters, sizes):
+        color = CLUSTER_COLORS[c.id % len(CLUSTER_COLORS)]
+        rate = f"{c.share * rate_rps:,.2f} req/s" if rate_rps else f"{c.share:.0%} of requests"
+        fig.add_trace(go.Scatter(
+            x=[c.input_center], y=[c.output_center], mode="markers+text", showlegend=False, legendgroup=str(c.id),
+            marker=dict(size=size, color=color, opacity=0.75, line=dict(color="black", width=1.5)),
+            text=[f"C{c.id}"], textfont=dict(color="white", size=12),
+            hovertemplate=(f"<b>cluster {c.id}</b> · {SHAPE_LABELS[c.shape]}<br>centre {fmt_tokens(c.input_center)} in / "
+                           f"{fmt_tokens(c.output_center)} out<br>{rate} · {c.gpu_share:.0%} of GPU-time<extra></extra>"),
+        ))
+    xr, yr = _log_range(frame["input_tokens"].to_numpy()), _log_range(frame["output_tokens"].to_numpy())
+    _corner_shapes(fig, corners, xr, yr, xref="x", yref="y")
+    for axis, rng, title in (("x", xr, "input tokens per request (log)"), ("y", yr, "output tokens per request (log)")):
+        ticks = [v for v in TOKEN_TICKS if rng[0] - 0.01 <= np.log10(v) <= rng[1] + 0.01]
+        (fig.update_xaxes if axis == "x" else fig.update_yaxes)(
+            type="log", range=rng, tickvals=ticks, ticktext=[fmt_tokens(v) for v in ticks], title_text=title,
+            gridcolor="rgba(0,0,0,0.07)")
+    fig.update_layout(
+        title=dict(text="Clusters of the token plane<br><sup>bubble area ∝ request rate</sup>", x=0.01),
+        height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=50),
+        legend=dict(orientation="h", yanchor="bottom", y=-0.2, x=0),
+    )
+    return fig
+
+
+BEFORE_AFTER = ("#9AA5B1", "#0072B2")
+
+
+def pressure_figure(before: Mapping, after: Mapping, ttft_slo_ms: float, tpot_slo_ms: float,
+                    height: int = 360) -> go.Figure:
+    """Prefill and decode pressure, TTFT and TPOT p90 against their SLOs: before → after the what-if.
+
+    ``before``/``after`` are rows of ``capacity.load_curve`` on the same fleet (keys ``prefill_utilization``,
+    ``decode_utilization``, ``ttft_p90_ms``, ``tpot_p90_ms``). Latencies are drawn as a share of their SLO so
+    all four share one axis: 100% is the limit.
+    """
+    def row(r: Mapping) -> list[float | None]:
+        ttft, tpot = r["ttft_p90_ms"], r["tpot_p90_ms"]
+        return [
+            float(r["prefill_utilization"]), float(r["decode_utilization"]),
+            None if pd.isna(ttft) else float(ttft) / ttft_slo_ms, None if pd.isna(tpot) else float(tpot) / tpot_slo_ms,
+        ]
+
+    labels = ["prefill pressure", "decode pressure", "TTFT p90 / SLO", "TPOT p90 / SLO"]
+    fig = go.Figure()
+    for name, r, color in (("before", before, BEFORE_AFTER[0]), ("after what-if", after, BEFORE_AFTER[1])):
+        values = row(r)
+        fig.add_trace(go.Bar(
+            x=labels, y=[v if v is not None else 0 for v in values], name=name, marker_color=color,
+            text=[("saturated" if v is None else f"{v:.0%}") for v in values], textposition="outside",
+            hovertemplate="%{x}: %{text}<extra>" + name + "</extra>",
+        ))
+    fig.add_hline(y=1.0, line=dict(color="#C0392B", dash="dash", width=1.5),
+                  annotation_text="limit / SLO", annotation_position="top left")
+    fig.update_layout(
+        barmode="group", height=height, template="plotly_white", font=FONT, yaxis_tickformat=".0%",
+        yaxis_title="share of capacity or SLO", margin=dict(l=60, r=20, t=40, b=40),
+        title=dict(text="Pressure on each phase, on today's fleet", x=0.01),
+        legend=dict(orientation="h", y=1.12, x=1, xanchor="right"),
+    )
+    return fig
+
+
+def load_curve_figure(curve: pd.DataFrame, ttft_slo_ms: float, tpot_slo_ms: float, current: float = 1.0,
+                      height: int = 380) -> go.Figure:
+    """TTFT and TPOT (p50, p90) against traffic multiplier on a fixed fleet, SLOs dashed, today marked."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT", "TPOT"), horizontal_spacing=0.1)
+    x = curve["traffic_multiplier"]
+    for col, metric, slo in ((1, "ttft", ttft_slo_ms), (2, "tpot", tpot_slo_ms)):
+        for q, dash in (("p50", "dot"), ("p90", "solid")):
+            fig.add_trace(go.Scatter(
+                x=x, y=curve[f"{metric}_{q}_ms"], mode="lines+markers", name=f"{q}", legendgroup=q,
+                showlegend=col == 1, line=dict(color="#0072B2", dash=dash),
+                hovertemplate=f"×%{{x}} traffic: {metric.upper()} {q} %{{y:,.0f}} ms<extra></extra>",
+            ), row=1, col=col)
+        fig.add_hline(y=slo, line=dict(color="#C0392B", dash="dash"), row=1, col=col,
+                      annotation_text=f"SLO {slo:,.0f} ms", annotation_position="top left")
+        fig.add_vline(x=current, line=dict(color="#555", dash="dot"), row=1, col=col)
+        fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=col)
+        fig.update_xaxes(title_text="traffic multiplier (× today's peak)", row=1, col=col)
+    saturated = curve.loc[curve["saturated"], "traffic_multiplier"]
+    note = (f"saturates from ×{saturated.min():g}" if len(saturated) else "no saturation in this range")
+    fig.update_layout(
+        height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=50),
+        title=dict(text=f"Latency against load on {int(curve['gpus'].iloc[0])} GPUs<br><sup>{note}; "
+                        "dotted line: the operating point</sup>", x=0.01),
+        legend=dict(orientation="h", y=1.15, x=1, xanchor="right"),
+    )
+    return fig
+
+
+def rate_figure(rates: pd.DataFrame, colors: dict[str, str] | None = None, height: int = 320) -> go.Figure:
+    """Request rate over time per product (stacked), from ``capacity.rate_over_time``."""
+    products = [str(p) for p in rates["product"].unique()]
+    colors = colors or product_colors(products)
+    fig = go.Figure()
+    for name in products:
+        sub = rates[rates["product"] == name]
+        fig.add_trace(go.Scatter(
+            x=sub["timestamp"], y=sub["rate_rps"], mode="lines", stackgroup="rate", name=name,
+            line=dict(width=0.5, color=colors.get(name, "#888")),
+            hovertemplate=f"{_escape(name)}: %{{y:.2f}} req/s<extra></extra>",
+        ))
+    fig.update_layout(height=height, template="plotly_white", font=FONT, yaxis_title="requests / s",
+                      margin=dict(l=60, r=20, t=40, b=40), title=dict(text="Request rate over time", x=0.01),
+                      legend=dict(orientation="h", y=1.15, x=1, xanchor="right"))
+    return fig
+
+
+def turn_growth_figure(profile: pd.DataFrame, colors: dict[str, str] | None = None, height: int = 380) -> go.Figure:
+    """Input tokens by turn index per product: the median line and a p10–p90 band (``sessions.turn_profile``)."""
+    products = [str(p) for p in profile["product"].unique()]
+    colors = colors or product_colors(products)
+    fig = go.Figure()
+    for name in products:
+        sub = profile[profile["product"] == name].sort_values("turn")
+        color = colors.get(name, "#888")
+        x = sub["turn"].to_numpy() + 1  # people count turns from 1
+        fig.add_trace(go.Scatter(x=np.concatenate([x, x[::-1]]),
+                                 y=np.concatenate([sub["input_tokens_p90"], sub["input_tokens_p10"][::-1]]),
+                                 fill="toself", fillcolor=color, opacity=0.15, line_width=0, hoverinfo="skip",
+                                 showlegend=False, legendgroup=name))
+        fig.add_trace(go.Scatter(x=x, y=sub["input_tokens_p50"], mode="lines+markers", name=name, legendgroup=name,
+                                 line=dict(color=color), customdata=sub["sessions"],
+                                 hovertemplate=(f"{_escape(name)} turn %{{x}}: median %{{y:,.0f}} input tokens"
+                                                "<br>%{customdata:,} sessions reach this turn<extra></extra>")))
+    fig.update_yaxes(type="log", title_text="input tokens (median, p10–p90 band)")
+    fig.update_xaxes(title_text="turn in session")
+    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=50, b=40),
+                      title=dict(text="Context growth per turn", x=0.01),
+                      legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    return fig
+
+
+def ttft_turn_figure(ttft: pd.DataFrame, colors: dict[str, str] | None = None, height: int = 340) -> go.Figure:
+    """Prefill time of turn k relative to turn 1, per product (``sessions.ttft_by_turn``)."""
+    products = [str(p) for p in ttft["product"].unique()]
+    colors = colors or product_colors(products)
+    fig = go.Figure()
+    for name in products:
+        sub = ttft[ttft["product"] == name].sort_values("turn")
+        fig.add_trace(go.Scatter(x=sub["turn"] + 1, y=sub["ratio_to_turn_1"], mode="lines+markers", name=name,
+                                 line=dict(color=colors.get(name, "#888")), customdata=sub["ttft_ms_p50"],
+                                 hovertemplate=(f"{_escape(name)} turn %{{x}}: %{{y:.1f}}× turn 1 "
+                                                "(p50 %{customdata:,.0f} ms)<extra></extra>")))
+    fig.add_hline(y=1.0, line=dict(color="#999", dash="dot"))
+    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=50, b=40),
+                      title=dict(text="TTFT of turn k against turn 1 (prefill only, no queueing)", x=0.01),
+                      xaxis_title="turn in session", yaxis_title="× turn 1",
+                      legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    return fig
+
+
+def prefix_curve_figure(curve: Sequence[dict], unbounded: float | None, height: int = 340) -> go.Figure:
+    """Prefix-cache hit ratio against cache capacity (LRU), from ``PrefixReuse.capacity_curve``."""
+    points = pd.DataFrame(list(curve))
+    use_gb = "capacity_gb" in points and points["capacity_gb"].notna().all()
+    x = points["capacity_gb"] if use_gb else points["capacity_blocks"]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x, y=points["hit_ratio_tokens"], mode="lines+markers", name="token-weighted",
+                             line=dict(color="#0072B2"),
+                             hovertemplate="%{x:,.1f}: %{y:.1%} of input tokens<extra></extra>"))
+    fig.add_trace(go.Scatter(x=x, y=points["hit_ratio_blocks"], mode="lines", name="blocks",
+                             line=dict(color="#56B4E9", dash="dot"),
+                             hovertemplate="%{x:,.1f}: %{y:.1%} of blocks<extra></extra>"))
+    if unbounded is not None:
+        fig.add_hline(y=unbounded, line=dict(color="#999", dash="dash"),
+                      annotation_text=f"unbounded cache {unbounded:.1%}", annotation_position="bottom right")
+    fig.update_xaxes(type="log", title_text="cache capacity (GB of KV)" if use_gb else "cache capacity (blocks)")
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", title_text="prefix-cache hit ratio")
+    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=50, b=40),
+                      title=dict(text="Prefix-cache hit ratio against capacity (LRU)", x=0.01),
+                      legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    return fig

@@ -1,0 +1,18 @@
+"""shapeviz: the dashboard's entry point. Page config, navigation, the shared sidebar; nothing else."""
+import streamlit as st
+
+from components import sidebar
+
+st.set_page_config(page_title="shapeviz: LLM workload shape", page_icon=":material/scatter_plot:", layout="wide")
+
+navigation = st.navigation(
+    [
+        st.Page("pages/shape.py", title="Shape", icon=":material/scatter_plot:", default=True),
+        st.Page("pages/clusters.py", title="Clusters", icon=":material/bubble_chart:"),
+        st.Page("pages/capacity.py", title="Capacity what-if", icon=":material/speed:"),
+        st.Page("pages/sessions.py", title="Sessions & prefix cache", icon=":material/forum:"),
+        st.Page("pages/report.py", title="Report", icon=":material/description:"),
+    ]
+)
+sidebar.render()
+navigation.run()

@@ -1,0 +1,109 @@
+"""What every page starts from: the dataset, its analysis and the deployment, cached by content.
+
+A page calls ``page_context()``; on a bad upload it shows the one-line error and stops the page, so pages only
+ever see data that loaded.
+"""
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+
+import streamlit as st
+
+from components import data, sidebar
+from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model, slo_range
+from shapeviz.capacity.physics import smallest_tp
+from shapeviz.ingest import IngestError, LoadedLog
+from shapeviz.summary import Analysis, analyze
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """The dataset, its analysis under the sidebar's corners and deployment, and the sidebar values."""
+
+    dataset: data.Dataset
+    analysis: Analysis
+    deployment: Deployment
+    settings: sidebar.Settings
+
+    @property
+    def frame(self):  # noqa: ANN201 - a pandas DataFrame
+        """The canonical frame of the dataset."""
+        return self.dataset.log.frame
+
+    @property
+    def whatif(self) -> WhatIf:
+        """The what-if levers of the sidebar."""
+        s = self.settings
+        return WhatIf(trim_input=s.trim_input, trim_output=s.trim_output, cache_hit=s.cache_hit,
+                      traffic_multiplier=s.traffic)
+
+
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Analysing the log…")
+def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, _log: LoadedLog) -> Analysis:
+    from shapeviz.shapes import Corners
+
+    return analyze(_log, corners=Corners(*corners), deployment=deployment)
+
+
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
+def workload(digest: str, _log: LoadedLog) -> Workload:
+    """The log binned into weighted points, once per dataset: a slider move never touches rows."""
+    return Workload.from_frame(_log.frame)
+
+
+@st.cache_resource(max_entries=64)
+def deployment_for(model: str, gpu: str, precision: str, tp: int | None) -> Deployment:
+    """The deployment the sidebar describes; TP 'auto' is the smallest that fits with room for KV."""
+    return Deployment(get_model(model), get_gpu(gpu), precision, tp=tp or smallest_tp(model, gpu, precision))
+
+
+def page_context() -> PageContext:
+    """Load (cached), analyse (cached) and return; on a user error show it and stop the page."""
+    s = sidebar.settings()
+    try:
+        dataset = data.current_dataset()
+    except IngestError as exc:
+        st.error(str(exc), icon=":material/error:")
+        st.info("Fix the file, map the columns by hand under **Column mapping** in the load report, or pick the "
+                "demo in the sidebar.")
+        _mapping_editor_for_failed_upload()
+        st.stop()
+    if dataset is None:
+        st.info("Upload a request log in the sidebar, or pick the demo or a scenario.")
+        st.stop()
+    try:
+        dep = deployment_for(s.model, s.gpu, s.precision, s.tp)
+    except ValueError as exc:
+        st.error(f"Deployment: {exc}", icon=":material/memory:")
+        st.stop()
+    analysis = _analysis(dataset.digest, astuple(s.corners), dep, dataset.log)
+    _sync_cache_default(dataset.digest, analysis)
+    _show_slo_hint(analysis.profile.overall.dominant_shape)
+    return PageContext(dataset, analysis, dep, s)
+
+
+def _show_slo_hint(shape: str) -> None:
+    slot = st.session_state.get(sidebar.SLO_HINT_SLOT)
+    if slot is None:
+        return
+    lo_ttft, hi_ttft, lo_tpot, hi_tpot = slo_range(shape)
+    slot.caption(f"Recommended for **{shape}** traffic (p95, published planner ranges): TTFT "
+                 f"{lo_ttft:,.0f}–{hi_ttft:,.0f} ms, TPOT {lo_tpot:,.0f}–{hi_tpot:,.0f} ms.")
+
+
+def _sync_cache_default(digest: str, analysis: Analysis) -> None:
+    """The measured prefix-hit ratio becomes the what-if default, once per dataset."""
+    if st.session_state.get("_cache_default_for") == digest:
+        return
+    st.session_state["_cache_default_for"] = digest
+    measured = analysis.prefix.hit_ratio_tokens
+    value = int(round(100 * measured)) if measured is not None else 0
+    if value != st.session_state.get("cache_hit_pct"):
+        st.session_state[sidebar.PENDING_CACHE_HIT] = value
+        st.rerun()  # the sidebar slider was drawn with the old value
+
+
+def _mapping_editor_for_failed_upload() -> None:
+    from components.mapping import mapping_editor
+
+    mapping_editor(None)

@@ -1,0 +1,53 @@
+"""The column-mapping editor: the mapping used is always shown; for uploads the user can override it."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from components import data
+from shapeviz.ingest import DEFAULT_LIMITS, LoadReport
+from shapeviz.ingest.readers import read_table
+from shapeviz.schema import CANONICAL
+
+AUTO = "(auto)"
+EDITABLE: tuple[str, ...] = tuple(c for c in CANONICAL if c != "hash_ids")
+
+
+@st.cache_data(max_entries=4, ttl=3600, scope="session", show_spinner=False)
+def _columns_seen(digest: str, _name: str, _data: bytes) -> list[str]:
+    return read_table(_data, _name, DEFAULT_LIMITS).columns
+
+
+def mapping_table(report: LoadReport) -> pd.DataFrame:
+    """canonical column → source column (or rule) as a two-column table."""
+    return pd.DataFrame({"canonical": list(report.mapping), "from your log": list(report.mapping.values())})
+
+
+def mapping_editor(report: LoadReport | None) -> None:
+    """Show the mapping; for an upload, offer an override per canonical column."""
+    if report is not None:
+        st.dataframe(mapping_table(report), hide_index=True, width="content")
+    uploads = st.session_state.get(data.UPLOAD_KEY) or []
+    if st.session_state.get(data.SOURCE_KEY) != "upload" or not uploads:
+        st.caption("The mapping of generated data is fixed. Upload a log to map its columns by hand.")
+        return
+    first = uploads[0]
+    try:
+        columns = _columns_seen(data.upload_digest([(first.name, first.getvalue())]), first.name, first.getvalue())
+    except ValueError as exc:  # the file cannot even be parsed: nothing to map
+        st.caption(f"No columns to map: {exc}")
+        return
+    current = st.session_state.get(data.MAPPING_KEY) or {}
+    with st.form("mapping_form", border=False):
+        st.caption(f"Columns in {first.name}: {', '.join(columns[:40])}{' …' if len(columns) > 40 else ''}")
+        choices: dict[str, str] = {}
+        cols = st.columns(3)
+        for i, canonical in enumerate(EDITABLE):
+            options = [AUTO, *columns]
+            value = current.get(canonical, AUTO)
+            choices[canonical] = cols[i % 3].selectbox(
+                canonical, options, index=options.index(value) if value in options else 0, key=f"map_{canonical}"
+            )
+        if st.form_submit_button("Apply mapping", type="primary"):
+            st.session_state[data.MAPPING_KEY] = {k: v for k, v in choices.items() if v != AUTO}
+            st.rerun()

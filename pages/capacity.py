@@ -1,0 +1,112 @@
+"""Capacity what-if: prefill (TTFT) and decode (TPOT) pressure, GPUs and cost, before → after the sidebar levers."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from components.context import page_context, workload
+from components.widgets import badge, chart, table
+from shapeviz.capacity import load_curve, rate_over_time
+from shapeviz.capacity.compare import compare_deployments, compare_whatif, winners
+from shapeviz.figures import load_curve_figure, pressure_figure, product_colors, rate_figure
+
+ctx = page_context()
+s, dep = ctx.settings, ctx.deployment
+w = workload(ctx.dataset.digest, ctx.dataset.log)
+
+cmp = compare_whatif(w, dep, ctx.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd)
+before, after = cmp.before, cmp.after
+b, a = before.to_dict(), after.to_dict()
+
+st.title("Capacity what-if")
+st.caption(f"{dep.describe()} · request rate {w.rate_rps:,.2f} req/s ({w.rate_source}: {w.rate_note}) · "
+           f"SLOs at p90: TTFT {s.ttft_slo_ms:,.0f} ms, TPOT {s.tpot_slo_ms:,.0f} ms")
+
+
+def _fmt_ms(v: float | None) -> str:
+    return "saturated" if v is None else f"{v:,.0f} ms"
+
+
+def _delta(x: float | None, y: float | None, unit: str = "") -> str | None:
+    if x is None or y is None or x == y:
+        return None
+    return f"{y - x:+,.0f}{unit}" if abs(y - x) >= 1 else f"{y - x:+,.2f}{unit}"
+
+
+fleet = cmp.fleet_replicas
+on_fleet = {"before": cmp.on_fleet.loc["before"], "after": cmp.on_fleet.loc["after"]}
+
+
+def _num(row: pd.Series, key: str) -> float | None:
+    v = row[key]
+    return None if pd.isna(v) else float(v)
+
+
+st.subheader(f"Before → after the what-if, on today's fleet ({fleet * dep.tp} GPUs)")
+row1 = st.columns(4)
+for col, phase, help_text in (
+    (row1[0], "prefill", "Busy share of each replica's time spent prefilling."),
+    (row1[1], "decode", "Decode batch over what the TPOT SLO and the KV pool allow."),
+):
+    x, y = (100 * float(on_fleet[k][f"{phase}_utilization"]) for k in ("before", "after"))
+    col.metric(f"{phase.capitalize()} pressure", f"{y:.0f}%", _delta(x, y, " pts"), delta_color="inverse",
+               help=help_text)
+for col, metric in ((row1[2], "ttft"), (row1[3], "tpot")):
+    x, y = (_num(on_fleet[k], f"{metric}_p90_ms") for k in ("before", "after"))
+    col.metric(f"{metric.upper()} p50 / p90",
+               f"{_fmt_ms(_num(on_fleet['after'], f'{metric}_p50_ms'))} / {_fmt_ms(y)}",
+               _delta(x, y, " ms p90"), delta_color="inverse")
+st.subheader("GPUs and cost that meet both SLOs")
+row2 = st.columns(4)
+g_b, g_a = b["gpus"], a["gpus"]
+row2[0].metric("GPUs colocated", f"{g_a['colocated'] or 'n/a'}", _delta(g_b["colocated"], g_a["colocated"]),
+               delta_color="inverse")
+row2[1].metric("GPUs disaggregated", f"{g_a['prefill']} prefill + {g_a['decode']} decode",
+               _delta(g_b.get("disaggregated"), g_a.get("disaggregated"), " total"), delta_color="inverse")
+row2[2].metric("Cost per hour", f"${a['cost'].get('usd_per_hour') or 0:,.0f}",
+               _delta(b["cost"].get("usd_per_hour"), a["cost"].get("usd_per_hour"), " $"), delta_color="inverse")
+per_m = a["cost"].get("usd_per_million_tokens")
+row2[3].metric("Cost per 1M tokens", "n/a" if per_m is None else f"${per_m:,.3f}",
+               None if per_m is None else _delta(b["cost"].get("usd_per_million_tokens"), per_m, " $"),
+               delta_color="inverse")
+left, right = st.columns([0.85, 0.15])
+left.markdown(
+    ("Both SLOs are met." if after.meets_slo else "**The SLOs cannot be met** on this deployment at this rate: "
+     + "; ".join(after.notes)) + f" Dominant phase after the what-if: **{after.dominant_phase}**."
+)
+with right:
+    badge("estimated")
+
+chart(pressure_figure(on_fleet["before"], on_fleet["after"], s.ttft_slo_ms, s.tpot_slo_ms), key="pressure")
+curve = load_curve(w, dep, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms, tpot_slo_ms=s.tpot_slo_ms,
+                   multipliers=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0))
+chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve")
+st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
+           "headroom a planner buys.")
+
+if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
+    rates = rate_over_time(ctx.frame, "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min")
+    chart(rate_figure(rates, product_colors(rates["product"].unique())), key="rate")
+    badge("measured")
+
+st.subheader("Compare deployments")
+st.caption(f"Every GPU, precision and TP that holds {dep.model.name}, planned for this workload and the what-if, "
+           "each GPU at its catalogue price (an assumption).")
+if st.button("Compare all deployments", icon=":material/compare_arrows:"):
+    table_all = compare_deployments(w, dep.model.id, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms,
+                                    tpot_slo_ms=s.tpot_slo_ms)
+    ok = int(table_all["meets_slo"].sum()) if not table_all.empty else 0
+    st.markdown(f"**{ok} of {len(table_all)} configurations meet both SLOs.**")
+    best = winners(table_all)
+    if best:
+        cols = st.columns(len(best))
+        for col, (title, r) in zip(cols, best.items()):
+            col.metric(title.capitalize(), f"{r['gpus']}× {r['gpu']}",
+                       f"{r['precision'].upper()} TP{r['tp']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
+                       delta_color="off")
+    table(table_all.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
+    badge("estimated")
+
+with st.expander("Assumptions and where each number comes from"):
+    table(pd.DataFrame({"assumption": list(a["assumptions"]), "value": [str(v) for v in a["assumptions"].values()]}))
+    table(pd.DataFrame({"figure": list(a["provenance"]), "source": list(a["provenance"].values())}))

@@ -1,0 +1,101 @@
+"""Shape: the input-vs-output plane, the headline figures, the shape and phase per product, what to buy."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from components.context import page_context
+from components.mapping import mapping_editor
+from components.widgets import badge, chart, csv_button, table
+from shapeviz.capacity import balance_ratio
+from shapeviz.figures import fmt_tokens, plane_figure, product_colors
+from shapeviz.recommend import LEVER_LABELS
+from shapeviz.shapes import SHAPE_LABELS, SHAPES
+
+ctx = page_context()
+analysis, frame, s = ctx.analysis, ctx.frame, ctx.settings
+report, overall, t = analysis.report, analysis.profile.overall, analysis.traffic
+
+st.title("Workload shape")
+st.caption(f"{ctx.dataset.label}{' · synthetic' if ctx.dataset.synthetic else ''} · {report.describe()}")
+
+# --- headline ----------------------------------------------------------------------------------------------
+cols = st.columns(6)
+cols[0].metric("Requests", f"{t.requests:,}")
+cols[1].metric("Time span", "n/a" if t.span_s is None else f"{t.span_s / 3600:,.1f} h")
+cols[2].metric("Mean rate", "n/a" if t.mean_rps is None else f"{t.mean_rps:,.2f} req/s")
+cols[3].metric("Peak minute", "n/a" if t.peak_rps is None else f"{t.peak_rps:,.2f} req/s")
+cols[4].metric("Input p50 / p90 / p99", " / ".join(fmt_tokens(overall.input[q]) for q in ("p50", "p90", "p99")))
+cols[5].metric("Output p50 / p90 / p99", " / ".join(fmt_tokens(overall.output[q]) for q in ("p50", "p90", "p99")))
+left, right = st.columns([0.8, 0.2], vertical_alignment="center")
+left.markdown(
+    f"Mostly **{SHAPE_LABELS[overall.dominant_shape]}** traffic; on {ctx.deployment.describe()} its GPU-time is "
+    f"**{overall.phase}**-dominated ({overall.prefill_gpu_share:.0%} prefill)."
+)
+with right:
+    badge("measured")
+
+# --- the plane -----------------------------------------------------------------------------------------------
+x = np.logspace(0, 6.5, 60)
+ratio = balance_ratio(ctx.deployment, x, s.cache_hit * x, tpot_slo_ms=s.tpot_slo_ms)
+colors = product_colors(frame["product"].astype(str).unique())
+fig = plane_figure(
+    frame, corners=s.corners, colors=colors, balance=(x, ratio * x),
+    balance_label=f"prefill = decode GPU-time ({ctx.deployment.describe()})",
+    shift=(s.trim_input, s.trim_output),
+)
+chart(fig, key="plane")
+st.caption("Above the dashed balance line a request costs more decode than prefill GPU-time on the selected "
+           "deployment. Diamonds are each product's median request; open diamonds show where the what-if trims "
+           "move it. Corner boundaries are in the sidebar.")
+
+# --- per product -----------------------------------------------------------------------------------------------
+st.subheader("Shape and phase per product")
+mixed = {f.scope: f.reason for f in analysis.clusters.mixed_products}
+rows = []
+for stats in analysis.profile.scopes():
+    rows.append({
+        "product": stats.scope, "requests": stats.requests, "share of requests": stats.share_of_requests,
+        "shape": stats.dominant_shape, "phase": stats.phase, "prefill share of GPU-time": stats.prefill_gpu_share,
+        "share of GPU-time": stats.share_of_gpu,
+        "input p50": stats.input["p50"], "input p90": stats.input["p90"], "input p99": stats.input["p99"],
+        "output p50": stats.output["p50"], "output p90": stats.output["p90"], "output p99": stats.output["p99"],
+        "mixed": "yes" if stats.scope in mixed else "",
+    })
+products_table = pd.DataFrame(rows)
+pct = st.column_config.NumberColumn(format="percent")
+table(products_table, **{"share of requests": pct, "prefill share of GPU-time": pct, "share of GPU-time": pct})
+csv_button(products_table, "shapes_per_product.csv")
+for scope, reason in mixed.items():
+    st.warning(f"**{scope}** is mixed: {reason}", icon=":material/call_split:")
+for flag in analysis.clusters.mixed_pools:
+    st.warning(f"**Pool {flag.scope}** serves several corners: {flag.reason}", icon=":material/call_split:")
+
+st.subheader("Where requests, tokens and GPU-time sit")
+corner_rows = pd.DataFrame({
+    "corner": [SHAPE_LABELS[c] for c in SHAPES],
+    "requests": [overall.request_share[c] for c in SHAPES],
+    "tokens": [overall.token_share[c] for c in SHAPES],
+    "GPU-time": [overall.gpu_share[c] for c in SHAPES],
+})
+table(corner_rows, requests=pct, tokens=pct, **{"GPU-time": pct})
+
+# --- recommendations ---------------------------------------------------------------------------------------------
+st.subheader("What to buy first")
+if not analysis.recommendations:
+    st.write("Nothing stands out: the traffic is balanced between phases and sits in one corner.")
+for rec in analysis.recommendations:
+    scope = "all traffic" if rec.scope == "overall" else rec.scope
+    st.markdown(f"**{LEVER_LABELS[rec.lever]}** for {scope}, protects **{rec.metric.upper()}**  \n{rec.reason}")
+badge("estimated")
+
+# --- load report ---------------------------------------------------------------------------------------------------
+with st.expander(f"Load report: {report.describe()}"):
+    st.markdown(f"**Source** {report.source} · format {report.format} · compression {report.compression}")
+    if report.dropped:
+        table(pd.DataFrame({"reason": list(report.dropped), "rows": list(report.dropped.values())}))
+    for note in report.notes:
+        st.caption(note)
+    st.markdown("**Column mapping**")
+    mapping_editor(report)

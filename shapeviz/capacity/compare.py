@@ -1,0 +1,109 @@
+"""Before → after a what-if, and one workload across many deployments.
+
+Pressure and latency before and after a lever are compared on **one fleet** (today's plan): a lever then shows
+as relief on the phase it touches. Comparing each plan on its own, re-sized fleet would hide that, since a
+smaller fleet is just as busy. The GPUs and cost needed after the lever come from the re-sized plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from shapeviz.capacity.catalogue import get_gpu, list_gpus
+from shapeviz.capacity.physics import TP_CHOICES, Deployment
+from shapeviz.capacity.serving import DEFAULT_TTFT_SLO_MS, Plan, WhatIf, Workload, load_curve, plan
+from shapeviz.capacity.physics import DEFAULT_TPOT_SLO_MS
+
+
+@dataclass(frozen=True)
+class WhatIfComparison:
+    """Plans before and after a what-if, and both evaluated on the before-plan's fleet."""
+
+    before: Plan
+    after: Plan
+    fleet_replicas: int
+    fleet_gpus: int
+    on_fleet: pd.DataFrame  # index "before", "after"; columns of ``load_curve``
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready dict."""
+        table = self.on_fleet.replace({np.nan: None})
+        return {
+            "fleet_gpus": self.fleet_gpus,
+            "on_fleet": {k: {c: (None if v is None else (bool(v) if isinstance(v, (bool, np.bool_)) else float(v)))
+                             for c, v in row.items()} for k, row in table.to_dict(orient="index").items()},
+            "before": self.before.to_dict(),
+            "after": self.after.to_dict(),
+        }
+
+
+def compare_whatif(
+    workload: Workload,
+    dep: Deployment,
+    whatif: WhatIf,
+    ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
+    tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
+    gpu_hour_usd: float | None = None,
+) -> WhatIfComparison:
+    """The what-if's effect: plans before/after, and pressure/latency of both on today's fleet."""
+    before = plan(workload, dep, WhatIf(), ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+    after = plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+    colocated = before.gpus.get("colocated") or dep.tp
+    replicas = before.replicas or max(1, int(colocated) // dep.tp)
+    rows = [
+        load_curve(workload, dep, [1.0], w, ttft_slo_ms, tpot_slo_ms, replicas=replicas).iloc[0]
+        for w in (WhatIf(), whatif)
+    ]
+    on_fleet = pd.DataFrame(rows, index=["before", "after"])
+    return WhatIfComparison(before, after, replicas, replicas * dep.tp, on_fleet)
+
+
+def compare_deployments(
+    workload: Workload,
+    model: str,
+    *,
+    gpus: Iterable[str] | None = None,
+    precisions: Iterable[str] = ("fp8", "bf16"),
+    tps: Iterable[int] = TP_CHOICES,
+    whatif: WhatIf = WhatIf(),
+    ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
+    tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
+) -> pd.DataFrame:
+    """Every (GPU, precision, TP) that holds the model, planned for one workload; one row each.
+
+    Columns: gpu, precision, tp, gpus, meets_slo, ttft_p90_ms, tpot_p90_ms, usd_per_hour,
+    usd_per_million_tokens. Each GPU is priced at its catalogue price (an assumption the table says).
+    Configurations that cannot hold the weights are left out.
+    """
+    rows = []
+    for gpu_id in gpus or list_gpus():
+        gpu = get_gpu(gpu_id)
+        for precision in precisions:
+            for tp in tps:
+                try:
+                    dep = Deployment(model, gpu, precision, tp=tp)
+                except ValueError:
+                    continue  # the weights do not fit, or TP exceeds the heads
+                p = plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu.usd_per_gpu_hour)
+                rows.append({
+                    "gpu": gpu.name, "precision": precision, "tp": tp, "gpus": p.gpus.get("colocated"),
+                    "meets_slo": p.meets_slo, "ttft_p90_ms": p.ttft_ms.p90, "tpot_p90_ms": p.tpot_ms.p90,
+                    "usd_per_hour": p.cost.get("usd_per_hour"),
+                    "usd_per_million_tokens": p.cost.get("usd_per_million_tokens"),
+                })
+    return pd.DataFrame(rows)
+
+
+def winners(table: pd.DataFrame) -> dict[str, pd.Series]:
+    """Cheapest, lowest-latency and fewest-GPU configuration among those that meet both SLOs."""
+    ok = table[table["meets_slo"]]
+    if ok.empty:
+        return {}
+    return {
+        "cheapest": ok.loc[ok["usd_per_million_tokens"].astype(float).idxmin()],
+        "lowest latency": ok.loc[ok["ttft_p90_ms"].astype(float).idxmin()],
+        "fewest GPUs": ok.loc[ok["gpus"].astype(float).idxmin()],
+    }

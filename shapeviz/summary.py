@@ -1,0 +1,232 @@
+"""One analysis of a log, and the ``summary --json`` document built from it.
+
+``analyze`` runs every analysis the dashboard and the command line show (shape profile, clusters, sessions,
+prefix reuse, recommendations) once; ``summary_document`` turns the result into the stable JSON of
+``python -m shapeviz summary --json``. Keys only ever get added.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from shapeviz.capacity import Deployment
+from shapeviz.clusters import ClusterResult, find_clusters
+from shapeviz.ingest import LoadedLog, LoadReport, combine, load_log
+from shapeviz.prefix import PrefixReuse, prefix_reuse
+from shapeviz.recommend import Recommendation, recommend
+from shapeviz.sessions import AgentVerdict, detect_agents, session_summary
+from shapeviz.shapes import (DEFAULT_CORNERS, OVERALL, SHAPES, Corners, ShapeProfile, ShapeStats, request_gpu_time,
+                             resolve_deployment, shape_profile)
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """When the requests came: span and rates measured from the timestamps (None without timestamps)."""
+
+    requests: int
+    start: str | None
+    end: str | None
+    span_s: float | None
+    mean_rps: float | None
+    peak_rps: float | None        # busiest minute
+    p99_minute_rps: float | None  # 99th percentile of per-minute rates: the planning rate
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+def traffic(frame: pd.DataFrame) -> Traffic:
+    """Span and request rates of a canonical frame, from ``timestamp`` when it has one."""
+    n = len(frame)
+    if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
+        return Traffic(n, None, None, None, None, None, None)
+    ts = frame["timestamp"].dropna()
+    start, end = ts.min(), ts.max()
+    span = (end - start).total_seconds()
+    if span <= 0:
+        return Traffic(n, start.isoformat(), end.isoformat(), 0.0, None, None, None)
+    minutes = ((ts - start).dt.total_seconds() // 60).to_numpy(dtype=np.int64)
+    per_minute = np.bincount(minutes) / 60.0
+    return Traffic(
+        requests=n, start=start.isoformat(), end=end.isoformat(), span_s=float(span),
+        mean_rps=float(len(ts) / span), peak_rps=float(per_minute.max()),
+        p99_minute_rps=float(np.quantile(per_minute, 0.99)),
+    )
+
+
+@dataclass
+class Analysis:
+    """Everything the pages and the reports read about one log, computed once."""
+
+    report: LoadReport
+    traffic: Traffic
+    profile: ShapeProfile
+    clusters: ClusterResult
+    prefix: PrefixReuse
+    sessions: dict[str, Any] | None
+    agents: dict[str, AgentVerdict]
+    recommendations: list[Recommendation]
+    gpu_time: tuple[np.ndarray, np.ndarray] = field(repr=False)
+
+
+def analyze(
+    log: LoadedLog,
+    *,
+    corners: Corners = DEFAULT_CORNERS,
+    deployment: object | None = None,
+    k: int | None = None,
+    material_share: float = 0.15,
+    kv_bytes_per_token: float | None = None,
+) -> Analysis:
+    """Run every analysis of a loaded log once (shape, clusters, sessions, prefix reuse, recommendations)."""
+    frame = log.frame
+    gpu_time = request_gpu_time(frame, deployment)
+    profile = shape_profile(frame, corners, deployment, gpu_time=gpu_time)
+    clusters = find_clusters(frame, k, corners=corners, deployment=deployment, material_share=material_share,
+                             gpu_time=gpu_time)
+    if kv_bytes_per_token is None:
+        kv_bytes_per_token = kv_bytes_per_token_of(resolve_deployment(deployment))
+    prefix = prefix_reuse(frame, kv_bytes_per_token=kv_bytes_per_token)
+    sessions = session_summary(frame)
+    agents = detect_agents(frame)
+    hit = None
+    if prefix.hit_ratio_tokens is not None:
+        hit = {p: d["hit_ratio_tokens"] for p, d in prefix.per_product.items() if d.get("hit_ratio_tokens") is not None}
+        hit[OVERALL] = prefix.hit_ratio_tokens
+    recs = recommend(profile, clusters, prefix_hit_ratio=hit,
+                     agent_products=[p for p, a in agents.items() if a.is_agent])
+    return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs, gpu_time)
+
+
+def kv_bytes_per_token_of(deployment: Deployment) -> float:
+    """KV-cache bytes one token of long context holds on the deployment (all layers, its KV precision)."""
+    return float(deployment.model.kv_bytes_per_token_bf16 / 2.0 * deployment.kv_bytes_per_element)
+
+
+def _stats_dict(stats: ShapeStats, mixed: set[str], name_key: bool) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "requests": stats.requests,
+        "input": stats.input,
+        "output": stats.output,
+        "shape_share": stats.request_share,
+        "token_share": stats.token_share,
+        "gpu_share": stats.gpu_share,
+        "dominant_shape": stats.dominant_shape,
+        "phase": stats.phase,
+        "prefill_gpu_share": stats.prefill_gpu_share,
+        "mixed": stats.scope in mixed,
+    }
+    return ({"name": stats.scope} | doc) if name_key else doc
+
+
+def summary_document(analysis: Analysis) -> dict[str, Any]:
+    """The ``summary --json`` document: stable keys, plain JSON values."""
+    report = analysis.report
+    mixed_products = {f.scope for f in analysis.clusters.mixed_products}
+    pool_mixed = any(f.scope == "overall" for f in analysis.clusters.mixed_pools)
+    overall = _stats_dict(analysis.profile.overall, set(), name_key=False)
+    overall["mixed"] = pool_mixed
+    document: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "source": report.source,
+        "rows": {"read": report.rows_read, "kept": report.rows_kept, "dropped": dict(report.dropped)},
+        "mapping": dict(report.mapping),
+        "notes": list(report.notes),
+        "corners": analysis.profile.to_dict()["corners"],
+        "deployment": analysis.profile.deployment,
+        "traffic": analysis.traffic.to_dict(),
+        "overall": overall,
+        "products": [_stats_dict(s, mixed_products, name_key=True) for s in analysis.profile.products.values()],
+        "clusters": [
+            {"id": c.id, "share": c.share, "gpu_share": c.gpu_share, "input_center": c.input_center,
+             "output_center": c.output_center, "input_p50": c.input_p50, "output_p50": c.output_p50,
+             "shape": c.shape, "phase": c.phase, "products": c.products}
+            for c in analysis.clusters.clusters
+        ],
+        "clustering": {"k": analysis.clusters.k, "k_source": analysis.clusters.k_source,
+                       "silhouette": analysis.clusters.silhouette},
+        "mixed": [f.to_dict() for f in (*analysis.clusters.mixed_products, *analysis.clusters.mixed_pools)],
+        "recommendations": [
+            {"lever": r.lever, "metric": r.metric, "scope": r.scope, "reason": r.reason}
+            for r in analysis.recommendations
+        ],
+    }
+    if analysis.prefix.method != "none":
+        document["prefix_cache"] = analysis.prefix.to_dict()
+    if analysis.sessions is not None:
+        document["sessions"] = dict(analysis.sessions)
+    agent_list = [p for p, a in analysis.agents.items() if a.is_agent]
+    if agent_list:
+        document["agent_products"] = agent_list
+    return _plain(document)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars → Python numbers, NaN → None, so ``json.dump(allow_nan=False)`` never fails."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return v if np.isfinite(v) else None
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def load_logs(paths: Sequence[str | Path], mapping: dict[str, str] | None = None) -> LoadedLog:
+    """One or several log files as one loaded log (several files keep their products apart)."""
+    logs = [load_log(p, mapping=mapping or None) for p in paths]
+    return logs[0] if len(logs) == 1 else combine(logs)
+
+
+def summarize(paths: Sequence[str | Path], mapping: dict[str, str] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """``summary`` of the command line: load, analyse, document."""
+    return summary_document(analyze(load_logs(paths, mapping), **kwargs))
+
+
+def _q(d: dict[str, float]) -> str:
+    return f"p50 {d['p50']:,.0f} / p90 {d['p90']:,.0f} / p99 {d['p99']:,.0f}"
+
+
+def summary_text(document: dict[str, Any]) -> str:
+    """A short human summary of a ``summary_document``."""
+    rows = document["rows"]
+    lines = [f"{document['source']}: {rows['read']:,} rows read, {rows['kept']:,} kept"
+             + (f", dropped {', '.join(f'{k} {v:,}' for k, v in rows['dropped'].items())}" if rows["dropped"] else "")]
+    t = document["traffic"]
+    if t.get("span_s"):
+        lines.append(f"span {t['span_s'] / 3600:.1f} h, mean {t['mean_rps']:.2f} req/s, "
+                     f"peak minute {t['peak_rps']:.2f} req/s")
+    o = document["overall"]
+    lines.append(f"overall: {o['dominant_shape']} shape, {o['phase']}-dominated GPU-time "
+                 f"({o['prefill_gpu_share']:.0%} prefill) on {document['deployment']}")
+    lines.append(f"  input  {_q(o['input'])} tokens")
+    lines.append(f"  output {_q(o['output'])} tokens")
+    lines.append("  corners: " + ", ".join(f"{s} {o['shape_share'][s]:.0%}" for s in SHAPES if o["shape_share"][s] > 0))
+    if len(document["products"]) > 1:
+        lines.append("products:")
+        for p in document["products"]:
+            flag = "  [mixed]" if p["mixed"] else ""
+            lines.append(f"  {p['name']}: {p['requests']:,} req, {p['dominant_shape']}, {p['phase']}, "
+                         f"p50 {p['input']['p50']:,.0f} in / {p['output']['p50']:,.0f} out{flag}")
+    for flag in document["mixed"]:
+        lines.append(f"mixed: {flag['reason']}")
+    if "prefix_cache" in document:
+        pc = document["prefix_cache"]
+        lines.append(f"prefix cache ({pc['method']}): {pc['hit_ratio_tokens']:.1%} of input tokens reusable")
+    if document["recommendations"]:
+        lines.append("recommendations:")
+        for r in document["recommendations"]:
+            lines.append(f"  [{r['lever']} → {r['metric']}, {r['scope']}] {r['reason']}")
+    return "\n".join(lines)

@@ -1,0 +1,108 @@
+"""The dashboard as a user meets it, driven by Streamlit's AppTest (no browser)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+TIMEOUT = 120
+
+
+def _app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    return at
+
+
+def _metric(at: AppTest, label: str) -> str:
+    for m in at.metric:
+        if m.label == label:
+            return m.value
+    raise AssertionError(f"no metric {label!r} among {[m.label for m in at.metric]}")
+
+
+def _plotly_titles(at: AppTest) -> list[str]:
+    titles = []
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        titles.append(str(spec.get("layout", {}).get("title", {}).get("text", "")))
+    return titles
+
+
+def _upload(at: AppTest, name: str, data: bytes, mime: str = "text/csv") -> AppTest:
+    at.file_uploader(key="uploads").set_value((name, data, mime))
+    at.run()
+    return at
+
+
+def test_opens_on_the_demo_with_the_plane_and_the_load_report() -> None:
+    at = _app()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "Workload shape"
+    assert int(_metric(at, "Requests").replace(",", "")) > 10_000
+    assert any("input vs output" in t for t in _plotly_titles(at))
+    assert any(e.label.startswith("Load report") for e in at.expander)
+    # The demo holds all five shapes: the corner table lists them all with a share.
+    assert any("Reasoning" in str(df.value) for df in at.dataframe)
+
+
+def test_uploading_a_real_trace_shows_its_plane_and_rows(trace) -> None:
+    path = trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
+    at = _upload(_app(), path.name, path.read_bytes())
+    assert not at.exception, at.exception
+    assert _metric(at, "Requests") == "19,366"
+    assert path.name in at.caption[0].value
+    assert "19,366 rows read" in at.caption[0].value
+    assert any("input vs output" in t for t in _plotly_titles(at))
+    assert "Chat" in at.markdown[0].value or any("chat" in m.value.lower() for m in at.markdown)
+
+
+def test_a_wrong_file_gets_one_clear_line_and_the_app_stays_up() -> None:
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 200
+    at = _upload(_app(), "holiday.png", png, "image/png")
+    assert not at.exception, at.exception
+    assert at.error, "a wrong file must show an error"
+    message = at.error[0].value
+    assert "holiday.png" in message and "\n" not in message.strip()
+    # The user can go back to the demo in one click.
+    at.radio(key="dataset").set_value("demo").run()
+    assert not at.error and at.title[0].value == "Workload shape"
+
+
+@pytest.mark.parametrize("page", ["pages/clusters.py", "pages/capacity.py", "pages/sessions.py"])
+def test_every_page_runs_on_the_demo(page: str) -> None:
+    at = _app()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    assert at.get("plotly_chart"), f"{page} draws no chart"
+
+
+def test_trimming_input_lowers_prefill_pressure_on_the_capacity_page() -> None:
+    at = _app()
+    at.switch_page("pages/capacity.py").run()
+    before = _metric(at, "Prefill pressure")
+    at.slider(key="trim_input_pct").set_value(60).run()
+    assert not at.exception, at.exception
+    after = _metric(at, "Prefill pressure")
+    assert int(after.rstrip("%")) < int(before.rstrip("%"))
+
+
+def test_the_measured_prefix_hit_becomes_the_sidebar_default(trace) -> None:
+    path = trace("mooncake_fast25/conversation_trace.jsonl.gz")
+    at = _upload(_app(), path.name, path.read_bytes(), "application/gzip")
+    assert not at.exception, at.exception
+    # SOURCE.md: token-weighted ideal hit ratio 37.36 %.
+    assert at.slider(key="cache_hit_pct").value == 37
+
+
+def test_two_sessions_with_different_uploads_never_see_each_others_data(trace) -> None:
+    code = trace("azure_llm_2023/AzureLLMInferenceTrace_code.csv")
+    conv = trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
+    a = _upload(_app(), code.name, code.read_bytes())
+    b = _upload(_app(), conv.name, conv.read_bytes())
+    a.run()
+    assert _metric(a, "Requests") == "8,819" and _metric(b, "Requests") == "19,366"
+    assert conv.name not in a.caption[0].value and code.name not in b.caption[0].value
