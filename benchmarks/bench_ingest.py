@@ -125,16 +125,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per method (median wall time)")
     parser.add_argument("--skip-naive", action="store_true", help="skip the slow naive pandas baseline")
     parser.add_argument("--child", nargs=2, metavar=("METHOD", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--write", nargs=2, metavar=("ROWS", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(run_child(args.child[0], Path(args.child[1]))))
+        return 0
+    if args.write:
+        write_logs(int(args.write[0]), Path(args.write[1]))
         return 0
     print("| rows | format | file MB | shapeviz s | pyarrow s | naive s | shapeviz / pyarrow | naive / shapeviz"
           " | CPU s shapeviz / pyarrow / naive | peak RSS MiB shapeviz / pyarrow / naive |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for n_rows in args.rows:
-            paths = write_logs(n_rows, Path(tmp))
+            # generated in a child: ru_maxrss survives exec, so this process must stay small for the
+            # children's peak RSS to be their own
+            subprocess.run([sys.executable, __file__, "--write", str(n_rows), tmp], check=True)
+            paths = {"csv": Path(tmp) / f"log_{n_rows}.csv", "parquet": Path(tmp) / f"log_{n_rows}.parquet"}
             for fmt in args.formats:
                 path = paths[fmt]
                 result = measure(["shapeviz", "pyarrow"], path, args.repeat)

@@ -11,14 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO
 
+from pyarrow import ArrowException
+
 from shapeviz.ingest.columns import ALIAS_TABLE, ALIASES, detect_columns
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.frame import REASONS, LoadedLog, LoadReport, build_frame, combine
 from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
 from shapeviz.ingest.readers import display_name, read_table
 
+INTERNAL = "unexpected error"
+
 __all__ = ["load_log", "combine", "detect_columns", "LoadedLog", "LoadReport", "IngestError", "Limits",
-           "DEFAULT_LIMITS", "ALIASES", "ALIAS_TABLE", "REASONS"]
+           "DEFAULT_LIMITS", "ALIASES", "ALIAS_TABLE", "REASONS", "INTERNAL"]
 
 
 def load_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None,
@@ -34,3 +38,8 @@ def load_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None,
         raise IngestError(label, "does not fit in memory", "split the log or load a sample") from None
     except RecursionError:
         raise IngestError(label, "is nested too deeply to read", "flatten the records") from None
+    except (ArrowException, ValueError, TypeError, KeyError, IndexError, OverflowError, UnicodeError) as exc:
+        # a safety net, so the UI and the command line show one line, never a traceback; the fuzz tests make
+        # sure no input they can build ends here
+        raise IngestError(label, f"could not be read ({INTERNAL}: {type(exc).__name__}: {exc})",
+                          "check the file or map the columns by hand; if the file looks right, report it") from exc

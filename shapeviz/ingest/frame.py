@@ -333,10 +333,12 @@ def _hash_arrays(raw: RawTable, column: str, keep: np.ndarray) -> pd.Series:
         return pd.Series(out, dtype="object")
     cells = raw.column(column)[keep].tolist()
     out = np.empty(len(cells), dtype=object)
-    for i, cell in enumerate(cells):   # fallback path only: irregular JSON read row by row anyway
+    for i, cell in enumerate(cells):   # fallback path only: irregular JSON, or hashes written as text in a CSV
+        if isinstance(cell, str):
+            cell = re.findall(r"-?\d+", cell)   # "[1, 2, 3]" as a CSV cell
         try:
             out[i] = np.asarray(cell if isinstance(cell, (list, tuple, np.ndarray)) else [], dtype="int64")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             out[i] = np.empty(0, dtype="int64")
     return pd.Series(out, dtype="object")
 

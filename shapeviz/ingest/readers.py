@@ -370,13 +370,23 @@ def _read_parquet(data: bytes, label: str, compression: str, limits: Limits) -> 
 # ---------------------------------------------------------------------------------------------- CSV / TSV
 
 def _read_delimited(data: bytes, label: str, compression: str, limits: Limits, notes: list[str]) -> RawTable:
-    delimiter = sniff_delimiter(data[:_HEAD])
+    excel = _EXCEL_SEP.match(data[:64])
+    if excel:
+        # Excel's "sep=;" first line names the delimiter; the header follows it
+        delimiter = excel.group(1).decode("latin-1")
+        data = data[excel.end():]
+        notes.append(f"delimiter: {delimiter!r} from Excel's sep= line")
+    else:
+        delimiter = sniff_delimiter(data[:_HEAD])
     fmt = {"\t": "tsv"}.get(delimiter, "csv")
-    if delimiter not in (",", "\t"):
+    if delimiter not in (",", "\t") and not excel:
         notes.append(f"delimiter: {delimiter!r} detected")
     header = _header(data, delimiter)
-    if not header:
+    if not header or not any(header):
         raise IngestError(label, "has no header row", "export the log with column names in the first line")
+    if all(_NUMBER.fullmatch(name) for name in header):
+        raise IngestError(label, f"the first line holds numbers ({', '.join(header[:6])}), not column names",
+                          "add a header row (e.g. input_tokens,output_tokens)")
     names, renamed = _unique_names(header)
     if renamed:
         notes.append(f"duplicated or empty column names renamed: {', '.join(renamed)}")
@@ -421,6 +431,8 @@ def _read_delimited(data: bytes, label: str, compression: str, limits: Limits, n
     return RawTable(table, fmt, compression, malformed[0], notes)
 
 
+_EXCEL_SEP = re.compile(rb"sep=([,;\t|])[ \t]*\r?\n")
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 _LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
 
 

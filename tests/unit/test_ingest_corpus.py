@@ -283,3 +283,18 @@ def test_parquet_with_nested_struct_columns():
     frame, report = load_log(sink.getvalue(), name="anthropic.parquet")
     assert report.format == "parquet"
     assert frame["input_tokens"].tolist() == [100] and frame["cached_tokens"].tolist() == [90]
+
+
+def test_excel_sep_line_names_the_delimiter():
+    frame, report = load_log(b"sep=;\r\nprompt_tokens;completion_tokens\r\n1200;30\r\n", name="excel.csv")
+    assert frame["input_tokens"].tolist() == [1200]
+    assert any("sep=" in n for n in report.notes)
+
+
+def test_a_csv_without_header_says_so():
+    _fails(b"1200,30\n800,2500\n", "not column names", name="noheader.csv")
+
+
+def test_hash_ids_written_as_text_in_a_csv():
+    frame, _ = load_log(b'input_length,output_length,hash_ids\n600,5,"[1, 2]"\n', name="m.csv")
+    assert frame["hash_ids"].iloc[0].tolist() == [1, 2]
