@@ -345,189 +345,220 @@ def _hash_arrays(raw: RawTable, column: str, keep: np.ndarray) -> pd.Series:
 
 # ---------------------------------------------------------------------------------------------- the frame
 
+@dataclass
+class _Build:
+    """What the steps of ``build_frame`` share: the raw table, the chosen columns, and what they report."""
+
+    raw: RawTable
+    label: str
+    chosen: dict[str, tuple[str, Alias | None]]
+    used: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def has(self, canonical: str) -> bool:
+        return canonical in self.chosen
+
+    def source(self, canonical: str) -> str:
+        return self.chosen[canonical][0]
+
+    def series(self, canonical: str) -> pd.Series:
+        return self.raw.column(self.source(canonical))
+
+    def use(self, canonical: str, what: str | None = None) -> None:
+        """Record in the report's mapping where a canonical column came from."""
+        self.used[canonical] = what if what is not None else self.source(canonical)
+
+
 def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limits: Limits) -> LoadedLog:
     """Map, convert, validate and account: ``RawTable`` → ``LoadedLog``."""
-    notes = list(raw.notes)
-    chosen = _resolve_mapping(raw, label, mapping)
-    used: dict[str, str] = {}
-    columns = raw.columns
-    n = raw.num_rows
+    b = _Build(raw, label, _resolve_mapping(raw, label, mapping), notes=list(raw.notes))
+    input_v, input_bad, output_v, output_bad = _token_counts(b)
+    reason, dropped = _drop_reasons(b, input_v, input_bad, output_v, output_bad, limits)
+    keep = reason == 0
 
-    def get(canonical: str) -> pd.Series | None:
-        if canonical not in chosen:
-            return None
-        return raw.column(chosen[canonical][0])
+    frame: dict[str, Any] = {}
+    kept_in, kept_out = input_v[keep], output_v[keep]
+    fraction = (np.abs(kept_in - np.rint(kept_in)) > 1e-9) | (np.abs(kept_out - np.rint(kept_out)) > 1e-9)
+    if fraction.any():
+        b.notes.append(f"{int(fraction.sum()):,} fractional token counts rounded to whole tokens")
+    frame["input_tokens"] = np.rint(kept_in).astype("int32")
+    frame["output_tokens"] = np.rint(kept_out).astype("int32")
+    _add_times(b, frame, output_v, keep)
+    _add_cached(b, frame, keep)
+    _add_labels(b, frame, keep)
+    if b.has("hash_ids"):
+        frame["hash_ids"] = _hash_arrays(raw, b.source("hash_ids"), keep)
+        b.use("hash_ids")
 
-    # --- tokens
-    input_s, output_s, total_s = get("input_tokens"), get("output_tokens"), get("total_tokens")
-    if input_s is None and not (output_s is not None and total_s is not None):
-        raise IngestError(label, f"no input-token column found among {_list_columns(columns)}",
+    out = _cast(pd.DataFrame({name: (frame[name].reset_index(drop=True) if isinstance(frame[name], pd.Series)
+                                     else frame[name]) for name in CANONICAL if name in frame}))
+    if raw.num_rows and not keep.any():
+        b.notes.append("no usable rows: every row was dropped (see dropped)")
+    report = LoadReport(source=label, format=raw.format, compression=raw.compression,
+                        rows_read=int(raw.num_rows + raw.malformed_rows), rows_kept=int(keep.sum()),
+                        dropped=dropped, mapping={k: b.used[k] for k in CANONICAL if k in b.used}, notes=b.notes)
+    return LoadedLog(out, report)
+
+
+def _token_counts(b: _Build) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Input and output token counts as floats (NaN when missing) and masks of text that is not a number."""
+    columns = b.raw.columns
+    has_total = b.has("total_tokens")
+    if not b.has("input_tokens") and not (b.has("output_tokens") and has_total):
+        raise IngestError(b.label, f"no input-token column found among {_list_columns(columns)}",
                           _MAP_FIX.format(canonical="input_tokens"))
-    if output_s is None and not (input_s is not None and total_s is not None):
-        raise IngestError(label, f"no output-token column found among {_list_columns(columns)}",
+    if not b.has("output_tokens") and not (b.has("input_tokens") and has_total):
+        raise IngestError(b.label, f"no output-token column found among {_list_columns(columns)}",
                           _MAP_FIX.format(canonical="output_tokens"))
-    total_v, total_bad = _numbers(total_s) if total_s is not None else (None, None)
-    if input_s is not None:
-        input_v, input_bad = _numbers(input_s)
-        used["input_tokens"] = chosen["input_tokens"][0]
+    total_v, total_bad = _numbers(b.series("total_tokens")) if has_total else (None, None)
+    if b.has("input_tokens"):
+        input_v, input_bad = _numbers(b.series("input_tokens"))
+        b.use("input_tokens")
     else:
-        input_v, input_bad = total_v - _numbers(output_s)[0], total_bad
-        used["input_tokens"] = f"{chosen['total_tokens'][0]} - {chosen['output_tokens'][0]}"
-        notes.append("input_tokens derived as total minus output tokens")
-    if output_s is not None:
-        output_v, output_bad = _numbers(output_s)
-        used["output_tokens"] = chosen["output_tokens"][0]
+        output_only, output_only_bad = _numbers(b.series("output_tokens"))
+        input_v, input_bad = total_v - output_only, total_bad | output_only_bad
+        b.use("input_tokens", f"{b.source('total_tokens')} - {b.source('output_tokens')}")
+        b.notes.append("input_tokens derived as total minus output tokens")
+    if b.has("output_tokens"):
+        output_v, output_bad = _numbers(b.series("output_tokens"))
+        b.use("output_tokens")
     else:
         output_v, output_bad = total_v - input_v, total_bad | input_bad
-        used["output_tokens"] = f"{chosen['total_tokens'][0]} - {used['input_tokens']}"
-        notes.append("output_tokens derived as total minus input tokens")
-
-    input_v, input_bad = _anthropic_input(raw, chosen, input_v, input_bad, used, notes)
+        b.use("output_tokens", f"{b.source('total_tokens')} - {b.used['input_tokens']}")
+        b.notes.append("output_tokens derived as total minus input tokens")
+    input_v, input_bad = _anthropic_input(b.raw, b.chosen, input_v, input_bad, b.used, b.notes)
     reasoning = [c for c in columns if norm(c.split(".")[-1]) in ("reasoningtokens", "reasoningoutputtokens")]
     if reasoning:
         # OpenAI (completion_tokens) and Codex (output_tokens) already count reasoning tokens as output
-        notes.append(f"output_tokens include reasoning tokens ({reasoning[0]} is part of them, not added)")
+        b.notes.append(f"output_tokens include reasoning tokens ({reasoning[0]} is part of them, not added)")
+    return input_v, input_bad, output_v, output_bad
 
-    # --- reasons, in order: the first that applies is the one counted
+
+def _drop_reasons(b: _Build, input_v: np.ndarray, input_bad: np.ndarray, output_v: np.ndarray,
+                  output_bad: np.ndarray, limits: Limits) -> tuple[np.ndarray, dict[str, int]]:
+    """Per row, the code of the first reason (``REASONS``) that drops it, 0 to keep it; and the counts."""
     with np.errstate(invalid="ignore"):
         missing = (np.isnan(input_v) & ~input_bad) | (np.isnan(output_v) & ~output_bad)
         not_number = input_bad | output_bad | np.isinf(input_v) | np.isinf(output_v)
         negative = (input_v < 0) | (output_v < 0)
         absurd = (input_v > limits.max_input_tokens) | (output_v > limits.max_output_tokens)
-        failed = output_v == 0
-    status_s = get("status")
-    if status_s is not None:
-        failed = failed | _failed_status(status_s)
-        used["status"] = chosen["status"][0]
+        failed = output_v == 0   # a served generation emits at least one token
+    if b.has("status"):
+        failed = failed | _failed_status(b.series("status"))
+        b.use("status")
     # small integer codes, not strings: 1M-row string arrays cost more than all the checks above
     reason = np.select([missing, not_number, negative, absurd, failed], np.arange(1, len(REASONS), dtype=np.int8),
                        default=np.int8(0))
-    keep = reason == 0
     dropped: dict[str, int] = {}
-    if raw.malformed_rows:
-        dropped["malformed_row"] = int(raw.malformed_rows)
+    if b.raw.malformed_rows:
+        dropped["malformed_row"] = int(b.raw.malformed_rows)
     counts = np.bincount(reason, minlength=len(REASONS))
     for code, name in enumerate(REASONS[1:], start=1):
         if counts[code]:
             dropped[name] = int(counts[code])
     if dropped.get("failed_request"):
-        notes.append("failed_request: rows with 0 output tokens"
-                     + (" or a failed status" if status_s is not None else "")
-                     + " are failed requests and are dropped")
+        b.notes.append("failed_request: rows with 0 output tokens" + (" or a failed status" if b.has("status") else "")
+                       + " are failed requests and are dropped")
     if dropped.get("absurd_tokens"):
-        notes.append(f"absurd_tokens: more than {limits.max_input_tokens:,} input or {limits.max_output_tokens:,}"
-                     " output tokens (Limits)")
+        b.notes.append(f"absurd_tokens: more than {limits.max_input_tokens:,} input or "
+                       f"{limits.max_output_tokens:,} output tokens (Limits)")
+    return reason, dropped
 
-    frame: dict[str, Any] = {}
-    fraction = (np.abs(input_v[keep] - np.rint(input_v[keep])) > 1e-9) | (
-        np.abs(output_v[keep] - np.rint(output_v[keep])) > 1e-9)
-    if fraction.any():
-        notes.append(f"{int(fraction.sum()):,} fractional token counts rounded to whole tokens")
-    frame["input_tokens"] = np.rint(input_v[keep]).astype("int32")
-    frame["output_tokens"] = np.rint(output_v[keep]).astype("int32")
 
-    # --- timestamp
-    relative_unit = _relative_unit(chosen)
+def _add_times(b: _Build, frame: dict[str, Any], output_v: np.ndarray, keep: np.ndarray) -> None:
+    """``timestamp`` and the latencies, direct or derived from event times, for the kept rows."""
+    relative_unit = _relative_unit(b.chosen)
     timestamp: pd.Series | None = None
-    if "timestamp" in chosen:
-        column, alias = chosen["timestamp"]
-        timestamp = _timestamps(raw.column(column), column, alias.unit if alias else None, relative_unit, notes)
-        used["timestamp"] = column
+    if b.has("timestamp"):
+        column, alias = b.chosen["timestamp"]
+        timestamp = _timestamps(b.raw.column(column), column, alias.unit if alias else None, relative_unit, b.notes)
+        b.use("timestamp")
     else:
-        event = _first_event_time(raw)
+        event = _first_event_time(b.raw)
         if event is not None:
-            used["timestamp"], series = event
-            timestamp = _timestamps(series, used["timestamp"], None, relative_unit, notes)
+            where, series = event
+            timestamp = _timestamps(series, where, None, relative_unit, b.notes)
+            b.use("timestamp", where)
     if timestamp is not None:
         frame["timestamp"] = timestamp[keep].reset_index(drop=True)
 
-    # --- latencies (direct, else derived from event times)
     latencies: dict[str, np.ndarray] = {}
     for canonical in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        if canonical in chosen:
-            column, alias = chosen[canonical]
-            latencies[canonical] = _durations_ms(raw.column(column), canonical, column, alias, raw, notes)
-            used[canonical] = column
+        if b.has(canonical):
+            column, alias = b.chosen[canonical]
+            latencies[canonical] = _durations_ms(b.raw.column(column), canonical, column, alias, b.raw, b.notes)
+            b.use(canonical)
     for canonical, helper in (("ttft_ms", "first_token_time"), ("e2e_ms", "end_time")):
-        if canonical not in latencies and helper in chosen and timestamp is not None:
-            column, alias = chosen[helper]
-            later = _timestamps(raw.column(column), column, alias.unit if alias else None, relative_unit, [])
+        if canonical not in latencies and b.has(helper) and timestamp is not None:
+            column, alias = b.chosen[helper]
+            later = _timestamps(b.raw.column(column), column, alias.unit if alias else None, relative_unit, [])
             latencies[canonical] = (later - timestamp).dt.total_seconds().to_numpy(dtype="float64",
                                                                                    na_value=np.nan) * 1e3
-            used[canonical] = f"{column} - {used['timestamp']}"
+            b.use(canonical, f"{column} - {b.used['timestamp']}")
     if "tpot_ms" not in latencies and "e2e_ms" in latencies and "ttft_ms" in latencies:
         with np.errstate(invalid="ignore", divide="ignore"):
             latencies["tpot_ms"] = np.where(output_v > 1, (latencies["e2e_ms"] - latencies["ttft_ms"])
                                             / (output_v - 1), np.nan)
-        used["tpot_ms"] = "(e2e_ms - ttft_ms) / (output_tokens - 1)"
+        b.use("tpot_ms", "(e2e_ms - ttft_ms) / (output_tokens - 1)")
     for canonical, values in latencies.items():
         with np.errstate(invalid="ignore"):
             bad = values < 0
         if bad[keep].any():
-            notes.append(f"{canonical}: {int(bad[keep].sum()):,} negative values set to NaN")
+            b.notes.append(f"{canonical}: {int(bad[keep].sum()):,} negative values set to NaN")
         frame[canonical] = np.where(bad | ~np.isfinite(values), np.nan, values)[keep].astype("float32")
 
-    # --- cached tokens
-    if "cached_tokens" in chosen:
-        cached, _ = _numbers(get("cached_tokens"))
-        cached = cached[keep]
-        with np.errstate(invalid="ignore"):
-            invalid = ~np.isfinite(cached) | (cached < 0)
-            above = ~invalid & (cached > frame["input_tokens"])
-        if above.any():
-            notes.append(f"cached_tokens: {int(above.sum()):,} values above input_tokens clipped to it")
-        cached = np.where(above, frame["input_tokens"], cached)
-        frame["cached_tokens"] = pd.array(np.where(invalid, np.nan, np.rint(cached)), dtype="Float64").astype("Int32")
-        used["cached_tokens"] = chosen["cached_tokens"][0]
 
-    # --- labels
-    stem = file_stem(label)
+def _add_cached(b: _Build, frame: dict[str, Any], keep: np.ndarray) -> None:
+    """``cached_tokens``: within 0..input_tokens (values above are clipped, with a note)."""
+    if not b.has("cached_tokens"):
+        return
+    cached = _numbers(b.series("cached_tokens"))[0][keep]
+    with np.errstate(invalid="ignore"):
+        invalid = ~np.isfinite(cached) | (cached < 0)
+        above = ~invalid & (cached > frame["input_tokens"])
+    if above.any():
+        b.notes.append(f"cached_tokens: {int(above.sum()):,} values above input_tokens clipped to it")
+    cached = np.where(above, frame["input_tokens"], cached)
+    frame["cached_tokens"] = pd.array(np.where(invalid, np.nan, np.rint(cached)), dtype="Float64").astype("Int32")
+    b.use("cached_tokens")
+
+
+def _add_labels(b: _Build, frame: dict[str, Any], keep: np.ndarray) -> None:
+    """``model``, ``product`` (column, else model, else file name), ``session_id``, ``turn`` and ``status``."""
+    stem = file_stem(b.label)
     all_kept = bool(keep.all())
 
     def labels(canonical: str) -> pd.Series:
-        return _labels(raw, chosen[canonical][0], keep, all_kept)
+        return _labels(b.raw, b.source(canonical), keep, all_kept)
 
-    model = labels("model") if "model" in chosen else None
+    model = labels("model") if b.has("model") else None
     if model is not None:
         frame["model"] = model
-        used["model"] = chosen["model"][0]
-    if "product" in chosen:
+        b.use("model")
+    if b.has("product"):
         frame["product"] = _fill_label(labels("product"), stem)
-        used["product"] = chosen["product"][0]
+        b.use("product")
     elif model is not None:
         frame["product"] = _fill_label(model, stem)
-        used["product"] = f"{chosen['model'][0]} (model column)"
+        b.use("product", f"{b.source('model')} (model column)")
     else:
         frame["product"] = pd.Categorical.from_codes(np.zeros(int(keep.sum()), dtype=np.int8), categories=[stem])
-        used["product"] = f"file name: {stem}"
-    if "session_id" in chosen:
+        b.use("product", f"file name: {stem}")
+    if b.has("session_id"):
         frame["session_id"] = labels("session_id")
-        used["session_id"] = chosen["session_id"][0]
-    if "turn" in chosen:
-        turn, turn_bad = _numbers(get("turn"))
+        b.use("session_id")
+    if b.has("turn"):
+        turn, turn_bad = _numbers(b.series("turn"))
         if turn_bad.any():
-            notes.append(f"turn: {chosen['turn'][0]!r} is not numeric; ignored")
+            b.notes.append(f"turn: {b.source('turn')!r} is not numeric; ignored")
         else:
             frame["turn"] = pd.array(turn[keep], dtype="Float64").round().astype("Int32")
-            used["turn"] = chosen["turn"][0]
+            b.use("turn")
     if "turn" not in frame and "session_id" in frame:
         frame["turn"] = _derive_turns(frame["session_id"], frame.get("timestamp"))
-        used["turn"] = "derived: order inside session_id" + (" by timestamp" if "timestamp" in frame else "")
-    if status_s is not None:
+        b.use("turn", "derived: order inside session_id" + (" by timestamp" if "timestamp" in frame else ""))
+    if b.has("status"):
         frame["status"] = labels("status")
-    if "hash_ids" in chosen:
-        frame["hash_ids"] = _hash_arrays(raw, chosen["hash_ids"][0], keep)
-        used["hash_ids"] = chosen["hash_ids"][0]
-
-    ordered = {name: frame[name] for name in CANONICAL if name in frame}
-    out = pd.DataFrame({k: (v.reset_index(drop=True) if isinstance(v, pd.Series) else v) for k, v in ordered.items()})
-    out = _cast(out)
-    if n and not keep.any():
-        notes.append("no usable rows: every row was dropped (see dropped)")
-    report = LoadReport(source=label, format=raw.format, compression=raw.compression,
-                        rows_read=int(n + raw.malformed_rows), rows_kept=int(keep.sum()), dropped=dropped,
-                        mapping={k: used[k] for k in CANONICAL if k in used}, notes=notes)
-    return LoadedLog(out, report)
 
 
 def _anthropic_input(raw: RawTable, chosen: dict[str, tuple[str, Alias | None]], input_v: np.ndarray,
