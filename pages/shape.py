@@ -26,8 +26,9 @@ cols[0].metric("Requests", f"{t.requests:,}")
 cols[1].metric("Time span", "n/a" if t.span_s is None else f"{t.span_s / 3600:,.1f} h")
 cols[2].metric("Mean rate", "n/a" if t.mean_rps is None else f"{t.mean_rps:,.2f} req/s")
 cols[3].metric("Peak minute", "n/a" if t.peak_rps is None else f"{t.peak_rps:,.2f} req/s")
-cols[4].metric("Input p50 / p90 / p99", " / ".join(fmt_tokens(overall.input[q]) for q in ("p50", "p90", "p99")))
-cols[5].metric("Output p50 / p90 / p99", " / ".join(fmt_tokens(overall.output[q]) for q in ("p50", "p90", "p99")))
+for col, label, dist in ((cols[4], "Input tokens p50", overall.input), (cols[5], "Output tokens p50", overall.output)):
+    col.metric(label, fmt_tokens(dist["p50"]), f"p90 {fmt_tokens(dist['p90'])} · p99 {fmt_tokens(dist['p99'])}",
+               delta_color="off", delta_arrow="off")
 left, right = st.columns([0.8, 0.2], vertical_alignment="center")
 left.markdown(
     f"Mostly **{SHAPE_LABELS[overall.dominant_shape]}** traffic; on {ctx.deployment.describe()} its GPU-time is "

@@ -257,8 +257,8 @@ def plane_figure(
                 if dense else f"{len(frame):,} requests")
     fig.update_layout(
         title=dict(text=(title or "Workload shape: input vs output tokens") + f"<br><sup>{subtitle}</sup>", x=0.01),
-        height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=50),
-        legend=dict(orientation="h", yanchor="bottom", y=-0.16, x=0, itemsizing="constant"),
+        height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=110),
+        legend=dict(orientation="h", yanchor="top", y=-0.1, x=0, itemsizing="constant"),
         hovermode="closest",
     )
     return fig

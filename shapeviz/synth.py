@@ -94,10 +94,19 @@ def _lognormal_draws(rng: np.random.Generator, n: int, spec: dict[str, Any]) -> 
 
 
 def _lognormal(rng: np.random.Generator, n: int, spec: dict[str, Any], lo: float = 1, hi: float = np.inf) -> np.ndarray:
-    """Integer token counts from the spec's lognormal, clipped to the spec's [min, max] and to [lo, hi]."""
+    """Integer token counts from the spec's lognormal, folded into the spec's [min, max] and [lo, hi].
+
+    A draw below ``lo`` lands log-uniformly in [lo, 2·lo] (above ``hi``: in [hi/2, hi]) instead of on the
+    boundary: clipping would pile those requests on one value, a hard line on the plane that no real log
+    has, while folding keeps them on the same side of the median, so the published p50 still holds.
+    """
     lo = max(lo, float(spec.get("min", lo)))
     hi = min(hi, float(spec.get("max", hi)))
-    return np.clip(np.rint(_lognormal_draws(rng, n, spec)), lo, hi).astype(np.int64)
+    values = _lognormal_draws(rng, n, spec)
+    low, high = values < lo, values > hi
+    values[low] = lo * 2.0 ** rng.random(int(low.sum()))
+    values[high] = hi / 2.0 ** rng.random(int(high.sum()))
+    return np.clip(np.rint(values), lo, hi).astype(np.int64)
 
 
 def _session_lengths(rng: np.random.Generator, n: int, mean_turns: float, max_turns: int) -> np.ndarray:
