@@ -4,6 +4,7 @@
     python benchmarks/bench_prefix.py --requests 200000 # a smaller synthetic log
     python benchmarks/bench_prefix.py --skip-exact      # skip the exact curve at 1M requests (the slow part)
     python benchmarks/bench_prefix.py --traces DIR      # another copy of the real traces
+    python benchmarks/bench_prefix.py --skip-traces --skip-sessions   # only the large synthetic log
 
 What it measures:
 1. Mooncake conversation / synthetic traces: unbounded hit ratios (vs SOURCE.md), time of the exact LRU curve.
@@ -14,8 +15,9 @@ What it measures:
    times, peak memory, and the error of the default against exact.
 4. Session analyses on the same log (without hashes).
 
-Times are medians of --repeat runs (the slow 1M-request runs once); peak memory is tracemalloc's peak of
-one run (numpy reports its buffers to tracemalloc), and the process peak RSS is printed at the end.
+Times are medians of --repeat runs (the slow 1M-request runs once), wall-clock and CPU seconds of the process
+(numpy here runs on one core, so on a shared machine CPU time is the steadier figure); peak memory is
+tracemalloc's peak of one run (numpy reports its buffers to tracemalloc); the process peak RSS ends the output.
 """
 from __future__ import annotations
 
@@ -41,13 +43,15 @@ from shapeviz.ingest import load_log  # noqa: E402
 KV_BYTES_PER_TOKEN = 327_680.0  # Llama-3-70B-like KV at 16 bits; only scales the GB axis here
 
 
-def _timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float]:
-    times, result = [], None
+def _timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float, float]:
+    """(result, median wall seconds, median CPU seconds of this process) over ``repeat`` runs."""
+    walls, cpus, result = [], [], None
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.process_time()
         result = fn()
-        times.append(time.perf_counter() - t0)
-    return result, statistics.median(times)
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return result, statistics.median(walls), statistics.median(cpus)
 
 
 def _peak_mb(fn: Callable[[], Any]) -> float:
@@ -69,28 +73,28 @@ def _curve_error(a: prefix.BlockReuse, b: prefix.BlockReuse) -> tuple[float, flo
 
 def bench_mooncake(traces: Path, repeat: int) -> None:
     print("\n## Mooncake traces: unbounded hit ratio and exact LRU curve")
-    print("| trace | requests | block accesses | hit blocks | hit tokens | exact curve s | peak MB |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| trace | requests | block accesses | hit blocks | hit tokens | exact curve wall s | CPU s | peak MB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     frames = {}
     for name in ("conversation_trace.jsonl.gz", "synthetic_trace.jsonl"):
         frame = load_log(traces / "mooncake_fast25" / name).frame
         frames[name] = frame
-        result, seconds = _timed(lambda: prefix.block_reuse(frame, sample_rate=1.0), repeat)
+        result, wall, cpu = _timed(lambda: prefix.block_reuse(frame, sample_rate=1.0), repeat)
         peak = _peak_mb(lambda: prefix.block_reuse(frame, sample_rate=1.0))
         print(f"| {name} | {len(frame):,} | {result.blocks:,} | {result.hit_ratio_blocks:.2%} "
-              f"| {result.hit_ratio_tokens:.2%} | {seconds:.2f} | {peak:,.0f} |")
+              f"| {result.hit_ratio_tokens:.2%} | {wall:.2f} | {cpu:.2f} | {peak:,.0f} |")
 
     frame = frames["conversation_trace.jsonl.gz"]
     exact = prefix.block_reuse(frame, sample_rate=1.0)
     caps = exact.curve.points["capacity_blocks"].to_numpy()
     print("\n## Sampled (SHARDS) curve vs exact, conversation trace (max error over the curve, points)")
-    print("| rate | kept ids | blocks error | tokens error | s |")
+    print("| rate | kept whole | blocks error | tokens error | CPU s |")
     print("|---:|---|---:|---:|---:|")
     for rate in (0.5, 0.25, 0.1, 0.05):
-        sampled, seconds = _timed(lambda: prefix.block_reuse(frame, sample_rate=rate, capacities=caps), repeat)
+        sampled, _, cpu = _timed(lambda: prefix.block_reuse(frame, sample_rate=rate, capacities=caps), repeat)
         err_b, err_t = _curve_error(sampled, exact)
         hot = sampled.curve.description.split(":")[1].split(" plus")[0].strip()
-        print(f"| {rate:.0%} | {hot} | {err_b * 100:.2f} | {err_t * 100:.2f} | {seconds:.2f} |")
+        print(f"| {rate:.0%} | {hot} | {err_b * 100:.2f} | {err_t * 100:.2f} | {cpu:.2f} |")
 
 
 def bench_synthetic(n_requests: int, seed: int, skip_exact: bool) -> None:
@@ -99,18 +103,18 @@ def bench_synthetic(n_requests: int, seed: int, skip_exact: bool) -> None:
     frame = synth.generate(n_requests, seed=seed)
     accesses = int(frame["hash_ids"].map(len).sum())
     print(f"generated in {time.perf_counter() - t0:.1f} s: {accesses:,} block accesses")
-    default, seconds = _timed(lambda: prefix.block_reuse(frame, kv_bytes_per_token=KV_BYTES_PER_TOKEN), 1)
+    default, wall, cpu = _timed(lambda: prefix.block_reuse(frame, kv_bytes_per_token=KV_BYTES_PER_TOKEN), 1)
     peak = _peak_mb(lambda: prefix.block_reuse(frame))
-    print("| curve | s | peak MB | hit blocks | hit tokens | method |")
-    print("|---|---:|---:|---:|---:|---|")
-    print(f"| default | {seconds:.1f} | {peak:,.0f} | {default.hit_ratio_blocks:.2%} | "
+    print("| curve | wall s | CPU s | peak MB | hit blocks | hit tokens | method |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    print(f"| default | {wall:.1f} | {cpu:.1f} | {peak:,.0f} | {default.hit_ratio_blocks:.2%} | "
           f"{default.hit_ratio_tokens:.2%} | {default.curve.description} |")
     if not skip_exact:
         caps = default.curve.points["capacity_blocks"].to_numpy()
-        exact, seconds = _timed(lambda: prefix.block_reuse(frame, sample_rate=1.0, capacities=caps), 1)
+        exact, wall, cpu = _timed(lambda: prefix.block_reuse(frame, sample_rate=1.0, capacities=caps), 1)
         peak = _peak_mb(lambda: prefix.block_reuse(frame, sample_rate=1.0, capacities=caps))
         err_b, err_t = _curve_error(default, exact)
-        print(f"| exact | {seconds:.1f} | {peak:,.0f} | {exact.hit_ratio_blocks:.2%} | "
+        print(f"| exact | {wall:.1f} | {cpu:.1f} | {peak:,.0f} | {exact.hit_ratio_blocks:.2%} | "
               f"{exact.hit_ratio_tokens:.2%} | {exact.curve.description} |")
         print(f"default vs exact: max error {err_b * 100:.2f} points (blocks), {err_t * 100:.2f} (tokens)")
 
@@ -119,8 +123,8 @@ def bench_sessions(n_requests: int, seed: int, repeat: int) -> None:
     frame = synth.generate(n_requests, seed=seed, with_hashes=False)
     n_sessions = sessions.session_summary(frame)["count"]
     print(f"\n## Sessions on {n_requests:,} synthetic requests ({n_sessions:,} sessions)")
-    print("| call | s | peak MB |")
-    print("|---|---:|---:|")
+    print("| call | wall s | CPU s | peak MB |")
+    print("|---|---:|---:|---:|")
 
     def prefill_ms(n: np.ndarray, p: np.ndarray) -> np.ndarray:
         return 0.02 * (n - p) + 2e-6 * (n**2 - p**2)
@@ -135,8 +139,8 @@ def bench_sessions(n_requests: int, seed: int, repeat: int) -> None:
         "prefix_reuse (reported cached)": lambda: prefix.prefix_reuse(frame),
     }
     for name, fn in calls.items():
-        _, seconds = _timed(fn, repeat)
-        print(f"| {name} | {seconds:.2f} | {_peak_mb(fn):,.0f} |")
+        _, wall, cpu = _timed(fn, repeat)
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} | {_peak_mb(fn):,.0f} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,13 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3, help="runs per timing on the small inputs (median)")
     parser.add_argument("--skip-exact", action="store_true", help="skip the exact curve on the synthetic log")
+    parser.add_argument("--skip-traces", action="store_true", help="skip the Mooncake part")
+    parser.add_argument("--skip-sessions", action="store_true", help="skip the session part")
     args = parser.parse_args(argv)
     if not (args.traces / "mooncake_fast25").is_dir():
         parser.error(f"no mooncake_fast25 folder under {args.traces}; pass --traces or set SHAPEVIZ_TRACES")
-    print(f"numpy {np.__version__}, {os.cpu_count()} CPUs")
-    bench_mooncake(args.traces, args.repeat)
+    print(f"numpy {np.__version__}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    if not args.skip_traces:
+        bench_mooncake(args.traces, args.repeat)
     bench_synthetic(args.requests, args.seed, args.skip_exact)
-    bench_sessions(args.requests, args.seed, args.repeat)
+    if not args.skip_sessions:
+        bench_sessions(args.requests, args.seed, args.repeat)
     print(f"\nprocess peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB")
     return 0
 

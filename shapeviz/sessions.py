@@ -59,6 +59,11 @@ def _check_kv(kv_bytes_per_token: float | None) -> float | None:
     return value
 
 
+def _check_max_turn(max_turn: int | None) -> None:
+    if max_turn is not None and not (isinstance(max_turn, (int, np.integer)) and max_turn >= 0):
+        raise ValueError(f"max_turn={max_turn!r} must be a turn index >= 0 (0 = first turn)")
+
+
 def _categorical(col: pd.Series) -> pd.Categorical:
     """The column as a categorical (the canonical dtype already is one; anything else is converted once)."""
     values = col.array
@@ -172,8 +177,7 @@ def turn_profile(
     plus ``kv_gb_p50`` and ``kv_gb_p90`` (context after the turn) when ``kv_bytes_per_token`` is given.
     """
     kv = _check_kv(kv_bytes_per_token)
-    if max_turn is not None and not (isinstance(max_turn, (int, np.integer)) and max_turn >= 0):
-        raise ValueError(f"max_turn={max_turn!r} must be a turn index >= 0 (0 = first turn)")
+    _check_max_turn(max_turn)
     turns = session_turns(frame)
     if max_turn is not None:
         turns = turns[turns["turn"] <= max_turn]
@@ -312,6 +316,7 @@ def ttft_by_turn(
     """
     if cached not in ("reported", "none", "session_estimate"):
         raise ValueError(f"cached={cached!r} must be 'reported', 'none' or 'session_estimate'")
+    _check_max_turn(max_turn)
     if not callable(prefill_ms):
         raise ValueError(f"prefill_ms={prefill_ms!r} must be a callable (input_tokens, cached_tokens) -> ms array")
     turns = session_turns(frame)
