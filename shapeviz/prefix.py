@@ -88,10 +88,17 @@ def _arrival_order(frame: pd.DataFrame) -> np.ndarray:
 
 
 def _product_codes(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Product code per row and the names; the canonical categorical is read as is, without a pass over strings."""
     if "product" not in frame.columns:
         return np.full(len(frame), -1, dtype=np.int64), []
-    codes, uniques = pd.factorize(frame["product"].astype("object"), sort=True)
-    return codes.astype(np.int64), [str(u) for u in uniques]
+    col = frame["product"]
+    cat = col.array if isinstance(col.array, pd.Categorical) else pd.Categorical(col)
+    codes = cat.codes.astype(np.int64)
+    names = [str(c) for c in cat.categories]
+    if (codes < 0).any():  # a product is always present in the canonical frame; a hand-made one may lack it
+        codes[codes < 0] = len(names)
+        names.append("(no product)")
+    return codes, names
 
 
 def _has_hashes(frame: pd.DataFrame) -> bool:
