@@ -45,8 +45,10 @@ MAX_REPLICAS = 1_000_000
 class WhatIf:
     """The levers of the sidebar: trim input/output (fractions), prefix-cache hit rate, traffic multiplier.
 
-    ``cache_hit=None`` keeps the cached tokens the log reports (none if it reports none); a number overrides
-    them with that fraction of every prompt.
+    ``cache_hit=None`` keeps the cached tokens the log reports (none if it reports none). A number is the
+    share of all input tokens served from the prefix cache: when the log reports cached tokens, each request's
+    are scaled so the total reaches that share (so the split between long agent contexts and short one-off
+    prompts is kept, and the log's own share changes nothing); otherwise every prompt gets that fraction.
     """
 
     trim_input: float = 0.0
@@ -162,7 +164,10 @@ class Workload:
         n = self.input_tokens * (1.0 - whatif.trim_input)
         m = self.output_tokens * (1.0 - whatif.trim_output)
         # Trimming removes cached and uncached prompt tokens alike; a set hit rate replaces the log's figure.
-        p = self.cached_tokens * (1.0 - whatif.trim_input) if whatif.cache_hit is None else n * whatif.cache_hit
+        p = self.cached_tokens * (1.0 - whatif.trim_input)
+        if whatif.cache_hit is not None:
+            current = self.mean(self.cached_tokens) / max(self.mean(self.input_tokens), 1e-12)
+            p = p * (whatif.cache_hit / current) if current > 0 else n * whatif.cache_hit
         return Workload(n, m, np.minimum(p, n), self.weight, self.rate_rps * whatif.traffic_multiplier,
                         self.rate_source, self.rate_note, self.n_requests)
 

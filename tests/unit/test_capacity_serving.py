@@ -201,3 +201,15 @@ def test_fp8_on_a100_is_stated_in_the_assumptions() -> None:
 def test_what_if_ranges_are_validated(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         WhatIf(**kwargs)
+
+
+def test_a_cache_hit_equal_to_the_logs_own_changes_nothing_and_keeps_who_is_cached() -> None:
+    """An agent's long prompts are cached, a one-off prompt is not: a set hit share scales, never flattens, that."""
+    dep = Deployment("llama-3.1-70b", "h100-sxm", "fp8", tp=2)
+    w = Workload.from_points([100_000, 2_000], [300, 300], [95_000, 0], rate_rps=2.0)
+    own_share = (95_000) / (102_000)
+    same = w.apply(WhatIf(cache_hit=own_share))
+    np.testing.assert_allclose(same.cached_tokens, w.cached_tokens)
+    assert plan(w, dep, WhatIf(cache_hit=own_share)).ttft_ms.p90 == pytest.approx(plan(w, dep).ttft_ms.p90)
+    more = w.apply(WhatIf(cache_hit=0.5))
+    assert more.cached_tokens[1] == 0 and more.cached_tokens[0] == pytest.approx(51_000)
