@@ -10,6 +10,7 @@ from dataclasses import astuple, dataclass
 import streamlit as st
 
 from components import data, sidebar
+from components.entry import through_entry
 from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model, slo_range
 from shapeviz.capacity.physics import smallest_tp
 from shapeviz.ingest import IngestError, LoadedLog
@@ -59,6 +60,7 @@ def deployment_for(model: str, gpu: str, precision: str, tp: int | None) -> Depl
 
 def page_context() -> PageContext:
     """Load (cached), analyse (cached) and return; on a user error show it and stop the page."""
+    through_entry()
     s = sidebar.settings()
     try:
         dataset = data.current_dataset()
