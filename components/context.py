@@ -33,9 +33,11 @@ class PageContext:
 
     @property
     def whatif(self) -> WhatIf:
-        """The what-if levers of the sidebar."""
+        """The what-if levers of the sidebar (the log's own prefix-cache share, untouched, means "as logged")."""
         s = self.settings
-        return WhatIf(trim_input=s.trim_input, trim_output=s.trim_output, cache_hit=s.cache_hit,
+        as_logged = st.session_state.get(LOGGED_CACHE_PCT)
+        cache_hit = None if as_logged is not None and round(100 * s.cache_hit) == as_logged else s.cache_hit
+        return WhatIf(trim_input=s.trim_input, trim_output=s.trim_output, cache_hit=cache_hit,
                       traffic_multiplier=s.traffic)
 
 
@@ -79,7 +81,7 @@ def page_context() -> PageContext:
         st.error(f"Deployment: {exc}", icon=":material/memory:")
         st.stop()
     analysis = _analysis(dataset.digest, astuple(s.corners), dep, dataset.log)
-    _sync_cache_default(dataset.digest, analysis)
+    _sync_cache_default(dataset.digest, analysis, workload(dataset.digest, dataset.log))
     _show_slo_hint(analysis.profile.overall.dominant_shape)
     return PageContext(dataset, analysis, dep, s)
 
@@ -93,13 +95,23 @@ def _show_slo_hint(shape: str) -> None:
                  f"{lo_ttft:,.0f}–{hi_ttft:,.0f} ms, TPOT {lo_tpot:,.0f}–{hi_tpot:,.0f} ms.")
 
 
-def _sync_cache_default(digest: str, analysis: Analysis) -> None:
-    """The measured prefix-hit ratio becomes the what-if default, once per dataset."""
+LOGGED_CACHE_PCT = "_logged_cache_pct"
+
+
+def _sync_cache_default(digest: str, analysis: Analysis, w: Workload) -> None:
+    """The measured prefix-hit ratio becomes the what-if default, once per dataset.
+
+    When the log reports cached tokens, the default is the share it reports, so the default what-if is the log
+    as it is. Otherwise it is the reuse the log shows potential for (block hashes, sessions), so the default
+    what-if shows what turning the prefix cache on would save.
+    """
     if st.session_state.get("_cache_default_for") == digest:
         return
     st.session_state["_cache_default_for"] = digest
-    measured = analysis.prefix.hit_ratio_tokens
+    logged = w.mean(w.cached_tokens) / max(w.mean(w.input_tokens), 1e-12)
+    measured = logged if logged > 0 else analysis.prefix.hit_ratio_tokens
     value = int(round(100 * measured)) if measured is not None else 0
+    st.session_state[LOGGED_CACHE_PCT] = value if logged > 0 else None
     if value != st.session_state.get("cache_hit_pct"):
         st.session_state[sidebar.PENDING_CACHE_HIT] = value
         st.rerun()  # the sidebar slider was drawn with the old value

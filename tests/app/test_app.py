@@ -106,3 +106,12 @@ def test_two_sessions_with_different_uploads_never_see_each_others_data(trace) -
     a.run()
     assert _metric(a, "Requests") == "8,819" and _metric(b, "Requests") == "19,366"
     assert conv.name not in a.caption[0].value and code.name not in b.caption[0].value
+
+
+def test_untouched_levers_change_nothing() -> None:
+    """The prefix-cache slider starts at the share the log reports, so the default what-if is the log as it is."""
+    at = _app()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception, at.exception
+    gpus = next(m for m in at.metric if m.label == "GPUs colocated")
+    assert not gpus.delta, f"default what-if moved the plan: {gpus.delta}"
