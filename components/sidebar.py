@@ -11,6 +11,8 @@ import streamlit as st
 
 from components import data
 from shapeviz.capacity import get_gpu, get_model, list_gpus, list_models
+from shapeviz.ingest import DEFAULT_LIMITS
+from shapeviz.ingest.limits import human_bytes
 from shapeviz.shapes import Corners
 
 DEFAULTS: dict[str, object] = {
@@ -88,8 +90,11 @@ def render_data_source() -> None:
     )
     st.sidebar.file_uploader(
         "Upload request logs", accept_multiple_files=True, key=data.UPLOAD_KEY, on_change=_on_upload,
-        help="CSV, TSV, Parquet, JSON or JSONL, optionally gzip/bz2/zstd. Several files become several products. "
-             "Kept in memory for this session only.",
+        help=("CSV, TSV, Parquet, JSON or JSONL, optionally gzip/bz2/zstd. Several files become several products. "
+              "Kept in memory for this session only, never written to disk. Limits: "
+              f"{human_bytes(DEFAULT_LIMITS.max_bytes_in)} per file, "
+              f"{human_bytes(DEFAULT_LIMITS.max_decompressed_bytes)} decompressed, "
+              f"{DEFAULT_LIMITS.max_rows:,} rows."),
     )
 
 
