@@ -135,23 +135,26 @@ def test_material_share_is_a_parameter() -> None:
 
 
 def test_a_wide_product_cut_by_the_log_clusters_is_not_called_mixed() -> None:
-    # The demo mix needs several clusters; a product that is one wide shape on its own must not be flagged mixed
-    # merely because the clusters of the whole log cut through it.
-    frame = synth.generate(12000, 0)
-    result = find_clusters(frame)
+    # One wide search product straddles the chat/rag boundary; with a decode-heavy product beside it and k=3,
+    # k-means cuts the wide one in two clusters in different corners. On its own it is one shape, so it must
+    # not be flagged mixed merely because the clusters of the whole log cut through it.
+    rng = np.random.default_rng(7)
+    n = 6000
+    wide = pd.DataFrame({
+        "product": "wide-search",
+        "input_tokens": np.exp(rng.normal(np.log(4096), 0.9, n)).astype("int32") + 1,
+        "output_tokens": np.exp(rng.normal(np.log(150), 0.3, n)).astype("int32") + 1,
+    })
+    frame = pd.concat([wide, synth.scenario("coding_agent", 3000, 0)[["product", "input_tokens", "output_tokens"]]],
+                      ignore_index=True)
+    frame["product"] = frame["product"].astype("category")
+    result = find_clusters(frame, k=3)
     check_consistent(result, len(frame))
-    assert result.k >= 2
-    assert [p.scope for p in result.mixed_pools] == ["overall"]
-    flagged = {f.scope for f in result.mixed_products}
-    straddling = 0
-    for product, by_cluster in result.product_mix.items():
-        alone = find_clusters(frame[frame["product"] == product])
-        if alone.k_source != "one_shape":
-            continue
-        assert product not in flagged
-        corners = {result.clusters[c].shape for c, shares in by_cluster.items() if shares["requests"] >= 0.15}
-        straddling += len(corners) > 1
-    assert straddling >= 1  # the situation the rule guards against does occur in the demo
+    by_cluster = result.product_mix["wide-search"]
+    corners = {result.clusters[c].shape for c, shares in by_cluster.items() if shares["requests"] >= 0.15}
+    assert corners == {"chat", "rag"}  # the situation the rule guards against
+    assert find_clusters(frame[frame["product"] == "wide-search"]).k_source == "one_shape"
+    assert "wide-search" not in {f.scope for f in result.mixed_products}
 
 
 def test_each_model_pool_is_judged_on_its_own() -> None:
