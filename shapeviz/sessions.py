@@ -74,8 +74,9 @@ def session_turns(frame: pd.DataFrame, *, kv_bytes_per_token: float | None = Non
     """One row per request that belongs to a session, ordered by session and turn, with growth columns.
 
     Columns: ``row`` (index label in ``frame``), ``product`` (of the session's first turn), ``session_id``,
-    ``turn``, ``input_tokens``, ``output_tokens``, ``cached_tokens`` (when present), ``context_tokens``, ``growth_tokens`` (float, NaN at
-    turn 0), ``repeated_tokens``, ``repeated_share``, and ``kv_bytes`` when ``kv_bytes_per_token`` is given.
+    ``turn``, ``input_tokens``, ``output_tokens``, ``cached_tokens`` (when present), ``context_tokens``,
+    ``growth_tokens`` (float, NaN at turn 0), ``repeated_tokens``, ``repeated_share``, and ``kv_bytes`` when
+    ``kv_bytes_per_token`` is given.
     """
     kv = _check_kv(kv_bytes_per_token)
     if not has_sessions(frame):
@@ -227,7 +228,7 @@ def detect_agents(
     min_session_share: float = MIN_AGENT_SESSION_SHARE,
     min_growth_tokens: float = MIN_GROWTH_TOKENS,
 ) -> dict[str, AgentVerdict]:
-    """Per product: is it an agent? Median growth per turn > ``min_growth_tokens`` and most sessions long and growing."""
+    """Per product: is it an agent? Context grows per turn (median) and most sessions are long and growing."""
     if not (isinstance(min_turns, (int, np.integer)) and min_turns >= 2):
         raise ValueError(f"min_turns={min_turns!r} must be a whole number of turns >= 2")
     for name, value in (("min_growing_step_share", min_growing_step_share), ("min_session_share", min_session_share)):
