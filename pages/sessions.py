@@ -11,11 +11,10 @@ from shapeviz.capacity.physics import prefill_time_s
 from shapeviz.figures import prefix_curve_figure, product_colors, ttft_turn_figure, turn_growth_figure
 from shapeviz.prefix import prefix_savings
 from shapeviz.sessions import has_sessions, session_table, ttft_by_turn, turn_profile
-from shapeviz.summary import kv_bytes_per_token_of
 
 ctx = page_context()
 frame, dep, analysis = ctx.frame, ctx.deployment, ctx.analysis
-kv_per_token = kv_bytes_per_token_of(dep)
+kv_per_token = dep.kv_bytes_per_token
 colors = product_colors(frame["product"].astype(str).unique())
 
 

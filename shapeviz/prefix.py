@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from shapeviz.sessions import check_kv_bytes_per_token
+
 # The Mooncake traces' block size ("hash_ids use a block size of 512", FAST'25 appendix A.2); a parameter
 # everywhere, this is only its default.
 DEFAULT_BLOCK_SIZE = 512
@@ -325,18 +327,6 @@ def _check_block_size(block_size: int) -> int:
     return int(block_size)
 
 
-def _check_kv(kv_bytes_per_token: float | None) -> float | None:
-    if kv_bytes_per_token is None:
-        return None
-    value = float(kv_bytes_per_token)
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(
-            f"kv_bytes_per_token={kv_bytes_per_token!r} must be a positive number of bytes "
-            "(e.g. get_model(id).kv_bytes_per_token(precision))"
-        )
-    return value
-
-
 def _check_capacities(capacities: Sequence[int] | np.ndarray | None) -> np.ndarray | None:
     if capacities is None:
         return None
@@ -474,7 +464,7 @@ def block_reuse(
 ) -> BlockReuse:
     """Unbounded and LRU prefix-cache hit ratios from the frame's ``hash_ids``, requests in arrival order."""
     block_size = _check_block_size(block_size)
-    kv_bytes_per_token = _check_kv(kv_bytes_per_token)
+    kv_bytes_per_token = check_kv_bytes_per_token(kv_bytes_per_token)
     caps = _check_capacities(capacities)
     if not _has_hashes(frame):
         raise ValueError("the frame has no hash_ids blocks; block reuse needs a Mooncake-style hash_ids column")
@@ -530,7 +520,7 @@ def block_reuse(
 
 def capacity_blocks_for_gb(gb: float, *, kv_bytes_per_token: float, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
     """How many ``block_size``-token blocks of KV fit in ``gb`` decimal gigabytes."""
-    kv = _check_kv(kv_bytes_per_token)
+    kv = check_kv_bytes_per_token(kv_bytes_per_token)
     if not (np.isfinite(gb) and gb >= 0):
         raise ValueError(f"gb={gb!r} must be a cache size in GB >= 0")
     return int(gb * GB // (_check_block_size(block_size) * kv))
@@ -687,7 +677,7 @@ def prefix_reuse(
             per_product=r.per_product,
             notes=notes,
         )
-    _check_kv(kv_bytes_per_token)
+    check_kv_bytes_per_token(kv_bytes_per_token)
     reported = reported_hit_ratio(frame)
     if reported is not None:
         notes = []

@@ -47,14 +47,15 @@ def has_sessions(frame: pd.DataFrame) -> bool:
     return "session_id" in frame.columns and bool(frame["session_id"].notna().any())
 
 
-def _check_kv(kv_bytes_per_token: float | None) -> float | None:
+def check_kv_bytes_per_token(kv_bytes_per_token: float | None) -> float | None:
+    """``kv_bytes_per_token`` as a positive float (None passes through); ValueError otherwise."""
     if kv_bytes_per_token is None:
         return None
     value = float(kv_bytes_per_token)
     if not (np.isfinite(value) and value > 0):
         raise ValueError(
             f"kv_bytes_per_token={kv_bytes_per_token!r} must be a positive number of bytes "
-            "(e.g. get_model(id).kv_bytes_per_token(precision))"
+            "(e.g. Deployment(model, gpu).kv_bytes_per_token)"
         )
     return value
 
@@ -78,7 +79,7 @@ def session_turns(frame: pd.DataFrame, *, kv_bytes_per_token: float | None = Non
     ``growth_tokens`` (float, NaN at turn 0), ``repeated_tokens``, ``repeated_share``, and ``kv_bytes`` when
     ``kv_bytes_per_token`` is given.
     """
-    kv = _check_kv(kv_bytes_per_token)
+    kv = check_kv_bytes_per_token(kv_bytes_per_token)
     if not has_sessions(frame):
         raise ValueError("the frame has no session_id values; map a session/conversation id column to session_id")
     in_session = frame["session_id"].notna().to_numpy()
@@ -139,7 +140,7 @@ def session_turns(frame: pd.DataFrame, *, kv_bytes_per_token: float | None = Non
 
 def session_table(frame: pd.DataFrame, *, kv_bytes_per_token: float | None = None) -> pd.DataFrame:
     """One row per session: turns, first/last input, peak context and KV, growth per turn, growing-step share."""
-    kv = _check_kv(kv_bytes_per_token)
+    kv = check_kv_bytes_per_token(kv_bytes_per_token)
     return _table_from_turns(session_turns(frame), kv)
 
 
@@ -177,7 +178,7 @@ def turn_profile(
     ``input_tokens_p50``, ``input_tokens_p90``, ``growth_tokens_p50`` (NaN at turn 0), ``repeated_share_p50``,
     plus ``kv_gb_p50`` and ``kv_gb_p90`` (context after the turn) when ``kv_bytes_per_token`` is given.
     """
-    kv = _check_kv(kv_bytes_per_token)
+    kv = check_kv_bytes_per_token(kv_bytes_per_token)
     _check_max_turn(max_turn)
     turns = session_turns(frame)
     if max_turn is not None:

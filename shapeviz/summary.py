@@ -13,7 +13,6 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from shapeviz.capacity import Deployment
 from shapeviz.clusters import ClusterResult, find_clusters
 from shapeviz.ingest import LoadedLog, LoadReport, combine, load_log
 from shapeviz.prefix import PrefixReuse, prefix_reuse
@@ -92,7 +91,7 @@ def analyze(
     clusters = find_clusters(frame, k, corners=corners, deployment=deployment, material_share=material_share,
                              gpu_time=gpu_time)
     if kv_bytes_per_token is None:
-        kv_bytes_per_token = kv_bytes_per_token_of(resolve_deployment(deployment))
+        kv_bytes_per_token = resolve_deployment(deployment).kv_bytes_per_token
     prefix = prefix_reuse(frame, kv_bytes_per_token=kv_bytes_per_token)
     sessions = session_summary(frame)
     agents = detect_agents(frame)
@@ -103,11 +102,6 @@ def analyze(
     recs = recommend(profile, clusters, prefix_hit_ratio=hit,
                      agent_products=[p for p, a in agents.items() if a.is_agent])
     return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs, gpu_time)
-
-
-def kv_bytes_per_token_of(deployment: Deployment) -> float:
-    """KV-cache bytes one token of long context holds on the deployment (all layers, its KV precision)."""
-    return float(deployment.model.kv_bytes_per_token_bf16 / 2.0 * deployment.kv_bytes_per_element)
 
 
 def _stats_dict(stats: ShapeStats, mixed: set[str], name_key: bool) -> dict[str, Any]:

@@ -157,6 +157,14 @@ class Deployment:
         return PRECISIONS[str(self.kv_precision)]
 
     @property
+    def kv_bytes_per_token(self) -> float:
+        """KV bytes one token of long context holds (all layers, the KV precision; windowed layers excluded).
+
+        The size of the model's cache per token, not per GPU: the figure a prefix cache or a session is sized in.
+        """
+        return float(self.model.kv_bytes_per_token_bf16 / 2.0 * self.kv_bytes_per_element)
+
+    @property
     def compute_precision(self) -> str:
         """FP8 matmuls only where the GPU has FP8 tensor cores; elsewhere FP8 weights run at BF16 rate."""
         return "fp8" if self.precision == "fp8" and self.gpu.has_fp8 else "bf16"
