@@ -41,11 +41,16 @@ class PageContext:
                       traffic_multiplier=s.traffic)
 
 
+CLUSTER_K = "cluster_k"
+MATERIAL_SHARE_PCT = "material_share_pct"
+
+
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Analysing the log…")
-def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, _log: LoadedLog) -> Analysis:
+def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
+              material_share: float, _log: LoadedLog) -> Analysis:
     from shapeviz.shapes import Corners
 
-    return analyze(_log, corners=Corners(*corners), deployment=deployment)
+    return analyze(_log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share)
 
 
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
@@ -80,7 +85,11 @@ def page_context() -> PageContext:
     except ValueError as exc:
         st.error(f"Deployment: {exc}", icon=":material/memory:")
         st.stop()
-    analysis = _analysis(dataset.digest, astuple(s.corners), dep, dataset.log)
+    # Cluster settings live on the Clusters page but shape every page's analysis, so they are kept in plain
+    # session keys (a widget's own key is dropped when its page is not shown).
+    k = st.session_state.get(CLUSTER_K)
+    material = st.session_state.get(MATERIAL_SHARE_PCT, 15) / 100
+    analysis = _analysis(dataset.digest, astuple(s.corners), dep, k, material, dataset.log)
     _sync_cache_default(dataset.digest, analysis, workload(dataset.digest, dataset.log))
     _show_slo_hint(analysis.profile.overall.dominant_shape)
     return PageContext(dataset, analysis, dep, s)

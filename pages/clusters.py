@@ -4,15 +4,37 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from components.context import page_context
+from components.context import CLUSTER_K, MATERIAL_SHARE_PCT, page_context
 from components.widgets import badge, chart, csv_button, table
 from shapeviz.figures import clusters_figure, fmt_tokens
 from shapeviz.shapes import SHAPE_LABELS
+
+
+def _keep_k() -> None:
+    choice = st.session_state["_k_widget"]
+    st.session_state[CLUSTER_K] = None if choice == "auto" else int(choice)
+
+
+def _keep_material() -> None:
+    st.session_state[MATERIAL_SHARE_PCT] = st.session_state["_material_widget"]
+
 
 ctx = page_context()
 result = ctx.analysis.clusters
 
 st.title("Clusters")
+left, right = st.columns(2)
+left.segmented_control(
+    "Number of clusters", ["auto", 1, 2, 3, 4, 5, 6, 7, 8], key="_k_widget",
+    default=st.session_state.get(CLUSTER_K) or "auto", required=True,
+    on_change=_keep_k,
+    help="auto: the k with the best silhouette on a sample (one cluster when the log is one shape).",
+)
+right.slider("Material share for 'mixed' (%)", 5, 50, st.session_state.get(MATERIAL_SHARE_PCT, 15), 1,
+             key="_material_widget", on_change=_keep_material,
+             help="A product is mixed when clusters in different corners each hold at least this share of its "
+                  "requests or GPU-time.")
+
 score = "" if result.silhouette is None else f", silhouette {result.silhouette:.2f}"
 how = {"auto": "chosen by silhouette on a sample", "user": "set by you", "one_shape": "one shape only"}[result.k_source]
 st.caption(f"k-means on standardised log input and log output tokens: k = {result.k} ({how}{score}); "

@@ -41,7 +41,9 @@ else:
     if not verdicts.empty:
         st.subheader("Which products behave like agents")
         table(verdicts[["product", "is_agent", "sessions", "turns_p50", "growth_tokens_per_turn_p50", "reason"]],
-              is_agent=st.column_config.CheckboxColumn("agent"))
+              is_agent=st.column_config.CheckboxColumn("agent"),
+              turns_p50=st.column_config.NumberColumn("turns p50", format="%.0f"),
+              growth_tokens_per_turn_p50=st.column_config.NumberColumn("growth per turn p50 (tokens)", format="%+.0f"))
     profile = turn_profile(frame, max_turn=49, kv_bytes_per_token=kv_per_token)
     chart(turn_growth_figure(profile, colors), key="turn_growth")
     ttft = ttft_by_turn(frame, prefill_ms, cached="none", max_turn=49)

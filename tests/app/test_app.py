@@ -115,3 +115,14 @@ def test_untouched_levers_change_nothing() -> None:
     assert not at.exception, at.exception
     gpus = next(m for m in at.metric if m.label == "GPUs colocated")
     assert not gpus.delta, f"default what-if moved the plan: {gpus.delta}"
+
+
+def test_the_user_sets_k_on_the_clusters_page_and_it_holds_across_pages() -> None:
+    at = _app()
+    at.switch_page("pages/clusters.py").run()
+    at.segmented_control(key="_k_widget").set_value(4).run()
+    assert not at.exception, at.exception
+    assert "k = 4 (set by you" in at.caption[0].value
+    at.switch_page("pages/shape.py").run()
+    at.switch_page("pages/clusters.py").run()
+    assert "k = 4 (set by you" in at.caption[0].value
