@@ -244,20 +244,12 @@ def _numeric_timestamps(values: np.ndarray, column: str, unit: str | None, relat
     magnitude = float(np.median(np.abs(finite))) if finite.size else 0.0
     if unit not in _UNIT_TO_NS:
         unit = unit_from_name(column)
-    relative = False
     if unit not in _UNIT_TO_NS:
         # epoch seconds since 2001 are >= 1e9; ms, us, ns are 1e3, 1e6, 1e9 times larger; smaller is an offset
-        if magnitude >= 1e17:
-            unit = "ns"
-        elif magnitude >= 1e14:
-            unit = "us"
-        elif magnitude >= 1e11:
-            unit = "ms"
-        elif magnitude >= 1e9:
-            unit = "s"
-        else:
-            unit, relative = relative_unit, True
-    if relative:
+        unit = next((u for u, floor in (("ns", 1e17), ("us", 1e14), ("ms", 1e11), ("s", 1e9)) if magnitude >= floor),
+                    relative_unit)
+    # whatever the unit, values before 2001 are offsets from the start of a trace, not wall-clock times
+    if magnitude * _UNIT_TO_NS[unit] < 1e18:
         notes.append(f"timestamp: {column!r} holds relative offsets, read as {unit} from 1970-01-01 00:00 UTC")
     else:
         notes.append(f"timestamp: {column!r} read as epoch {unit} (UTC)")
@@ -643,6 +635,7 @@ def combine(logs: list[LoadedLog]) -> LoadedLog:
             if seen_file_products[name] > 1:
                 frame["product"] = pd.Categorical([f"{name} ({seen_file_products[name]})"] * len(frame))
         frames.append(frame)
+    notes = _overlay_in_time(frames, [r.source for _, r in logs]) + _separate_sessions(frames)
     merged = pd.concat(frames, ignore_index=True)
     for name in merged.columns:
         merged[name] = merged[name].astype(DTYPES[name]) if DTYPES[name] != "object" else merged[name]
@@ -665,6 +658,44 @@ def combine(logs: list[LoadedLog]) -> LoadedLog:
         rows_read=sum(r.rows_read for r in reports), rows_kept=sum(r.rows_kept for r in reports),
         dropped={k: dropped[k] for k in REASONS if k in dropped},
         mapping=mapping,
-        notes=[f"{r.source}: {note}" for r in reports for note in r.notes],
+        notes=[f"{r.source}: {note}" for r in reports for note in r.notes] + notes,
     )
     return LoadedLog(merged, report)
+
+
+def _overlay_in_time(frames: list[pd.DataFrame], sources: list[str]) -> list[str]:
+    """Shift logs whose time ranges do not overlap so they all start together; return the notes.
+
+    Logs combined into one view are planned as concurrent traffic on one pool. Two logs recorded on different
+    days (or one with offsets from 0 and one with dates) would otherwise sit years apart, and every rate
+    computed from the timestamps would be meaningless.
+    """
+    spans = [(f["timestamp"].min(), f["timestamp"].max()) if "timestamp" in f and f["timestamp"].notna().any()
+             else None for f in frames]
+    timed = [s for s in spans if s is not None]
+    if len(timed) < 2:
+        return []
+    ordered = sorted(timed)
+    if all(b[0] <= a[1] for a, b in zip(ordered, ordered[1:])):
+        return []  # the logs overlap in time: they already are concurrent traffic
+    origin = min(start for start, _ in timed)
+    notes = []
+    for frame, span, source in zip(frames, spans, sources):
+        if span is None or span[0] == origin:
+            continue
+        frame["timestamp"] = frame["timestamp"] - (span[0] - origin)
+        notes.append(f"{source}: timestamps shifted by {span[0] - origin} to start with the other logs "
+                     "(the logs do not overlap in time; they are overlaid as concurrent traffic on one pool)")
+    return notes
+
+
+def _separate_sessions(frames: list[pd.DataFrame]) -> list[str]:
+    """Keep two logs' sessions apart when they use the same session ids; return the notes."""
+    ids = [set(f["session_id"].dropna().astype(str)) if "session_id" in f else set() for f in frames]
+    clash = any(ids[i] & ids[j] for i in range(len(ids)) for j in range(i + 1, len(ids)))
+    if not clash:
+        return []
+    for i, frame in enumerate(frames):
+        if "session_id" in frame:
+            frame["session_id"] = (f"{i + 1}:" + frame["session_id"].astype("string")).astype("category")
+    return ["session ids repeat across files, so each file's ids were prefixed with its position (1:, 2:, ...)"]

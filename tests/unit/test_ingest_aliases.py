@@ -243,3 +243,12 @@ def test_turns_follow_time_inside_each_session_even_when_the_file_is_not_sorted(
     frame, report = load_log(data, name="s.csv")
     assert frame["turn"].tolist() == [2, 0, 1, pd.NA, 0]
     assert report.mapping["turn"] == "derived: order inside session_id by timestamp"
+
+
+def test_relative_offsets_start_at_the_epoch_and_say_so():
+    frame, report = load_log(FAMILIES["vidur"][0], name="vidur.csv")
+    assert frame["timestamp"].iloc[0] == pd.Timestamp("1970-01-01 00:00:01.5", tz="UTC")
+    assert any("relative offsets, read as s" in n for n in report.notes)
+    frame, report = load_log(FAMILIES["mooncake"][0], name="mooncake.jsonl")
+    assert frame["timestamp"].iloc[0] == pd.Timestamp("1970-01-01 00:00:00.027", tz="UTC")
+    assert any("relative offsets, read as ms" in n for n in report.notes)
