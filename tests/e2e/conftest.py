@@ -1,0 +1,197 @@
+"""The live app for the browser tests: one streamlit server and one system chromium per test session.
+
+The server runs ``app.py`` from the checkout on a free loopback port and is stopped at the end; each test gets
+fresh browser contexts, i.e. fresh Streamlit sessions that share nothing but the server's demo cache.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:  # playwright is imported lazily, so a machine without it skips instead of erroring
+    from playwright.sync_api import Browser, BrowserContext
+
+    from dashboard import Dashboard, OpenDashboard
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"  # loopback only: the tests never open the app to the network
+SERVER_START_S = 120  # import of the app's stack plus a cold Python on a loaded two-core machine
+SERVER_ATTEMPTS = 3  # a free port can be taken between choosing it and the server binding it
+LOG_TAIL_LINES = 40
+# Debian's chromium, driven as-is: never a browser downloaded by playwright.
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+VIEWPORT = {"width": 1400, "height": 1000}  # wide enough that the sidebar stays open beside the page
+
+
+def _skip_or_fail(reason: str) -> None:
+    # CI installs chromium and playwright: there a missing one is a broken setup, not a reason to skip.
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the browser tests: {reason}")
+    pytest.skip(reason)
+
+
+def chromium_path() -> str | None:
+    """The system chromium: /usr/bin/chromium, else ``chromium`` on the PATH."""
+    for candidate in CHROMIUM_CANDIDATES:
+        found = candidate if os.path.isabs(candidate) and os.access(candidate, os.X_OK) else shutil.which(candidate)
+        if found:
+            return found
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
+    return "\n".join(text.splitlines()[-lines:]) or "(empty)"
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+def _start(log_path: Path) -> tuple[subprocess.Popen[bytes], str, bool]:
+    """Start ``streamlit run app.py`` and wait (bounded) for its health endpoint: process, URL, healthy."""
+    port = _free_port()
+    url = f"http://{HOST}:{port}"
+    command = [
+        sys.executable, "-m", "streamlit", "run", "app.py",
+        "--server.port", str(port), "--server.headless", "true", "--server.address", HOST,
+        "--browser.gatherUsageStats", "false",
+        # Others edit the checkout while the suite runs: a file watcher would only cost CPU and offer reruns.
+        "--server.fileWatcherType", "none",
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + SERVER_START_S
+    while time.monotonic() < deadline and process.poll() is None:
+        if _healthy(url):
+            return process, url, True
+        time.sleep(0.25)  # polling a socket: there is no page yet for playwright to wait on
+    return process, url, False
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Path of the system chromium; skips (fails under CI=true) when there is none or no playwright."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _skip_or_fail("the playwright package is not installed (pip install -r requirements-dev.txt)")
+    path = chromium_path()
+    if path is None:
+        _skip_or_fail("no system chromium (/usr/bin/chromium or `chromium` on PATH); install Debian's "
+                      "`chromium` package (make system-deps); the tests never download a browser")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the streamlit server writes its output (its tail is shown when something goes wrong)."""
+    return tmp_path_factory.mktemp("streamlit") / "server.log"
+
+
+@pytest.fixture(scope="session")
+def app_url(chromium: str, server_log: Path) -> Iterator[str]:
+    """Base URL of a live ``streamlit run app.py`` on a free loopback port, stopped after the session."""
+    for attempt in range(1, SERVER_ATTEMPTS + 1):
+        process, url, healthy = _start(server_log)
+        if healthy:
+            break
+        _stop(process)
+        if attempt == SERVER_ATTEMPTS:
+            pytest.fail(f"streamlit did not become healthy at {url}/_stcore/health within {SERVER_START_S} s "
+                        f"(exit code {process.returncode}); server log tail:\n{_tail(server_log)}")
+    try:
+        yield url
+    finally:
+        _stop(process)
+
+
+@pytest.fixture(scope="session")
+def browser(chromium: str) -> Iterator[Browser]:
+    """One headless system chromium for the whole session (contexts keep the tests apart)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Remember each phase's outcome on the test item, so fixtures can keep evidence of a failure."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+@pytest.fixture
+def open_dashboard(browser: Browser, app_url: str, server_log: Path, request: pytest.FixtureRequest,
+                   tmp_path: Path) -> Iterator[OpenDashboard]:
+    """``open_dashboard()`` -> a Dashboard in a fresh browser context (its own session) on the app's Shape page.
+
+    On a failure every open page is saved as a screenshot and the server log's tail is printed.
+    """
+    from dashboard import Dashboard
+
+    contexts: list[BrowserContext] = []
+    opened: list[Dashboard] = []
+
+    def _open() -> Dashboard:
+        context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
+        contexts.append(context)
+        board = Dashboard(context.new_page(), app_url)
+        opened.append(board)
+        return board.open()
+
+    yield _open
+    failed = getattr(request.node, "rep_call", None)
+    if failed is not None and failed.failed:
+        for i, board in enumerate(opened):
+            shot = tmp_path / f"session{i}.png"
+            try:
+                board.page.screenshot(path=str(shot), full_page=True)
+                print(f"screenshot of session {i}: {shot}")
+            except Exception as exc:  # noqa: BLE001 - evidence is best effort; the test already failed
+                print(f"no screenshot of session {i}: {exc}")
+        print(f"streamlit server log tail:\n{_tail(server_log)}")
+    for context in contexts:
+        context.close()

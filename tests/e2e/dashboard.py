@@ -1,0 +1,146 @@
+"""One browser session of the dashboard, as a user meets it: what they see, what they click, what they download.
+
+Every wait is a playwright ``expect`` with an explicit timeout: a Streamlit rerun takes a second or two, a first
+load of a fresh session (demo generated, log analysed) up to half a minute on a busy two-core machine.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from playwright.sync_api import Locator, Page, expect
+
+FIRST_LOAD_MS = 90_000  # a fresh session analyses its log before anything is drawn
+RERUN_MS = 45_000  # a widget change: rerun and redraw, sometimes a second rerun (measured prefix-cache default)
+BUILD_MS = 180_000  # the report bundle renders its PNG charts through a headless chromium of its own
+
+
+class Dashboard:
+    """A page of the live app in its own browser context (so its own Streamlit session)."""
+
+    def __init__(self, page: Page, base_url: str) -> None:
+        self.page = page
+        self.base_url = base_url.rstrip("/")
+
+    # --- where the user looks -------------------------------------------------------------------------------
+    @property
+    def main(self) -> Locator:
+        """The page body, right of the sidebar."""
+        return self.page.get_by_role("main")
+
+    @property
+    def sidebar(self) -> Locator:
+        """The shared sidebar: navigation, data source, what-if levers."""
+        return self.page.get_by_test_id("stSidebar")
+
+    def heading(self, title: str) -> Locator:
+        """A page title (``st.title``)."""
+        return self.main.get_by_role("heading", name=title, exact=True)
+
+    def metric(self, label: str) -> Locator:
+        """The value of the ``st.metric`` with this label."""
+        label_el = self.page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True)
+        return self.main.get_by_test_id("stMetric").filter(has=label_el).get_by_test_id("stMetricValue")
+
+    def metric_delta(self, label: str) -> Locator:
+        """The delta line under the ``st.metric`` with this label (present only when something moved)."""
+        label_el = self.page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True)
+        return self.main.get_by_test_id("stMetric").filter(has=label_el).get_by_test_id("stMetricDelta")
+
+    @property
+    def caption(self) -> Locator:
+        """The first caption of the page: the dataset and its load report on the Shape page."""
+        return self.main.get_by_test_id("stCaptionContainer").first
+
+    @property
+    def charts(self) -> Locator:
+        """Every plotly chart drawn on the page."""
+        return self.main.locator(".js-plotly-plot")
+
+    @property
+    def errors(self) -> Locator:
+        """The text of every ``st.error`` box on the page."""
+        return self.main.get_by_test_id("stAlertContentError").get_by_test_id("stMarkdownContainer")
+
+    @property
+    def exceptions(self) -> Locator:
+        """Streamlit's red traceback box: a user must never see one."""
+        return self.page.get_by_test_id("stException")
+
+    # --- what the user does ---------------------------------------------------------------------------------
+    def open(self, title: str = "Workload shape") -> Dashboard:
+        """Load the app and wait until the first page has drawn its title."""
+        self.page.goto(self.base_url + "/", wait_until="domcontentloaded", timeout=FIRST_LOAD_MS)
+        expect(self.heading(title)).to_be_visible(timeout=FIRST_LOAD_MS)
+        return self
+
+    def go(self, link: str, title: str | None = None) -> None:
+        """Click a page in the sidebar navigation and wait for its title."""
+        self.sidebar.get_by_role("link", name=link, exact=True).click()
+        expect(self.heading(title or link)).to_be_visible(timeout=FIRST_LOAD_MS)
+        self.settle()
+
+    def upload(self, name: str, data: bytes, mime: str = "text/csv") -> None:
+        """Drop one file into the sidebar's uploader, as a file chooser would."""
+        files = [{"name": name, "mimeType": mime, "buffer": data}]
+        self.sidebar.locator("input[type=file]").set_input_files(files, timeout=RERUN_MS)
+
+    def upload_path(self, path: Path) -> None:
+        """Upload a file from disk (a real trace) under its own name."""
+        self.sidebar.locator("input[type=file]").set_input_files(path, timeout=RERUN_MS)
+
+    def pick_data(self, label: str) -> None:
+        """Choose a log in the sidebar's "Log to analyse" radio."""
+        self.sidebar.get_by_role("radiogroup", name="Log to analyse").get_by_text(label, exact=True).click()
+
+    def download(self, button: Locator, folder: Path) -> Path:
+        """Click a download button and save what the browser receives under its suggested name."""
+        with self.page.expect_download(timeout=RERUN_MS) as info:
+            button.click(timeout=RERUN_MS)
+        download = info.value
+        assert download.failure() is None, f"download of {download.suggested_filename} failed: {download.failure()}"
+        target = folder / download.suggested_filename
+        download.save_as(target)
+        return target
+
+    def download_button(self, label: str) -> Locator:
+        """The ``st.download_button`` whose label is exactly this text (its icon is not part of the label)."""
+        label_el = self.page.get_by_test_id("stMarkdownContainer").get_by_text(label, exact=True)
+        return self.main.get_by_test_id("stDownloadButton").filter(has=label_el).get_by_role("button")
+
+    # --- waiting ----------------------------------------------------------------------------------------------
+    def settle(self) -> None:
+        """Wait until the script run that the last action started has finished.
+
+        Call it after a positive wait (the new content is on screen): the app then may still rerun once more,
+        e.g. when the measured prefix-cache share becomes the slider's default.
+        """
+        expect(self.page.get_by_test_id("stApp")).to_have_attribute(
+            "data-test-script-state", "notRunning", timeout=FIRST_LOAD_MS
+        )
+
+    def expect_healthy(self) -> None:
+        """No traceback box once the page has settled."""
+        self.settle()
+        expect(self.exceptions).to_have_count(0, timeout=RERUN_MS)
+
+
+OpenDashboard = Callable[[], Dashboard]
+
+
+def ms_p90(text: str) -> float:
+    """The p90 of a "p50 / p90" latency metric in ms ("saturated" is worse than any number)."""
+    p90 = text.split("/")[-1].strip()
+    if p90 == "saturated":
+        return float("inf")
+    match = re.fullmatch(r"([\d,.]+) ms", p90)
+    assert match, f"not a latency: {text!r}"
+    return float(match.group(1).replace(",", ""))
+
+
+def percent(text: str) -> float:
+    """A "12%" metric value as 12.0."""
+    match = re.fullmatch(r"(-?[\d,.]+)%", text.strip())
+    assert match, f"not a percentage: {text!r}"
+    return float(match.group(1).replace(",", ""))

@@ -1,0 +1,174 @@
+"""The dashboard in a real browser against a live server: what a user sees, moves, uploads and takes away.
+
+Row counts and medians of the Azure traces come from their SOURCE.md (published / independently computed), not
+from shapeviz.
+"""
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("playwright.sync_api", reason="the playwright package drives the browser tests")
+
+from playwright.sync_api import expect  # noqa: E402
+
+from dashboard import BUILD_MS, FIRST_LOAD_MS, RERUN_MS, OpenDashboard, ms_p90, percent  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
+CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
+CODE_ROWS, CONV_ROWS = "8,819", "19,366"  # SOURCE.md: the notebook's "[8819 rows x 3 columns]" and 19366
+CODE_INPUT_P50, CODE_OUTPUT_P50 = 1469, 13  # SOURCE.md: ContextTokens / GeneratedTokens p50 of the code trace
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+Trace = Callable[[str], Path]
+
+
+def test_opens_on_the_demo_with_the_plane(open_dashboard: OpenDashboard) -> None:
+    app = open_dashboard()
+    plane = app.charts.first
+    expect(plane).to_be_visible(timeout=FIRST_LOAD_MS)
+    expect(plane.locator(".gtitle")).to_contain_text("input vs output", timeout=RERUN_MS)
+    # Points were drawn, not just axes.
+    expect(plane.locator(".scatterlayer .point").first).to_be_attached(timeout=RERUN_MS)
+    expect(app.caption).to_contain_text("Demo mix", timeout=RERUN_MS)
+    app.expect_healthy()
+    expect(app.errors).to_have_count(0)
+
+
+def test_uploading_a_real_trace_shows_its_rows_and_plane(open_dashboard: OpenDashboard, trace: Trace) -> None:
+    path = trace(CONV)
+    app = open_dashboard()
+    app.upload_path(path)
+    expect(app.metric("Requests")).to_have_text(CONV_ROWS, timeout=FIRST_LOAD_MS)
+    expect(app.caption).to_contain_text(path.name, timeout=RERUN_MS)
+    expect(app.caption).to_contain_text(f"{CONV_ROWS} rows read", timeout=RERUN_MS)
+    expect(app.sidebar.get_by_role("radio", name="Your upload")).to_be_checked(timeout=RERUN_MS)
+    plane = app.charts.first
+    expect(plane).to_be_visible(timeout=RERUN_MS)
+    expect(plane.locator(".gtitle")).to_contain_text(f"{CONV_ROWS} requests", timeout=RERUN_MS)
+    app.expect_healthy()
+
+
+def test_trimming_input_lowers_prefill_pressure_and_ttft(open_dashboard: OpenDashboard) -> None:
+    app = open_dashboard()
+    app.go("Capacity what-if")
+    prefill, ttft = app.metric("Prefill pressure"), app.metric("TTFT p50 / p90")
+    expect(prefill).to_have_text(re.compile(r"^\d+%$"), timeout=RERUN_MS)
+    prefill_before, ttft_before = percent(prefill.inner_text()), ms_p90(ttft.inner_text())
+
+    slider = app.sidebar.get_by_role("slider", name="Trim input %")
+    slider.focus()
+    slider.press("End")
+    expect(slider).to_have_attribute("aria-valuetext", "90", timeout=RERUN_MS)
+    # The page redrew with the what-if: the TTFT figure carries a before -> after delta now.
+    expect(app.metric_delta("TTFT p50 / p90")).to_contain_text("ms p90", timeout=RERUN_MS)
+    app.settle()
+
+    ttft_after = ms_p90(ttft.inner_text())
+    assert ttft_after < ttft_before, f"trimming 90 % of the input left TTFT p90 at {ttft_after} ms ({ttft_before})"
+    assert percent(prefill.inner_text()) <= prefill_before
+    if percent(prefill.inner_text()) < prefill_before:
+        expect(app.metric_delta("Prefill pressure")).to_contain_text("-", timeout=RERUN_MS)
+    app.expect_healthy()
+
+
+def test_per_product_csv_of_a_real_trace(open_dashboard: OpenDashboard, trace: Trace, tmp_path: Path) -> None:
+    path = trace(CODE)
+    app = open_dashboard()
+    app.upload_path(path)
+    expect(app.metric("Requests")).to_have_text(CODE_ROWS, timeout=FIRST_LOAD_MS)
+    app.settle()
+
+    saved = app.download(app.download_button("CSV").first, tmp_path)
+    assert saved.name.endswith(".csv")
+    table = pd.read_csv(saved)
+    for column in ("product", "requests", "share of requests", "shape", "phase", "input p50", "output p50"):
+        assert column in table.columns, f"{column!r} missing from {saved.name}: {list(table.columns)}"
+    rows = table.set_index("product")
+    # The whole log first, then its one product (named after the file): both are all of the trace.
+    assert "overall" in rows.index and len(rows) == 2, list(rows.index)
+    product = next(p for p in rows.index if p != "overall")
+    assert "AzureLLMInferenceTrace_code" in product
+    for scope in ("overall", product):
+        assert f"{rows.loc[scope, 'requests']:,}" == CODE_ROWS
+        assert rows.loc[scope, "input p50"] == CODE_INPUT_P50
+        assert rows.loc[scope, "output p50"] == CODE_OUTPUT_P50
+    assert rows.loc[product, "share of requests"] == pytest.approx(1.0)
+
+
+def test_report_page_downloads_a_png_chart(open_dashboard: OpenDashboard, tmp_path: Path) -> None:
+    app = open_dashboard()
+    app.go("Report")
+    include_png = app.main.get_by_role("switch", name="Include PNG charts")
+    expect(include_png).to_be_checked(timeout=RERUN_MS)  # the system chromium is there to render them
+    app.main.get_by_role("button", name="Build report bundle").click(timeout=RERUN_MS)
+    plane_png = app.download_button("plane.png")
+    expect(plane_png).to_be_visible(timeout=BUILD_MS)
+    app.settle()
+
+    saved = app.download(plane_png, tmp_path)
+    data = saved.read_bytes()
+    assert data[:8] == PNG_SIGNATURE, f"{saved.name} is not a PNG: starts {data[:8]!r}"
+    # The first chunk of a PNG is IHDR: length, type, then width and height as big-endian uint32.
+    length, kind, width, height = struct.unpack(">I4sII", data[8:24])
+    assert kind == b"IHDR" and length == 13
+    assert width > 0 and height > 0
+    app.expect_healthy()
+
+
+def test_two_sessions_see_only_their_own_upload(open_dashboard: OpenDashboard, trace: Trace) -> None:
+    code, conv = trace(CODE), trace(CONV)
+    a = open_dashboard()
+    a.upload_path(code)
+    expect(a.metric("Requests")).to_have_text(CODE_ROWS, timeout=FIRST_LOAD_MS)
+    expect(a.caption).to_contain_text(code.name, timeout=RERUN_MS)
+
+    b = open_dashboard()
+    # A's upload is not B's data: B starts on the demo, and its uploader is empty.
+    expect(b.caption).to_contain_text("Demo mix", timeout=RERUN_MS)
+    expect(b.caption).not_to_contain_text(code.name)
+    expect(b.sidebar.get_by_role("button", name=re.compile(r"^Remove "))).to_have_count(0)
+    b.upload_path(conv)
+    expect(b.metric("Requests")).to_have_text(CONV_ROWS, timeout=FIRST_LOAD_MS)
+    expect(b.caption).to_contain_text(conv.name, timeout=RERUN_MS)
+    expect(b.caption).not_to_contain_text(code.name)
+
+    # A reruns after B's upload (two page switches): still its own trace, everywhere it looks.
+    a.go("Clusters")
+    expect(a.caption).to_contain_text(f"applied to all {CODE_ROWS}", timeout=RERUN_MS)
+    a.go("Shape", "Workload shape")
+    expect(a.metric("Requests")).to_have_text(CODE_ROWS, timeout=RERUN_MS)
+    expect(a.caption).to_contain_text(code.name, timeout=RERUN_MS)
+    expect(a.caption).not_to_contain_text(conv.name)
+    # Its uploader holds its one file, never the other session's.
+    expect(a.sidebar.get_by_role("button", name=re.compile(r"^Remove "))).to_have_count(1)
+    expect(a.sidebar.get_by_role("button", name=f"Remove {code.name}")).to_have_count(1)
+
+    b.go("Clusters")
+    expect(b.caption).to_contain_text(f"applied to all {CONV_ROWS}", timeout=RERUN_MS)
+    a.expect_healthy()
+    b.expect_healthy()
+
+
+def test_a_wrong_file_gets_one_clear_line_and_the_app_stays_usable(open_dashboard: OpenDashboard) -> None:
+    app = open_dashboard()
+    app.upload("holiday.png", PNG_SIGNATURE + bytes(200), "image/png")
+    expect(app.errors).to_have_count(1, timeout=FIRST_LOAD_MS)
+    expect(app.errors).to_contain_text("holiday.png", timeout=RERUN_MS)
+    app.expect_healthy()
+    message = app.errors.inner_text().strip()
+    assert "\n" not in message, f"the error should be one line: {message!r}"
+    assert "Traceback" not in message
+
+    app.pick_data("Demo mix (synthetic)")
+    expect(app.heading("Workload shape")).to_be_visible(timeout=FIRST_LOAD_MS)
+    expect(app.errors).to_have_count(0, timeout=RERUN_MS)
+    expect(app.charts.first).to_be_visible(timeout=RERUN_MS)
+    app.expect_healthy()
