@@ -22,8 +22,20 @@ def badge(kind: str) -> None:
 
 
 def chart(fig: go.Figure, key: str) -> None:
-    """A plotly chart at full width, with the PNG button of the modebar."""
+    """A plotly chart at full width, and a PNG of it rendered on the server when the user asks for one."""
+    from shapeviz.report import browser_path, figures_to_png
+
     st.plotly_chart(fig, key=key, config=PLOT_CONFIG, theme=None)
+    try:
+        browser_path()
+    except ValueError as exc:  # no chromium on this server: say so instead of failing on click
+        st.download_button("PNG", b"", disabled=True, help=str(exc), key=f"png-{key}", icon=":material/image:")
+        return
+    st.download_button(
+        "PNG", data=lambda: figures_to_png({key: fig})[key], file_name=f"shapeviz-{key}.png", mime="image/png",
+        key=f"png-{key}", icon=":material/image:", on_click="ignore",
+        help="Rendered on the server (kaleido and the system chromium) at print resolution.",
+    )
 
 
 def table(frame: pd.DataFrame, **column_config: object) -> None:
