@@ -313,6 +313,19 @@ def test_replay_keeps_hash_ids_without_input_trim_and_drops_them_with_it(trace) 
     assert any("hash_ids are omitted" in note for note in trimmed.notes)
 
 
+def test_mooncake_bundle_carries_hash_ids_and_says_how_prefix_reuse_was_found(trace) -> None:  # noqa: ANN001
+    log = _memo("mooncake", lambda: load_log(trace(MOONCAKE)))
+    bundle = report.report_files(log, whatif=WhatIf(trim_output=0.1), png=False)
+    first = json.loads(bundle.files["replay_mooncake.jsonl"].split(b"\n", 1)[0])
+    assert list(first) == ["timestamp", "input_length", "output_length", "hash_ids"] and first["hash_ids"]
+    assert "hash_ids (prefix-block hashes) are the log's" in bundle.files["README.txt"].decode("utf-8")
+    page = bundle.files["report.html"].decode("utf-8")
+    analysis = analyze(log)
+    assert analysis.prefix.method == "block_hashes"
+    assert f"{analysis.prefix.hit_ratio_tokens:.1%} of input tokens (block hashes)" in page
+    assert "prefix cache</td><td>block hashes (simulated)" in page
+
+
 def test_replay_without_timestamps_gets_seeded_poisson_arrivals_at_the_plan_rate(trace) -> None:  # noqa: ANN001
     log = _memo("vidur", lambda: load_log(trace(VIDUR)))
     assert "timestamp" not in log.frame.columns
