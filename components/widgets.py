@@ -23,8 +23,9 @@ def badge(kind: str) -> None:
 
 def chart(fig: go.Figure, key: str) -> None:
     """A plotly chart at full width, and a PNG of it rendered on the server when the user asks for one."""
-    from shapeviz.report import browser_path, figures_to_png
+    from shapeviz.report import browser_path, figures_to_png, inert_figure
 
+    fig = inert_figure(fig)  # product names come from the user's log: never markup
     st.plotly_chart(fig, key=key, config=PLOT_CONFIG, theme=None)
     try:
         browser_path()

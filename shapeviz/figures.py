@@ -330,8 +330,8 @@ def clusters_figure(
             gridcolor="rgba(0,0,0,0.07)")
     fig.update_layout(
         title=dict(text="Clusters of the token plane<br><sup>bubble area ∝ request rate</sup>", x=0.01),
-        height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=50),
-        legend=dict(orientation="h", yanchor="bottom", y=-0.2, x=0),
+        height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=100),
+        legend=dict(orientation="h", yanchor="top", y=-0.14, x=0),
     )
     return fig
 
