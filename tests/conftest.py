@@ -24,9 +24,13 @@ def reference_dir() -> Path:
 def _require(path: Path, what: str) -> Path:
     if path.exists():
         return path
-    reason = f"{what} not found at {path} (set SHAPEVIZ_TRACES / SHAPEVIZ_REFERENCE to point at it)"
+    _skip_or_fail(f"{what} not found at {path} (set SHAPEVIZ_TRACES / SHAPEVIZ_REFERENCE to point at it)")
+
+
+def _skip_or_fail(reason: str) -> None:
+    # CI always has the real data and the system chromium: there, a missing one is a broken set-up.
     if os.environ.get("CI") == "true":
-        pytest.fail(f"CI always has the real data: {reason}")
+        pytest.fail(f"CI must have it: {reason}")
     pytest.skip(reason)
 
 
@@ -50,3 +54,14 @@ def trace(traces: Path):
         return _require(traces / relative, f"trace {relative}")
 
     return _get
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The browser PNG export drives (the product's own lookup); skips (fails under CI=true) when absent."""
+    from shapeviz.report import browser_path
+
+    try:
+        return browser_path()
+    except ValueError as exc:
+        _skip_or_fail(str(exc))

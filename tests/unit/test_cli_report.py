@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -19,17 +17,7 @@ AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
 VIDUR = "vidur_arxiv_summarization/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv"
 
 
-def _need_chromium() -> None:
-    if shutil.which("chromium") or os.environ.get("BROWSER_PATH"):
-        return
-    reason = "PNG export needs the system chromium (/usr/bin/chromium); install the `chromium` package"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI installs chromium: {reason}")
-    pytest.skip(reason)
-
-
-def test_report_writes_pngs_csvs_html_and_replay_and_lists_them(trace, tmp_path: Path, capsys) -> None:  # noqa: ANN001
-    _need_chromium()
+def test_report_writes_pngs_csvs_html_and_replay_and_lists_them(trace, chromium, tmp_path: Path, capsys) -> None:  # noqa: ANN001
     out = tmp_path / "weekly"
     code = main(["report", str(trace(AZURE_CONV)), str(trace(AZURE_CODE)), "--out", str(out),
                  "--trim-input", "0.25", "--traffic", "1.5", "--gpu-hour-usd", "3.1"])

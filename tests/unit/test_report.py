@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 import io
 import json
-import os
 import re
 import shutil
 import zipfile
@@ -345,17 +344,9 @@ def test_replay_without_timestamps_gets_seeded_poisson_arrivals_at_the_plan_rate
 
 
 # --- PNG ---------------------------------------------------------------------------------------------------------
-def _need_chromium() -> None:
-    if shutil.which("chromium") or os.environ.get("BROWSER_PATH"):
-        return
-    reason = "PNG export needs the system chromium (/usr/bin/chromium); install the `chromium` package"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI installs chromium: {reason}")
-    pytest.skip(reason)
 
 
-def test_pngs_are_real_images_of_the_expected_size(azure) -> None:  # noqa: ANN001
-    _need_chromium()
+def test_pngs_are_real_images_of_the_expected_size(azure, chromium) -> None:  # noqa: ANN001
     bundle = report.report_files(azure, whatif=WHATIF, png=True)
     heights = {"plane": 640, "clusters": 600, "pressure": 360, "latency_vs_load": 380, "rate_over_time": 320}
     pngs = {n: d for n, d in bundle.files.items() if n.endswith(".png")}
