@@ -6,8 +6,8 @@ import streamlit as st
 
 from components.context import CLUSTER_K, MATERIAL_SHARE_PCT, page_context
 from components.widgets import badge, chart, csv_button, table
-from shapeviz.figures import clusters_figure, fmt_tokens
-from shapeviz.shapes import SHAPE_LABELS
+from shapeviz.figures import clusters_figure
+from shapeviz.report import clusters_table
 
 
 def _keep_k() -> None:
@@ -44,20 +44,12 @@ rate = ctx.analysis.traffic.mean_rps
 chart(clusters_figure(ctx.frame, result.labels, result.clusters, corners=ctx.settings.corners, rate_rps=rate),
       key="clusters")
 
-rows = pd.DataFrame([
-    {
-        "cluster": f"C{c.id}", "corner": SHAPE_LABELS[c.shape], "share of requests": c.share,
-        "share of GPU-time": c.gpu_share, "phase": c.phase,
-        "centre": f"{fmt_tokens(c.input_center)} in / {fmt_tokens(c.output_center)} out",
-        "p50": f"{fmt_tokens(c.input_p50)} in / {fmt_tokens(c.output_p50)} out",
-        "request rate (req/s)": None if rate is None else c.share * rate,
-        "products": ", ".join(f"{p} {s:.0%}" for p, s in list(c.products.items())[:4]),
-    }
-    for c in result.clusters
-])
-pct = st.column_config.NumberColumn(format="percent")
-table(rows, **{"share of requests": pct, "share of GPU-time": pct,
-               "request rate (req/s)": st.column_config.NumberColumn(format="%.2f")})
+rows = clusters_table(ctx.analysis)  # the same table the report bundle writes
+num = st.column_config.NumberColumn
+table(rows, share_of_requests=num("share of requests", format="percent"),
+      share_of_gpu_time=num("share of GPU-time", format="percent"),
+      mean_rate_rps=num("mean rate (req/s)", format="%.2f"),
+      **{c: num(c.replace("_", " "), format="%.0f") for c in ("input_center", "output_center", "input_p50", "output_p50")})
 csv_button(rows, "clusters.csv")
 badge("measured")
 
@@ -71,7 +63,7 @@ for flag in result.mixed_pools:
     st.warning(f"{label} serves several corners. {flag.reason}", icon=":material/call_split:")
 
 with st.expander("How each product splits across clusters"):
-    table(result.product_table(), request_share=pct, gpu_share=pct)
+    table(result.product_table(), request_share=num(format="percent"), gpu_share=num(format="percent"))
 if result.k_scores:
     with st.expander("Silhouette score per k"):
         table(pd.DataFrame({"k": list(result.k_scores), "silhouette": list(result.k_scores.values())}))

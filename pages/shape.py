@@ -11,6 +11,7 @@ from components.widgets import badge, chart, csv_button, table
 from shapeviz.capacity import balance_ratio
 from shapeviz.figures import fmt_tokens, plane_figure, product_colors
 from shapeviz.recommend import LEVER_LABELS
+from shapeviz.report import products_table
 from shapeviz.shapes import SHAPE_LABELS, SHAPES
 
 ctx = page_context()
@@ -54,20 +55,14 @@ st.caption("Above the dashed balance line a request costs more decode than prefi
 # --- per product -----------------------------------------------------------------------------------------------
 st.subheader("Shape and phase per product")
 mixed = {f.scope: f.reason for f in analysis.clusters.mixed_products}
-rows = []
-for stats in analysis.profile.scopes():
-    rows.append({
-        "product": stats.scope, "requests": stats.requests, "share of requests": stats.share_of_requests,
-        "shape": stats.dominant_shape, "phase": stats.phase, "prefill share of GPU-time": stats.prefill_gpu_share,
-        "share of GPU-time": stats.share_of_gpu,
-        "input p50": stats.input["p50"], "input p90": stats.input["p90"], "input p99": stats.input["p99"],
-        "output p50": stats.output["p50"], "output p90": stats.output["p90"], "output p99": stats.output["p99"],
-        "mixed": "yes" if stats.scope in mixed else "",
-    })
-products_table = pd.DataFrame(rows)
-pct = st.column_config.NumberColumn(format="percent")
-table(products_table, **{"share of requests": pct, "prefill share of GPU-time": pct, "share of GPU-time": pct})
-csv_button(products_table, "shapes_per_product.csv")
+per_product = products_table(analysis)  # the same table the report bundle writes
+num = st.column_config.NumberColumn
+table(per_product,
+      share_of_requests=num("share of requests", format="percent"),
+      prefill_share_of_gpu_time=num("prefill share of GPU-time", format="percent"),
+      share_of_gpu_time=num("share of GPU-time", format="percent"),
+      **{c: num(c.replace("_", " "), format="%.0f") for c in per_product.columns if c[-3:] in ("p50", "p90", "p99")})
+csv_button(per_product, "shapes_per_product.csv")
 for scope, reason in mixed.items():
     st.warning(f"**{scope}** is mixed: {reason}", icon=":material/call_split:")
 for flag in analysis.clusters.mixed_pools:
@@ -80,7 +75,8 @@ corner_rows = pd.DataFrame({
     "tokens": [overall.token_share[c] for c in SHAPES],
     "GPU-time": [overall.gpu_share[c] for c in SHAPES],
 })
-table(corner_rows, requests=pct, tokens=pct, **{"GPU-time": pct})
+share = num(format="percent")
+table(corner_rows, requests=share, tokens=share, **{"GPU-time": share})
 
 # --- recommendations ---------------------------------------------------------------------------------------------
 st.subheader("What to buy first")
