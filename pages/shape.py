@@ -82,9 +82,20 @@ table(corner_rows, requests=share, tokens=share, **{"GPU-time": share})
 st.subheader("What to buy first")
 if not analysis.recommendations:
     st.write("Nothing stands out: the traffic is balanced between phases and sits in one corner.")
-for rec in analysis.recommendations:
+TOP = 5  # the first few are the decision; the rest, per product, one click away
+
+
+def _recommendation(rec) -> None:  # noqa: ANN001 - a shapeviz.recommend.Recommendation
     scope = "all traffic" if rec.scope == "overall" else rec.scope
     st.markdown(f"**{LEVER_LABELS[rec.lever]}** for {scope}, protects **{rec.metric.upper()}**  \n{rec.reason}")
+
+
+for rec in analysis.recommendations[:TOP]:
+    _recommendation(rec)
+if len(analysis.recommendations) > TOP:
+    with st.expander(f"{len(analysis.recommendations) - TOP} more, product by product"):
+        for rec in analysis.recommendations[TOP:]:
+            _recommendation(rec)
 badge("estimated")
 
 # --- load report ---------------------------------------------------------------------------------------------------
