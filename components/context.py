@@ -60,9 +60,10 @@ def workload(digest: str, _log: LoadedLog) -> Workload:
 
 
 @st.cache_resource(max_entries=64)
-def deployment_for(model: str, gpu: str, precision: str, tp: int | None) -> Deployment:
+def deployment_for(model: str, gpu: str, precision: str, kv_precision: str | None, tp: int | None) -> Deployment:
     """The deployment the sidebar describes; TP 'auto' is the smallest that fits with room for KV."""
-    return Deployment(get_model(model), get_gpu(gpu), precision, tp=tp or smallest_tp(model, gpu, precision))
+    return Deployment(get_model(model), get_gpu(gpu), precision, kv_precision,
+                      tp=tp or smallest_tp(model, gpu, precision, kv_precision))
 
 
 def page_context() -> PageContext:
@@ -81,7 +82,7 @@ def page_context() -> PageContext:
         st.info("Upload a request log in the sidebar, or pick the demo or a scenario.")
         st.stop()
     try:
-        dep = deployment_for(s.model, s.gpu, s.precision, s.tp)
+        dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp)
     except ValueError as exc:
         st.error(f"Deployment: {exc}", icon=":material/memory:")
         st.stop()

@@ -23,6 +23,7 @@ DEFAULTS: dict[str, object] = {
     "model": "llama-3.1-70b",
     "gpu": "h100-sxm",
     "precision": "fp8",
+    "kv_precision": "same",
     "tp": "auto",
     "ttft_slo_ms": 1000,
     "tpot_slo_ms": 50,
@@ -45,6 +46,7 @@ class Settings:
     model: str
     gpu: str
     precision: str
+    kv_precision: str | None     # None: the same as the weights
     tp: int | None
     ttft_slo_ms: float
     tpot_slo_ms: float
@@ -121,8 +123,11 @@ def render_whatif() -> None:
         st.selectbox("Model", list_models(), key="model", format_func=lambda m: get_model(m).name)
         st.selectbox("GPU", list_gpus(), key="gpu", format_func=lambda g: get_gpu(g).name, on_change=_on_gpu_change)
         left, right = st.columns(2)
-        left.selectbox("Precision", ["fp8", "bf16"], key="precision")
-        right.selectbox("Tensor parallel", ["auto", 1, 2, 4, 8], key="tp")
+        left.selectbox("Weights", ["fp8", "bf16"], key="precision", help="Weight precision.")
+        right.selectbox("KV cache", ["same", "fp8", "bf16"], key="kv_precision",
+                        help="KV-cache precision; 'same' follows the weights.")
+        st.selectbox("Tensor parallel", ["auto", 1, 2, 4, 8, 16], key="tp",
+                     help="GPUs per replica; auto is the smallest that holds the weights with room for KV.")
         st.number_input("$ per GPU-hour", 0.0, 100.0, key="gpu_hour_usd", step=0.1, format="%.2f",
                         help="An assumption: set your own contract price.")
     with st.sidebar.expander("SLOs (p90)", expanded=True):
@@ -151,6 +156,7 @@ def settings() -> Settings:
         trim_input=s["trim_input_pct"] / 100, trim_output=s["trim_output_pct"] / 100,
         cache_hit=s["cache_hit_pct"] / 100, traffic=float(s["traffic"]),
         model=str(s["model"]), gpu=str(s["gpu"]), precision=str(s["precision"]),
+        kv_precision=None if s["kv_precision"] == "same" else str(s["kv_precision"]),
         tp=None if tp == "auto" else int(tp),
         ttft_slo_ms=float(s["ttft_slo_ms"]), tpot_slo_ms=float(s["tpot_slo_ms"]),
         gpu_hour_usd=float(s["gpu_hour_usd"]),

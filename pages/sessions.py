@@ -92,10 +92,16 @@ else:
     hit = ctx.settings.cache_hit
     savings = prefix_savings(frame["input_tokens"].to_numpy(), hit, prefill_ms=prefill_ms,
                              cached_discount=discount / 100, input_price_per_mtok=price)
-    c = st.columns(3)
+    inputs = frame["input_tokens"].to_numpy(dtype=float)
+    cold_ms = float(np.median(prefill_ms(inputs, np.zeros_like(inputs))))
+    warm_ms = float(np.median(prefill_ms(inputs, np.floor(inputs * hit))))
+    c = st.columns(4)
     c[0].metric("Prefill tokens saved", f"{savings.cached_tokens:,}", help=f"at the sidebar's hit rate {hit:.0%}")
     c[1].metric("Prefill GPU-time saved", f"{savings.prefill_time_saved_share:.0%}")
-    c[2].metric("Input bill", f"${savings.input_cost_with_cache_usd:,.2f}",
+    c[2].metric("TTFT p50, prefill only", f"{warm_ms:,.0f} ms", f"{warm_ms - cold_ms:+,.0f} ms vs no cache",
+                delta_color="inverse", help="Median prefill time of a request on the selected deployment, "
+                                             "without queueing; the Capacity page adds queueing on the fleet.")
+    c[3].metric("Input bill", f"${savings.input_cost_with_cache_usd:,.2f}",
                 f"-${savings.cost_saved_usd:,.2f}", delta_color="inverse")
     st.caption(f"At the sidebar's prefix-cache hit rate ({hit:.0%}; it defaults to the measured ratio). TTFT "
                "savings on the planned fleet are on the Capacity page.")
