@@ -137,3 +137,24 @@ def test_kv_cache_precision_is_set_on_its_own() -> None:
     assert not at.exception, at.exception
     assert any("Llama-3.1-70B at BF16 KV: 320 KiB per token" in c.value for c in at.caption)
     assert at.selectbox(key="precision").value == "fp8"
+
+
+TRACES = [
+    "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
+    "mooncake_fast25/synthetic_trace.jsonl",
+    "burstgpt/burstgpt_slice.csv",
+    "burstgpt/burstgpt3_slice.csv",
+    "tracelab_example/round_trace.jsonl",
+    "vidur_arxiv_summarization/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",  # no timestamps
+]
+PAGES = ["pages/shape.py", "pages/clusters.py", "pages/capacity.py", "pages/sessions.py", "pages/report.py"]
+
+
+@pytest.mark.parametrize("relative", TRACES)
+def test_every_page_works_on_every_real_trace(trace, relative: str) -> None:
+    path = trace(relative)
+    at = _upload(_app(), path.name, path.read_bytes(), "application/octet-stream")
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, f"{page} on {path.name}: {at.exception}"
+        assert not at.error, f"{page} on {path.name}: {[e.value for e in at.error]}"
