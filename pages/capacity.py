@@ -101,7 +101,7 @@ if st.button("Compare all deployments", icon=":material/compare_arrows:"):
     if best:
         cols = st.columns(len(best))
         for col, (title, r) in zip(cols, best.items()):
-            col.metric(title.capitalize(), f"{r['gpus']}× {r['gpu']}",
+            col.metric(title[0].upper() + title[1:], f"{r['gpus']}× {r['gpu']}",
                        f"{r['precision'].upper()} TP{r['tp']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
                        delta_color="off")
     table(table_all.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))

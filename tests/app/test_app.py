@@ -158,3 +158,24 @@ def test_every_page_works_on_every_real_trace(trace, relative: str) -> None:
         at.switch_page(page).run()
         assert not at.exception, f"{page} on {path.name}: {at.exception}"
         assert not at.error, f"{page} on {path.name}: {[e.value for e in at.error]}"
+
+
+def test_the_report_bundle_builds_on_click_and_offers_every_file() -> None:
+    at = _app()
+    at.switch_page("pages/report.py").run()
+    at.toggle[0].set_value(False).run()  # PNGs are covered by the report and browser tests; this is the page
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    labels = [b.label for b in at.get("download_button")]
+    assert any(label.startswith("Download the bundle (zip") for label in labels)
+    for name in ("HTML memo", "Replay trace (JSONL)", "Replay trace (Vidur CSV)", "recommendations.csv"):
+        assert name in labels, labels
+
+
+def test_comparing_deployments_names_winners_and_counts_those_that_meet_the_slos() -> None:
+    at = _app()
+    at.switch_page("pages/capacity.py").run()
+    next(b for b in at.button if b.label == "Compare all deployments").click().run()
+    assert not at.exception, at.exception
+    assert any(m.value.startswith("**") and "configurations meet both SLOs" in m.value for m in at.markdown)
+    assert {"Cheapest", "Lowest latency", "Fewest GPUs"} <= {m.label for m in at.metric}
