@@ -73,36 +73,65 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _start(log_path: Path) -> tuple[subprocess.Popen[bytes], str, bool]:
-    """Start ``streamlit run app.py`` and wait (bounded) for its health endpoint: process, URL, healthy."""
-    port = _free_port()
-    url = f"http://{HOST}:{port}"
-    command = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
-        "--server.port", str(port), "--server.headless", "true", "--server.address", HOST,
-        "--browser.gatherUsageStats", "false",
-        # Others edit the checkout while the suite runs: a file watcher would only cost CPU and offer reruns.
-        "--server.fileWatcherType", "none",
-    ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + SERVER_START_S
-    while time.monotonic() < deadline and process.poll() is None:
-        if _healthy(url):
-            return process, url, True
-        time.sleep(0.25)  # polling a socket: there is no page yet for playwright to wait on
-    return process, url, False
+class LiveServer:
+    """``streamlit run app.py`` from the checkout on a free loopback port, its output in a log file."""
 
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = ""
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
+    def start(self) -> None:
+        """Start the server and wait (bounded) for its health endpoint; fail with the log's tail if it never is."""
+        for _attempt in range(SERVER_ATTEMPTS):
+            if self._start_once():
+                return
+            self.stop()
+        pytest.fail(f"streamlit did not become healthy at {self.url}/_stcore/health within {SERVER_START_S} s "
+                    f"(exit code {self.exit_code}); server log tail:\n{self.tail()}")
+
+    def _start_once(self) -> bool:
+        self.url = f"http://{HOST}:{_free_port()}"
+        command = [
+            sys.executable, "-m", "streamlit", "run", "app.py",
+            "--server.port", self.url.rsplit(":", 1)[1], "--server.headless", "true", "--server.address", HOST,
+            "--browser.gatherUsageStats", "false",
+            # Others edit the checkout while the suite runs: a file watcher would only cost CPU and offer reruns.
+            "--server.fileWatcherType", "none",
+        ]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + SERVER_START_S
+        while time.monotonic() < deadline and self.alive():
+            if _healthy(self.url):
+                return True
+            time.sleep(0.25)  # polling a socket: there is no page yet for playwright to wait on
+        return False
+
+    def alive(self) -> bool:
+        """The server process is still running."""
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def exit_code(self) -> int | None:
+        """How the server process ended (None while it runs)."""
+        return None if self.process is None else self.process.poll()
+
+    def tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last lines the server wrote."""
+        return _tail(self.log_path, lines)
+
+    def stop(self) -> None:
+        """Terminate, then kill if it does not stop within ten seconds."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
         try:
-            process.wait(timeout=10)
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+            self.process.kill()
+            self.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="session")
@@ -126,20 +155,15 @@ def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def app_url(chromium: str, server_log: Path) -> Iterator[str]:
-    """Base URL of a live ``streamlit run app.py`` on a free loopback port, stopped after the session."""
-    for attempt in range(1, SERVER_ATTEMPTS + 1):
-        process, url, healthy = _start(server_log)
-        if healthy:
-            break
-        _stop(process)
-        if attempt == SERVER_ATTEMPTS:
-            pytest.fail(f"streamlit did not become healthy at {url}/_stcore/health within {SERVER_START_S} s "
-                        f"(exit code {process.returncode}); server log tail:\n{_tail(server_log)}")
+def app_server(chromium: str, server_log: Path) -> Iterator[LiveServer]:
+    """A live ``streamlit run app.py`` on a free loopback port for the whole session, stopped at its end."""
+    # Asks for `chromium` first so that a machine without a browser skips before paying for a server.
+    server = LiveServer(server_log)
+    server.start()
     try:
-        yield url
+        yield server
     finally:
-        _stop(process)
+        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -164,7 +188,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.fixture
-def open_dashboard(browser: Browser, app_url: str, server_log: Path, request: pytest.FixtureRequest,
+def open_dashboard(browser: Browser, app_server: LiveServer, request: pytest.FixtureRequest,
                    tmp_path: Path) -> Iterator[OpenDashboard]:
     """``open_dashboard()`` -> a Dashboard in a fresh browser context (its own session) on the app's Shape page.
 
@@ -172,13 +196,20 @@ def open_dashboard(browser: Browser, app_url: str, server_log: Path, request: py
     """
     from dashboard import Dashboard
 
+    if not app_server.alive():
+        # Say so once, plainly, and give the tests after this one a server again (instead of a timeout each).
+        code, tail = app_server.exit_code, app_server.tail()
+        app_server.start()
+        pytest.fail(f"the streamlit server exited (code {code}) before this test; restarted for the next ones. "
+                    f"Server log tail:\n{tail}")
+
     contexts: list[BrowserContext] = []
     opened: list[Dashboard] = []
 
     def _open() -> Dashboard:
         context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
         contexts.append(context)
-        board = Dashboard(context.new_page(), app_url)
+        board = Dashboard(context.new_page(), app_server.url)
         opened.append(board)
         return board.open()
 
@@ -192,6 +223,6 @@ def open_dashboard(browser: Browser, app_url: str, server_log: Path, request: py
                 print(f"screenshot of session {i}: {shot}")
             except Exception as exc:  # noqa: BLE001 - evidence is best effort; the test already failed
                 print(f"no screenshot of session {i}: {exc}")
-        print(f"streamlit server log tail:\n{_tail(server_log)}")
+        print(f"streamlit server log tail:\n{app_server.tail()}")
     for context in contexts:
         context.close()

@@ -94,9 +94,9 @@ class Dashboard:
         """Choose a log in the sidebar's "Log to analyse" radio."""
         self.sidebar.get_by_role("radiogroup", name="Log to analyse").get_by_text(label, exact=True).click()
 
-    def download(self, button: Locator, folder: Path) -> Path:
+    def download(self, button: Locator, folder: Path, timeout_ms: float = RERUN_MS) -> Path:
         """Click a download button and save what the browser receives under its suggested name."""
-        with self.page.expect_download(timeout=RERUN_MS) as info:
+        with self.page.expect_download(timeout=timeout_ms) as info:
             button.click(timeout=RERUN_MS)
         download = info.value
         assert download.failure() is None, f"download of {download.suggested_filename} failed: {download.failure()}"
