@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from dataclasses import astuple, dataclass
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from components import data, sidebar
 from components.entry import through_entry
-from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model, slo_range
+from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model, rate_over_time, slo_range
 from shapeviz.capacity.physics import smallest_tp
+from shapeviz.figures import product_colors, rate_figure
 from shapeviz.ingest import IngestError, LoadedLog
 from shapeviz.summary import Analysis, analyze
 
@@ -57,6 +59,13 @@ def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment
 def workload(digest: str, _log: LoadedLog) -> Workload:
     """The log binned into weighted points, once per dataset: a slider move never touches rows."""
     return Workload.from_frame(_log.frame)
+
+
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
+def rate_chart(digest: str, freq: str, _log: LoadedLog) -> go.Figure:
+    """Request rate over time per product, once per dataset: it reads every row, so never on a slider move."""
+    rates = rate_over_time(_log.frame, freq)
+    return rate_figure(rates, product_colors(rates["product"].unique()))
 
 
 @st.cache_resource(max_entries=64)

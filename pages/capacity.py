@@ -4,11 +4,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from components.context import page_context, workload
+from components.context import page_context, rate_chart, workload
 from components.widgets import badge, chart, table
-from shapeviz.capacity import load_curve, rate_over_time
+from shapeviz.capacity import load_curve
 from shapeviz.capacity.compare import compare_deployments, compare_whatif, winners
-from shapeviz.figures import load_curve_figure, pressure_figure, product_colors, rate_figure
+from shapeviz.figures import load_curve_figure, pressure_figure
 
 ctx = page_context()
 s, dep = ctx.settings, ctx.deployment
@@ -85,8 +85,8 @@ st.caption("The fleet is held at the plan's size; the gap between the operating 
            "headroom a planner buys.")
 
 if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
-    rates = rate_over_time(ctx.frame, "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min")
-    chart(rate_figure(rates, product_colors(rates["product"].unique())), key="rate")
+    freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"
+    chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate")
     badge("measured")
 
 st.subheader("Compare deployments")
