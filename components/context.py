@@ -99,7 +99,12 @@ def page_context() -> PageContext:
     # session keys (a widget's own key is dropped when its page is not shown).
     k = st.session_state.get(CLUSTER_K)
     material = st.session_state.get(MATERIAL_SHARE_PCT, 15) / 100
-    analysis = _analysis(dataset.digest, astuple(s.corners), dep, k, material, dataset.log)
+    try:
+        analysis = _analysis(dataset.digest, astuple(s.corners), dep, k, material, dataset.log)
+    except ValueError as exc:  # e.g. every row of an upload was dropped: say why, keep the mapping editor
+        st.error(str(exc), icon=":material/error:")
+        _mapping_editor_for_failed_upload()
+        st.stop()
     _sync_cache_default(dataset.digest, analysis, workload(dataset.digest, dataset.log))
     _show_slo_hint(analysis.profile.overall.dominant_shape)
     return PageContext(dataset, analysis, dep, s)

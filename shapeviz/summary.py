@@ -86,6 +86,12 @@ def analyze(
 ) -> Analysis:
     """Run every analysis of a loaded log once (shape, clusters, sessions, prefix reuse, recommendations)."""
     frame = log.frame
+    if len(frame) == 0:
+        r = log.report
+        reasons = ", ".join(f"{k} {v:,}" for k, v in r.dropped.items()) or "no rows"
+        mapped = ", ".join(f"{k}={v}" for k, v in r.mapping.items() if k in ("input_tokens", "output_tokens"))
+        raise ValueError(f"{r.source}: none of its {r.rows_read:,} rows is a usable request ({reasons}); "
+                         f"check the token columns ({mapped}) or map others (--map input_tokens=<column>)")
     gpu_time = request_gpu_time(frame, deployment)
     profile = shape_profile(frame, corners, deployment, gpu_time=gpu_time)
     clusters = find_clusters(frame, k, corners=corners, deployment=deployment, material_share=material_share,

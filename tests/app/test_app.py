@@ -179,3 +179,10 @@ def test_comparing_deployments_names_winners_and_counts_those_that_meet_the_slos
     assert not at.exception, at.exception
     assert any(m.value.startswith("**") and "configurations meet both SLOs" in m.value for m in at.markdown)
     assert {"Cheapest", "Lowest latency", "Fewest GPUs"} <= {m.label for m in at.metric}
+
+
+def test_a_log_whose_rows_are_all_dropped_says_why_in_one_line() -> None:
+    at = _upload(_app(), "broken.csv", b"input_tokens,output_tokens\n-5,10\nabc,3\n")
+    assert not at.exception, at.exception
+    [error] = at.error
+    assert "broken.csv" in error.value and "negative_tokens 1" in error.value and "not_a_number 1" in error.value

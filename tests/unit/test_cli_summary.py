@@ -98,3 +98,11 @@ def test_map_overrides_a_column_and_the_mapping_says_so(tmp_path: Path, capsys) 
     doc = _summary(capsys, str(log), "--map", "input_tokens=prompt_len", "--map", "output_tokens=answer_len")
     assert doc["mapping"]["input_tokens"] == "prompt_len" and doc["mapping"]["output_tokens"] == "answer_len"
     assert doc["rows"]["kept"] == 2
+
+
+def test_a_log_with_no_usable_row_exits_2_with_the_reasons(tmp_path: Path, capsys) -> None:
+    log = tmp_path / "broken.csv"
+    log.write_text("input_tokens,output_tokens\n-5,10\nabc,3\n")
+    assert main(["summary", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "broken.csv" in err[0] and "negative_tokens 1" in err[0]
