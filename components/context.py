@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import astuple, dataclass
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -14,8 +15,9 @@ from components import data, sidebar
 from components.entry import through_entry
 from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model, rate_over_time, slo_range
 from shapeviz.capacity.physics import smallest_tp
-from shapeviz.figures import product_colors, rate_figure
+from shapeviz.figures import plane_figure, product_colors, rate_figure
 from shapeviz.ingest import IngestError, LoadedLog
+from shapeviz.shapes import Corners
 from shapeviz.summary import Analysis, analyze
 
 
@@ -50,8 +52,6 @@ MATERIAL_SHARE_PCT = "material_share_pct"
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Analysing the log…")
 def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
               material_share: float, _log: LoadedLog) -> Analysis:
-    from shapeviz.shapes import Corners
-
     return analyze(_log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share)
 
 
@@ -66,6 +66,15 @@ def rate_chart(digest: str, freq: str, _log: LoadedLog) -> go.Figure:
     """Request rate over time per product, once per dataset: it reads every row, so never on a slider move."""
     rates = rate_over_time(_log.frame, freq)
     return rate_figure(rates, product_colors(rates["product"].unique()))
+
+
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
+def plane_base(digest: str, corners: tuple[int, int, int], _log: LoadedLog) -> tuple[go.Figure, pd.DataFrame]:
+    """The plane without what-if overlays, and each product's p50: the part that reads every row."""
+    frame = _log.frame
+    fig = plane_figure(frame, corners=Corners(*corners), colors=product_colors(frame["product"].astype(str).unique()))
+    p50 = frame.groupby("product", observed=True)[["input_tokens", "output_tokens"]].median()
+    return fig, p50
 
 
 @st.cache_resource(max_entries=64)

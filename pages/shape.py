@@ -1,15 +1,18 @@
 """Shape: the input-vs-output plane, the headline figures, the shape and phase per product, what to buy."""
 from __future__ import annotations
 
+from dataclasses import astuple
+
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from components.context import page_context
+from components.context import page_context, plane_base
 from components.mapping import mapping_editor
 from components.widgets import badge, chart, csv_button, table
 from shapeviz.capacity import balance_ratio
-from shapeviz.figures import fmt_tokens, plane_figure, product_colors
+from shapeviz.figures import add_balance_line, add_whatif_shift, fmt_tokens, product_colors
 from shapeviz.recommend import LEVER_LABELS
 from shapeviz.report import products_table
 from shapeviz.shapes import SHAPE_LABELS, SHAPES
@@ -41,12 +44,10 @@ with right:
 # --- the plane -----------------------------------------------------------------------------------------------
 x = np.logspace(0, 6.5, 60)
 ratio = balance_ratio(ctx.deployment, x, s.cache_hit * x, tpot_slo_ms=s.tpot_slo_ms)
-colors = product_colors(frame["product"].astype(str).unique())
-fig = plane_figure(
-    frame, corners=s.corners, colors=colors, balance=(x, ratio * x),
-    balance_label=f"prefill = decode GPU-time ({ctx.deployment.describe()})",
-    shift=(s.trim_input, s.trim_output),
-)
+base, p50 = plane_base(ctx.dataset.digest, astuple(s.corners), ctx.dataset.log)
+fig = go.Figure(base)  # the cached base stays untouched; the what-if overlays are this run's
+add_balance_line(fig, x, ratio * x, f"prefill = decode GPU-time ({ctx.deployment.describe()})")
+add_whatif_shift(fig, p50, (s.trim_input, s.trim_output), product_colors(p50.index.astype(str)))
 chart(fig, key="plane")
 st.caption("Above the dashed balance line a request costs more decode than prefill GPU-time on the selected "
            "deployment. Diamonds are each product's median request; open diamonds show where the what-if trims "

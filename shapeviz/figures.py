@@ -192,7 +192,7 @@ def plane_figure(
             ),
             row=2, col=1,
         )
-    # p50 markers per product, and where a what-if moves them.
+    # p50 markers per product (add_whatif_shift draws where a what-if moves them).
     p50 = frame.groupby("product", observed=True)[["input_tokens", "output_tokens"]].median()
     for name in products:
         if name not in p50.index:
@@ -205,30 +205,6 @@ def plane_figure(
                 hovertemplate=(f"<b>{_escape(name)}</b> median request<br>{fmt_tokens(px)} in / "
                                f"{fmt_tokens(py)} out<extra></extra>"),
             ),
-            row=2, col=1,
-        )
-        if shift and (shift[0] > 0 or shift[1] > 0):
-            nx, ny = max(px * (1 - shift[0]), 1.0), max(py * (1 - shift[1]), 1.0)
-            fig.add_annotation(
-                x=np.log10(nx), y=np.log10(ny), ax=np.log10(px), ay=np.log10(py), xref="x3", yref="y3",
-                axref="x3", ayref="y3", showarrow=True, arrowhead=2, arrowwidth=1.5, arrowcolor=colors[name],
-                text="",
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=[nx], y=[ny], mode="markers", name=f"{name} p50 after what-if", legendgroup=name,
-                    showlegend=False,
-                    marker=dict(symbol="diamond-open", size=15, color=colors[name], line=dict(width=2)),
-                    hovertemplate=(f"<b>{_escape(name)}</b> median after what-if<br>{fmt_tokens(nx)} in / "
-                                   f"{fmt_tokens(ny)} out<extra></extra>"),
-                ),
-                row=2, col=1,
-            )
-    if balance is not None:
-        bx, by = balance
-        fig.add_trace(
-            go.Scatter(x=bx, y=by, mode="lines", name=balance_label, line=dict(color="#333", width=2, dash="dash"),
-                       hovertemplate="balance: %{x:,.0f} in ↔ %{y:,.0f} out<extra></extra>"),
             row=2, col=1,
         )
     # Marginal distributions, log-binned, one step line per product.
@@ -246,6 +222,10 @@ def plane_figure(
                                  legendgroup=name, line=dict(color=colors[name], width=1.5),
                                  hovertemplate=f"{_escape(name)}: %{{x:,}} requests near %{{y:,.0f}} output tokens<extra></extra>"),
                       row=2, col=2)
+    if shift is not None:
+        add_whatif_shift(fig, p50, shift, colors)
+    if balance is not None:
+        add_balance_line(fig, balance[0], balance[1], balance_label)
     _corner_shapes(fig, corners, xr, yr)
     _token_axis(fig, "input tokens per request (log)", 2, 1, "x", xr)
     _token_axis(fig, "output tokens per request (log)", 2, 1, "y", yr)
@@ -262,6 +242,42 @@ def plane_figure(
         hovermode="closest",
     )
     return fig
+
+
+def add_whatif_shift(fig: go.Figure, p50: pd.DataFrame, shift: tuple[float, float], colors: dict[str, str]) -> None:
+    """Arrows from each product's p50 to where the what-if trims move it, on a ``plane_figure``.
+
+    ``p50``: median ``input_tokens``/``output_tokens`` indexed by product; ``shift``: (trim_input, trim_output).
+    """
+    if not (shift[0] > 0 or shift[1] > 0):
+        return
+    for name, row in p50.iterrows():  # one row per product, not per request
+        px, py = float(row["input_tokens"]), float(row["output_tokens"])
+        nx, ny = max(px * (1 - shift[0]), 1.0), max(py * (1 - shift[1]), 1.0)
+        color = colors.get(str(name), "#555")
+        fig.add_annotation(
+            x=np.log10(nx), y=np.log10(ny), ax=np.log10(px), ay=np.log10(py), xref="x3", yref="y3",
+            axref="x3", ayref="y3", showarrow=True, arrowhead=2, arrowwidth=1.5, arrowcolor=color, text="",
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[nx], y=[ny], mode="markers", name=f"{name} p50 after what-if", legendgroup=str(name),
+                showlegend=False, marker=dict(symbol="diamond-open", size=15, color=color, line=dict(width=2)),
+                hovertemplate=(f"<b>{_escape(str(name))}</b> median after what-if<br>{fmt_tokens(nx)} in / "
+                               f"{fmt_tokens(ny)} out<extra></extra>"),
+            ),
+            row=2, col=1,
+        )
+
+
+def add_balance_line(fig: go.Figure, input_tokens: np.ndarray, output_tokens: np.ndarray, label: str) -> None:
+    """The dashed line where prefill and decode GPU-time of a request are equal, on a ``plane_figure``."""
+    fig.add_trace(
+        go.Scatter(x=input_tokens, y=output_tokens, mode="lines", name=label,
+                   line=dict(color="#333", width=2, dash="dash"),
+                   hovertemplate="balance: %{x:,.0f} in ↔ %{y:,.0f} out<extra></extra>"),
+        row=2, col=1,
+    )
 
 
 def _escape(text: str) -> str:
