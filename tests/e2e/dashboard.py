@@ -72,14 +72,20 @@ class Dashboard:
     def open(self, title: str = "Workload shape") -> Dashboard:
         """Load the app and wait until the first page has drawn its title."""
         self.page.goto(self.base_url + "/", wait_until="domcontentloaded", timeout=FIRST_LOAD_MS)
-        expect(self.heading(title)).to_be_visible(timeout=FIRST_LOAD_MS)
+        self._expect_page(title)
         return self
 
     def go(self, link: str, title: str | None = None) -> None:
         """Click a page in the sidebar navigation and wait for its title."""
         self.sidebar.get_by_role("link", name=link, exact=True).click()
-        expect(self.heading(title or link)).to_be_visible(timeout=FIRST_LOAD_MS)
+        self._expect_page(title or link)
         self.settle()
+
+    def _expect_page(self, title: str) -> None:
+        # A traceback instead of the page ends the wait at once, with the traceback as the failure message.
+        expect(self.heading(title).or_(self.exceptions).first).to_be_visible(timeout=FIRST_LOAD_MS)
+        if self.exceptions.count():
+            raise AssertionError(f"the {title!r} page shows an exception: {self.exceptions.first.inner_text()}")
 
     def upload(self, name: str, data: bytes, mime: str = "text/csv") -> None:
         """Drop one file into the sidebar's uploader, as a file chooser would."""
