@@ -61,8 +61,12 @@ row2 = st.columns(4)
 g_b, g_a = b["gpus"], a["gpus"]
 row2[0].metric("GPUs colocated", f"{g_a['colocated'] or 'n/a'}", _delta(g_b["colocated"], g_a["colocated"]),
                delta_color="inverse")
-row2[1].metric("GPUs disaggregated (prefill + decode)", f"{g_a['prefill']} + {g_a['decode']}",
-               _delta(g_b.get("disaggregated"), g_a.get("disaggregated"), " total"), delta_color="inverse")
+split = ("cannot meet the SLOs" if g_a["prefill"] is None or g_a["decode"] is None
+         else f"{g_a['prefill']} + {g_a['decode']}")
+row2[1].metric("GPUs disaggregated (prefill + decode)", split,
+               _delta(g_b.get("disaggregated"), g_a.get("disaggregated"), " total"), delta_color="inverse",
+               help="Separate prefill and decode pools. The KV transfer between them adds to TTFT, so when the "
+                    "prefill alone nearly fills the TTFT SLO no prefill pool meets it.")
 row2[2].metric("Cost per hour", f"${a['cost'].get('usd_per_hour') or 0:,.0f}",
                _delta(b["cost"].get("usd_per_hour"), a["cost"].get("usd_per_hour"), " $"), delta_color="inverse")
 per_m = a["cost"].get("usd_per_million_tokens")

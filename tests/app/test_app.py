@@ -115,6 +115,7 @@ def test_untouched_levers_change_nothing() -> None:
     assert not at.exception, at.exception
     gpus = next(m for m in at.metric if m.label == "GPUs colocated")
     assert not gpus.delta, f"default what-if moved the plan: {gpus.delta}"
+    assert not [m.value for m in at.metric if "None" in m.value or "nan" in m.value.lower()]
 
 
 def test_the_user_sets_k_on_the_clusters_page_and_it_holds_across_pages() -> None:
