@@ -41,17 +41,13 @@ class Dataset:
     synthetic: bool
 
 
-def _as_loaded(frame_bytes: bytes, name: str) -> LoadedLog:
-    # Generated data goes through the same reader as an upload, so the demo shows a real load report.
-    return load_log(frame_bytes, name=name)
-
-
 @st.cache_resource(max_entries=8, ttl=24 * 3600, show_spinner="Generating the demo log…")
 def _load_generated(kind: str, seed: int = 0) -> LoadedLog:
     frame = generate(DEMO_REQUESTS, seed=seed) if kind == "demo" else scenario(kind, SCENARIO_REQUESTS, seed=seed)
     buffer = io.BytesIO()
     write_log(frame, buffer, fmt="parquet")
-    return _as_loaded(buffer.getvalue(), f"{kind}.parquet")
+    # Generated data goes through the same reader as an upload, so the demo shows a real load report.
+    return load_log(buffer.getvalue(), name=f"{kind}.parquet")
 
 
 @st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner="Reading your log…")

@@ -6,15 +6,17 @@ prefix reuse, recommendations) once; ``summary_document`` turns the result into 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
+from shapeviz.capacity.serving import per_minute_rates
 from shapeviz.clusters import ClusterResult, find_clusters
 from shapeviz.ingest import LoadedLog, LoadReport, combine, load_log
+from shapeviz.plain import json_safe
 from shapeviz.prefix import PrefixReuse, prefix_reuse
 from shapeviz.recommend import Recommendation, recommend
 from shapeviz.sessions import AgentVerdict, detect_agents, session_summary
@@ -51,8 +53,7 @@ def traffic(frame: pd.DataFrame) -> Traffic:
     span = (end - start).total_seconds()
     if span <= 0:
         return Traffic(n, start.isoformat(), end.isoformat(), 0.0, None, None, None)
-    minutes = ((ts - start).dt.total_seconds() // 60).to_numpy(dtype=np.int64)
-    per_minute = np.bincount(minutes) / 60.0
+    per_minute = per_minute_rates(ts)
     return Traffic(
         requests=n, start=start.isoformat(), end=end.isoformat(), span_s=float(span),
         mean_rps=float(len(ts) / span), peak_rps=float(per_minute.max()),
@@ -72,7 +73,6 @@ class Analysis:
     sessions: dict[str, Any] | None
     agents: dict[str, AgentVerdict]
     recommendations: list[Recommendation]
-    gpu_time: tuple[np.ndarray, np.ndarray] = field(repr=False)
 
 
 def analyze(
@@ -107,7 +107,7 @@ def analyze(
         hit[OVERALL] = prefix.hit_ratio_tokens
     recs = recommend(profile, clusters, prefix_hit_ratio=hit,
                      agent_products=[p for p, a in agents.items() if a.is_agent])
-    return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs, gpu_time)
+    return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs)
 
 
 def _stats_dict(stats: ShapeStats, mixed: set[str], name_key: bool) -> dict[str, Any]:
@@ -165,23 +165,7 @@ def summary_document(analysis: Analysis) -> dict[str, Any]:
     agent_list = [p for p, a in analysis.agents.items() if a.is_agent]
     if agent_list:
         document["agent_products"] = agent_list
-    return _plain(document)
-
-
-def _plain(value: Any) -> Any:
-    """numpy scalars → Python numbers, NaN → None, so ``json.dump(allow_nan=False)`` never fails."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        return v if np.isfinite(v) else None
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
+    return json_safe(document)
 
 
 def load_logs(paths: Sequence[str | Path], mapping: dict[str, str] | None = None) -> LoadedLog:

@@ -9,13 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-import numpy as np
 import pandas as pd
 
 from shapeviz.capacity.catalogue import get_gpu, list_gpus
-from shapeviz.capacity.physics import TP_CHOICES, Deployment
+from shapeviz.capacity.physics import DEFAULT_TPOT_SLO_MS, TP_CHOICES, Deployment
 from shapeviz.capacity.serving import DEFAULT_TTFT_SLO_MS, Plan, WhatIf, Workload, load_curve, plan
-from shapeviz.capacity.physics import DEFAULT_TPOT_SLO_MS
+from shapeviz.plain import json_safe
 
 
 @dataclass(frozen=True)
@@ -30,11 +29,9 @@ class WhatIfComparison:
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict."""
-        table = self.on_fleet.replace({np.nan: None})
         return {
             "fleet_gpus": self.fleet_gpus,
-            "on_fleet": {k: {c: (None if v is None else (bool(v) if isinstance(v, (bool, np.bool_)) else float(v)))
-                             for c, v in row.items()} for k, row in table.to_dict(orient="index").items()},
+            "on_fleet": json_safe(self.on_fleet.to_dict(orient="index")),
             "before": self.before.to_dict(),
             "after": self.after.to_dict(),
         }

@@ -29,6 +29,7 @@ from shapeviz.capacity.physics import (
     prefill_work_s,
     request_gpu_seconds,
 )
+from shapeviz.plain import json_safe
 
 DEFAULT_TTFT_SLO_MS = 1000.0
 ASSUMED_RATE_RPS = 1.0          # only when a log has no timestamps and the user set no rate
@@ -196,6 +197,17 @@ def _check_rate(rate_rps: float) -> None:
         raise ValueError(f"request rate {rate_rps!r} must be a positive number of requests per second")
 
 
+def per_minute_rates(timestamps: pd.Series) -> np.ndarray:
+    """Request rate (req/s) of every complete minute from the first timestamp; the last, partial one is left out.
+
+    The one definition of a log's per-minute rates: the plan's peak rate and the headline figures both use it.
+    """
+    ts = timestamps.dropna()
+    minute = ((ts - ts.min()) // pd.Timedelta(minutes=1)).to_numpy(dtype=np.int64)
+    counts = np.bincount(minute)
+    return (counts[:-1] if len(counts) > 1 else counts) / 60.0
+
+
 def _measured_rate(frame: pd.DataFrame) -> tuple[float, str, str]:
     """Peak rate of a log: p99 of per-minute rates (the mean rate for logs shorter than two minutes)."""
     if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
@@ -208,9 +220,7 @@ def _measured_rate(frame: pd.DataFrame) -> tuple[float, str, str]:
     if span_s < 120:
         rate = len(ts) / max(span_s, 1.0)
         return rate, "measured", f"mean rate over the log's {span_s:.0f} s (too short for per-minute peaks)"
-    minute = ((ts - start) // pd.Timedelta(minutes=1)).to_numpy(dtype=np.int64)
-    per_minute = np.bincount(minute)[:-1]  # the last minute is partial (or holds only the final request)
-    rate = float(np.percentile(per_minute / 60.0, 99))
+    rate = float(np.percentile(per_minute_rates(ts), 99))
     mean = len(ts) / span_s
     return rate, "measured", (
         f"observed peak: p99 of per-minute request rates over {span_s / 60:.0f} min (mean {mean:.3g} req/s)"
@@ -425,22 +435,7 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (no NaN or inf: None instead)."""
-        return _json_safe(asdict(self))
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, (np.floating, float)):
-        f = float(value)
-        return f if math.isfinite(f) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
+        return json_safe(asdict(self))
 
 
 def _ms(x: np.ndarray | float) -> float | None:

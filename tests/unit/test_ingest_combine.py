@@ -36,3 +36,13 @@ def test_the_same_session_ids_in_two_files_stay_two_sessions(trace) -> None:
     assert both.frame["session_id"].nunique() == 2 * sessions
     assert both.report.rows_read == 800 and both.report.balanced
     assert isinstance(both.frame["session_id"].dtype, pd.CategoricalDtype)
+
+
+def test_the_headline_peak_and_the_plans_rate_are_one_figure(trace) -> None:
+    from shapeviz.capacity import Workload
+
+    log = load_log(trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
+    t = traffic(log.frame)
+    assert Workload.from_frame(log.frame).rate_rps == t.p99_minute_rps
+    assert t.mean_rps == pytest.approx(5.53, abs=0.01)  # SOURCE.md
+    assert t.mean_rps < t.p99_minute_rps <= t.peak_rps
