@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from shapeviz.sessions import check_kv_bytes_per_token
+from shapeviz.sessions import check_kv_bytes_per_token, has_sessions, session_turns
 
 # The Mooncake traces' block size ("hash_ids use a block size of 512", FAST'25 appendix A.2); a parameter
 # everywhere, this is only its default.
@@ -544,31 +544,12 @@ def reported_hit_ratio(frame: pd.DataFrame) -> dict | None:
             f"cached_tokens={cached_v[i]:.0f} exceeds input_tokens={inp[i]:.0f} on {int(bad.sum())} rows; "
             "map the cached-token column to the count of cached *input* tokens"
         )
-    out: dict = {
-        "requests": int(rows.sum()),
-        "coverage": float(rows.mean()),
-        "hit_ratio_tokens": float(cached_v.sum() / inp.sum()) if inp.sum() else 0.0,
-        "per_product": {},
-    }
-    if "product" in frame.columns:
-        sub = pd.DataFrame({"product": frame["product"].to_numpy()[rows], "cached": cached_v, "input": inp})
-        sums = sub.groupby("product", observed=True, sort=True)[["cached", "input"]].sum()
-        counts = sub.groupby("product", observed=True, sort=True).size()
-        out["per_product"] = {
-            str(p): {
-                "requests": int(counts[p]),
-                "hit_ratio_blocks": None,
-                "hit_ratio_tokens": float(s.cached / s.input) if s.input else 0.0,
-            }
-            for p, s in sums.iterrows()
-        }
-    return out
+    products = frame["product"].to_numpy()[rows] if "product" in frame.columns else None
+    return {"coverage": float(rows.mean()), **_token_ratios(cached_v, inp, products)}
 
 
 def session_hit_estimate(frame: pd.DataFrame) -> dict | None:
     """Estimated hit ratio if every turn reused the previous turn's context; None without sessions."""
-    from shapeviz.sessions import has_sessions, session_turns  # sessions does not import prefix: no cycle
-
     if not has_sessions(frame):
         return None
     turns = session_turns(frame)
@@ -576,21 +557,25 @@ def session_hit_estimate(frame: pd.DataFrame) -> dict | None:
     repeated = pd.Series(turns["repeated_tokens"].to_numpy(dtype=np.float64), index=turns["row"].to_numpy())
     repeated = repeated.reindex(frame.index, fill_value=0.0).to_numpy()
     inp = frame["input_tokens"].to_numpy(dtype=np.float64)
+    products = frame["product"].to_numpy() if "product" in frame.columns else None
+    return _token_ratios(repeated, inp, products)
+
+
+def _token_ratios(reused: np.ndarray, input_tokens: np.ndarray, products: np.ndarray | None) -> dict:
+    """Σ reused / Σ input tokens, overall and per product (token-weighted, like every ratio here)."""
+    total = input_tokens.sum()
     out: dict = {
-        "requests": int(len(frame)),
-        "hit_ratio_tokens": float(repeated.sum() / inp.sum()) if inp.sum() else 0.0,
+        "requests": int(len(input_tokens)),
+        "hit_ratio_tokens": float(reused.sum() / total) if total else 0.0,
         "per_product": {},
     }
-    if "product" in frame.columns:
-        sub = pd.DataFrame({"product": frame["product"].to_numpy(), "repeated": repeated, "input": inp})
+    if products is not None:
+        sub = pd.DataFrame({"product": products, "reused": reused, "input": input_tokens})
         g = sub.groupby("product", observed=True, sort=True)
-        sums, counts = g[["repeated", "input"]].sum(), g.size()
+        sums, counts = g[["reused", "input"]].sum(), g.size()
         out["per_product"] = {
-            str(p): {
-                "requests": int(counts[p]),
-                "hit_ratio_blocks": None,
-                "hit_ratio_tokens": float(r.repeated / r.input) if r.input else 0.0,
-            }
+            str(p): {"requests": int(counts[p]), "hit_ratio_blocks": None,
+                     "hit_ratio_tokens": float(r.reused / r.input) if r.input else 0.0}
             for p, r in sums.iterrows()
         }
     return out
