@@ -11,6 +11,7 @@ import io
 from dataclasses import dataclass
 
 import streamlit as st
+from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from shapeviz.ingest import LoadedLog, load_log
 from shapeviz.synth import SCENARIOS, generate, scenario, write_log
@@ -20,6 +21,7 @@ SCENARIO_REQUESTS = 6_000
 SOURCE_KEY = "dataset"
 UPLOAD_KEY = "uploads"
 MAPPING_KEY = "mapping_override"
+_FILE_DIGESTS = "_file_digests"
 
 DATASETS: dict[str, str] = {
     "demo": "Demo mix (synthetic)",
@@ -52,21 +54,26 @@ def _load_generated(kind: str, seed: int = 0) -> LoadedLog:
 
 @st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner="Reading your log…")
 def _load_uploads(digest: str, mapping_items: tuple[tuple[str, str], ...],
-                  _files: tuple[tuple[str, bytes], ...]) -> LoadedLog:
+                  _files: tuple[UploadedFile, ...]) -> LoadedLog:
     from shapeviz.ingest import combine
 
     mapping = dict(mapping_items) or None
-    logs = [load_log(data, name=name, mapping=mapping) for name, data in _files]
+    logs = [load_log(f.getvalue(), name=f.name, mapping=mapping) for f in _files]
     return logs[0] if len(logs) == 1 else combine(logs)
 
 
-def upload_digest(files: list[tuple[str, bytes]]) -> str:
-    """Content digest of a set of uploaded files (names included: they name the products)."""
+def upload_digest(files: list[UploadedFile]) -> str:
+    """Content digest of a set of uploaded files (names included: they name the products).
+
+    Each file's bytes are hashed once per upload, not on every rerun: a slider move must not re-read a 1 GB file.
+    """
+    known: dict[str, str] = st.session_state.setdefault(_FILE_DIGESTS, {})
     h = hashlib.sha256()
-    for name, data in files:
-        h.update(name.encode("utf-8"))
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
+    for f in files:
+        if f.file_id not in known:
+            known[f.file_id] = hashlib.sha256(f.getbuffer()).hexdigest()
+        h.update(f.name.encode("utf-8"))
+        h.update(known[f.file_id].encode("ascii"))
     return h.hexdigest()[:16]
 
 
@@ -77,12 +84,14 @@ def current_dataset() -> Dataset | None:
         uploaded = st.session_state.get(UPLOAD_KEY) or []
         if not uploaded:
             return None
-        files = tuple((f.name, f.getvalue()) for f in uploaded)
+        known = st.session_state.get(_FILE_DIGESTS, {})
+        for stale in set(known) - {f.file_id for f in uploaded}:  # bounded: only the files uploaded now
+            del known[stale]
         mapping = tuple(sorted((st.session_state.get(MAPPING_KEY) or {}).items()))
-        digest = upload_digest(list(files)) + ("-" + hashlib.sha256(repr(mapping).encode()).hexdigest()[:6]
-                                               if mapping else "")
-        log = _load_uploads(digest, mapping, files)
-        label = ", ".join(name for name, _ in files)
+        digest = upload_digest(list(uploaded)) + ("-" + hashlib.sha256(repr(mapping).encode()).hexdigest()[:6]
+                                                  if mapping else "")
+        log = _load_uploads(digest, mapping, tuple(uploaded))
+        label = ", ".join(f.name for f in uploaded)
         return Dataset(log, digest, label, synthetic=False)
     if kind not in SCENARIOS and kind != "demo":
         kind = "demo"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from components import data
 from shapeviz.ingest import DEFAULT_LIMITS, LoadReport
@@ -14,8 +15,8 @@ EDITABLE: tuple[str, ...] = tuple(c for c in CANONICAL if c != "hash_ids")
 
 
 @st.cache_data(max_entries=4, ttl=3600, scope="session", show_spinner=False)
-def _columns_seen(digest: str, _name: str, _data: bytes) -> list[str]:
-    return read_table(_data, _name, DEFAULT_LIMITS).columns
+def _columns_seen(digest: str, _file: UploadedFile) -> list[str]:
+    return read_table(_file.getvalue(), _file.name, DEFAULT_LIMITS).columns
 
 
 def mapping_table(report: LoadReport) -> pd.DataFrame:
@@ -33,7 +34,7 @@ def mapping_editor(report: LoadReport | None) -> None:
         return
     first = uploads[0]
     try:
-        columns = _columns_seen(data.upload_digest([(first.name, first.getvalue())]), first.name, first.getvalue())
+        columns = _columns_seen(data.upload_digest([first]), first)
     except ValueError as exc:  # the file cannot even be parsed: nothing to map
         st.caption(f"No columns to map: {exc}")
         return
