@@ -19,6 +19,7 @@ from shapeviz.figures import plane_figure, product_colors, rate_figure
 from shapeviz.ingest import IngestError, LoadedLog
 from shapeviz.shapes import Corners
 from shapeviz.summary import Analysis, analyze
+from shapeviz.text import md_literal
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def page_context() -> PageContext:
     try:
         dataset = data.current_dataset()
     except IngestError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(md_literal(exc), icon=":material/error:")
         st.info("Fix the file, map the columns by hand under **Column mapping** in the load report, or pick the "
                 "demo in the sidebar.")
         _mapping_editor_for_failed_upload()
@@ -102,7 +103,7 @@ def page_context() -> PageContext:
     try:
         dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp)
     except ValueError as exc:
-        st.error(f"Deployment: {exc}", icon=":material/memory:")
+        st.error(f"Deployment: {md_literal(exc)}", icon=":material/memory:")
         st.stop()
     # Cluster settings live on the Clusters page but shape every page's analysis, so they are kept in plain
     # session keys (a widget's own key is dropped when its page is not shown).
@@ -111,7 +112,7 @@ def page_context() -> PageContext:
     try:
         analysis = _analysis(dataset.digest, astuple(s.corners), dep, k, material, dataset.log)
     except ValueError as exc:  # e.g. every row of an upload was dropped: say why, keep the mapping editor
-        st.error(str(exc), icon=":material/error:")
+        st.error(md_literal(exc), icon=":material/error:")
         _mapping_editor_for_failed_upload()
         st.stop()
     _sync_cache_default(dataset.digest, analysis, workload(dataset.digest, dataset.log))

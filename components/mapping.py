@@ -9,6 +9,7 @@ from components import data
 from shapeviz.ingest import DEFAULT_LIMITS, LoadReport
 from shapeviz.ingest.readers import read_table
 from shapeviz.schema import CANONICAL
+from shapeviz.text import md_literal
 
 AUTO = "(auto)"
 EDITABLE: tuple[str, ...] = tuple(c for c in CANONICAL if c != "hash_ids")
@@ -36,11 +37,12 @@ def mapping_editor(report: LoadReport | None) -> None:
     try:
         columns = _columns_seen(data.upload_digest([first]), first)
     except ValueError as exc:  # the file cannot even be parsed: nothing to map
-        st.caption(f"No columns to map: {exc}")
+        st.caption(f"No columns to map: {md_literal(exc)}")
         return
     current = st.session_state.get(data.MAPPING_KEY) or {}
     with st.form("mapping_form", border=False):
-        st.caption(f"Columns in {first.name}: {', '.join(columns[:40])}{' …' if len(columns) > 40 else ''}")
+        st.caption(f"Columns in {md_literal(first.name)}: {md_literal(', '.join(map(str, columns[:40])))}"
+                   f"{' …' if len(columns) > 40 else ''}")
         choices: dict[str, str] = {}
         cols = st.columns(3)
         for i, canonical in enumerate(EDITABLE):

@@ -9,6 +9,7 @@ from components.widgets import badge, chart, table
 from shapeviz.capacity import load_curve
 from shapeviz.capacity.compare import compare_deployments, compare_whatif, winners
 from shapeviz.figures import load_curve_figure, pressure_figure
+from shapeviz.text import md_literal, phase_phrase
 
 ctx = page_context()
 s, dep = ctx.settings, ctx.deployment
@@ -19,7 +20,8 @@ before, after = cmp.before, cmp.after
 b, a = before.to_dict(), after.to_dict()
 
 st.title("Capacity what-if")
-st.caption(f"{dep.describe()} · request rate {w.rate_rps:,.2f} req/s ({w.rate_source}: {w.rate_note}) · "
+st.caption(f"{md_literal(dep.describe())} · request rate {w.rate_rps:,.2f} req/s ({md_literal(w.rate_source)}: "
+           f"{md_literal(w.rate_note)}) · "
            f"SLOs at p90: TTFT {s.ttft_slo_ms:,.0f} ms, TPOT {s.tpot_slo_ms:,.0f} ms")
 
 
@@ -76,7 +78,7 @@ row2[3].metric("Cost per 1M tokens", "n/a" if per_m is None else f"${per_m:,.3f}
 left, right = st.columns([0.85, 0.15])
 left.markdown(
     ("Both SLOs are met." if after.meets_slo else "**The SLOs cannot be met** on this deployment at this rate: "
-     + "; ".join(after.notes)) + f" Dominant phase after the what-if: **{after.dominant_phase}**."
+     + md_literal("; ".join(after.notes))) + f" After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
 )
 with right:
     badge("estimated")

@@ -8,6 +8,7 @@ from components.context import CLUSTER_K, MATERIAL_SHARE_PCT, page_context
 from components.widgets import badge, chart, csv_button, table
 from shapeviz.figures import clusters_figure
 from shapeviz.report import clusters_table
+from shapeviz.text import md_literal
 
 
 def _keep_k() -> None:
@@ -57,10 +58,10 @@ st.subheader("Mixed products and pools")
 if not result.mixed_products and not result.mixed_pools:
     st.success("No product splits across corners, and no pool serves two corners with material traffic.")
 for flag in result.mixed_products:
-    st.warning(f"**{flag.scope}** is mixed. {flag.reason}", icon=":material/call_split:")
+    st.warning(f"**{md_literal(flag.scope)}** is mixed. {md_literal(flag.reason)}", icon=":material/call_split:")
 for flag in result.mixed_pools:
-    label = "The whole log" if flag.scope == "overall" else f"Pool **{flag.scope}**"
-    st.warning(f"{label} serves several corners. {flag.reason}", icon=":material/call_split:")
+    label = "The whole log" if flag.scope == "overall" else f"Pool **{md_literal(flag.scope)}**"
+    st.warning(f"{label} serves several corners. {md_literal(flag.reason)}", icon=":material/call_split:")
 
 with st.expander("How each product splits across clusters"):
     table(result.product_table(), request_share=num(format="percent"), gpu_share=num(format="percent"))

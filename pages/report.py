@@ -8,6 +8,7 @@ import streamlit as st
 from components.context import PageContext, page_context, workload
 from components.widgets import badge
 from shapeviz.report import Bundle, browser_path, report_files
+from shapeviz.text import md_literal
 
 BUILT_KEY = "_report_bundle_key"
 MIME: dict[str, str] = {".html": "text/html", ".csv": "text/csv", ".jsonl": "application/jsonl",
@@ -40,7 +41,7 @@ def _download(column, name: str, data: bytes, label: str, primary: bool = False)
 
 
 st.title("Report")
-st.caption(f"{ctx.dataset.label} · {ctx.deployment.describe()} · SLOs at p90: TTFT {s.ttft_slo_ms:,.0f} ms, "
+st.caption(f"{md_literal(ctx.dataset.label)} · {md_literal(ctx.deployment.describe())} · SLOs at p90: TTFT {s.ttft_slo_ms:,.0f} ms, "
            f"TPOT {s.tpot_slo_ms:,.0f} ms · the what-if of the sidebar")
 st.markdown(
     "One click builds everything the meeting notes need, from the sidebar's settings:\n"
@@ -62,7 +63,7 @@ try:
 except ValueError as exc:
     has_browser, browser_note = False, str(exc)
 if not has_browser:
-    st.info(f"{browser_note}. The bundle is built without PNG charts; the HTML memo holds the same charts.",
+    st.info(f"{md_literal(browser_note)}. The bundle is built without PNG charts; the HTML memo holds the same charts.",
             icon=":material/image_not_supported:")
 png = st.toggle("Include PNG charts", value=has_browser, disabled=not has_browser,
                 help="Rendered by a headless Chromium: a few seconds more.")
@@ -81,7 +82,7 @@ elif built != key:
 else:
     bundle, zipped = _bundle(ctx.dataset.digest, astuple(s), bool(png), ctx)
     for note in bundle.notes:
-        st.caption(note)
+        st.caption(md_literal(note))
     _download(st, "shapeviz-report.zip", zipped, f"Download the bundle (zip, {len(zipped) / 1e6:,.1f} MB)",
               primary=True)
     files = bundle.files

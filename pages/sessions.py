@@ -11,6 +11,7 @@ from shapeviz.capacity.physics import prefill_time_s
 from shapeviz.figures import prefix_curve_figure, product_colors, ttft_turn_figure, turn_growth_figure
 from shapeviz.prefix import prefix_savings
 from shapeviz.sessions import has_sessions, session_table, ttft_by_turn, turn_profile
+from shapeviz.text import md_literal
 
 ctx = page_context()
 frame, dep, analysis = ctx.frame, ctx.deployment, ctx.analysis
@@ -65,7 +66,7 @@ else:
 st.header("Prefix reuse")
 pr = analysis.prefix
 if pr.method == "none":
-    st.info(pr.definition)
+    st.info(md_literal(pr.definition))
 else:
     provenance = {"simulated": "estimated", "measured": "measured", "estimated": "estimated"}[pr.provenance]
     method_label = {"block_hashes": "from block hashes", "reported_cached_tokens": "reported by the log",
@@ -76,12 +77,12 @@ else:
         cols[1].metric("Hit ratio, blocks", f"{pr.hit_ratio_blocks:.1%}")
     cols[2].metric("Requests counted", f"{pr.requests:,}")
     badge(provenance)
-    st.caption(f"**Definition.** {pr.definition}")
+    st.caption(f"**Definition.** {md_literal(pr.definition)}")
     for note in pr.notes:
-        st.caption(note)
+        st.caption(md_literal(note))
     if pr.capacity_curve:
         chart(prefix_curve_figure(pr.capacity_curve, pr.hit_ratio_tokens), key="prefix_curve")
-        st.caption(f"Curve: {pr.curve_method}. GB of KV for {dep.model.name} at {dep.kv_precision.upper()}.")
+        st.caption(f"Curve: {md_literal(pr.curve_method)}. GB of KV for {dep.model.name} at {dep.kv_precision.upper()}.")
 
     st.subheader("What the prefix cache saves")
     left, right = st.columns(2)

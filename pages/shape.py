@@ -16,13 +16,15 @@ from shapeviz.figures import add_balance_line, add_whatif_shift, fmt_tokens, pro
 from shapeviz.recommend import LEVER_LABELS
 from shapeviz.report import products_table
 from shapeviz.shapes import SHAPE_LABELS, SHAPES
+from shapeviz.text import md_literal, phase_phrase
 
 ctx = page_context()
 analysis, frame, s = ctx.analysis, ctx.frame, ctx.settings
 report, overall, t = analysis.report, analysis.profile.overall, analysis.traffic
 
 st.title("Workload shape")
-st.caption(f"{ctx.dataset.label}{' · synthetic' if ctx.dataset.synthetic else ''} · {report.describe()}")
+st.caption(f"{md_literal(ctx.dataset.label)}{' · synthetic' if ctx.dataset.synthetic else ''} · "
+           f"{md_literal(report.describe())}")
 
 # --- headline ----------------------------------------------------------------------------------------------
 cols = st.columns(6)
@@ -35,8 +37,8 @@ for col, label, dist in ((cols[4], "Input tokens p50", overall.input), (cols[5],
                delta_color="off", delta_arrow="off")
 left, right = st.columns([0.8, 0.2], vertical_alignment="center")
 left.markdown(
-    f"Mostly **{SHAPE_LABELS[overall.dominant_shape]}** traffic; on {ctx.deployment.describe()} its GPU-time is "
-    f"**{overall.phase}**-dominated ({overall.prefill_gpu_share:.0%} prefill)."
+    f"Mostly **{SHAPE_LABELS[overall.dominant_shape]}** traffic; on {md_literal(ctx.deployment.describe())} its "
+    f"GPU-time is {phase_phrase(overall.phase)} ({overall.prefill_gpu_share:.0%} prefill)."
 )
 with right:
     badge("measured")
@@ -65,9 +67,10 @@ table(per_product,
       **{c: num(c.replace("_", " "), format="%.0f") for c in per_product.columns if c[-3:] in ("p50", "p90", "p99")})
 csv_button(per_product, "shapes_per_product.csv")
 for scope, reason in mixed.items():
-    st.warning(f"**{scope}** is mixed: {reason}", icon=":material/call_split:")
+    st.warning(f"**{md_literal(scope)}** is mixed: {md_literal(reason)}", icon=":material/call_split:")
 for flag in analysis.clusters.mixed_pools:
-    st.warning(f"**Pool {flag.scope}** serves several corners: {flag.reason}", icon=":material/call_split:")
+    st.warning(f"**Pool {md_literal(flag.scope)}** serves several corners: {md_literal(flag.reason)}",
+               icon=":material/call_split:")
 
 st.subheader("Where requests, tokens and GPU-time sit")
 corner_rows = pd.DataFrame({
@@ -87,8 +90,9 @@ TOP = 5  # the first few are the decision; the rest, per product, one click away
 
 
 def _recommendation(rec) -> None:  # noqa: ANN001 - a shapeviz.recommend.Recommendation
-    scope = "all traffic" if rec.scope == "overall" else rec.scope
-    st.markdown(f"**{LEVER_LABELS[rec.lever]}** for {scope}, protects **{rec.metric.upper()}**  \n{rec.reason}")
+    scope = "all traffic" if rec.scope == "overall" else md_literal(rec.scope)
+    st.markdown(f"**{LEVER_LABELS[rec.lever]}** for {scope}, protects **{rec.metric.upper()}**  \n"
+                f"{md_literal(rec.reason)}")
 
 
 for rec in analysis.recommendations[:TOP]:
@@ -100,11 +104,12 @@ if len(analysis.recommendations) > TOP:
 badge("estimated")
 
 # --- load report ---------------------------------------------------------------------------------------------------
-with st.expander(f"Load report: {report.describe()}"):
-    st.markdown(f"**Source** {report.source} · format {report.format} · compression {report.compression}")
+with st.expander(f"Load report: {md_literal(report.describe())}"):
+    st.markdown(f"**Source** {md_literal(report.source)} · format {md_literal(report.format)} · compression "
+                f"{md_literal(report.compression)}")
     if report.dropped:
         table(pd.DataFrame({"reason": list(report.dropped), "rows": list(report.dropped.values())}))
     for note in report.notes:
-        st.caption(note)
+        st.caption(md_literal(note))
     st.markdown("**Column mapping**")
     mapping_editor(report)

@@ -1,0 +1,52 @@
+"""Text from a log (product, model, session, file and column names) shown as literal text in markdown.
+
+Streamlit renders ``st.markdown``, captions, alerts, help texts and widget labels as markdown with its own
+extensions (``:red[...]`` colours, ``:material/icon:`` and emoji shortcodes, ``$...$`` maths). A name such as
+``[click me](http://x)`` would become a live link. ``md_literal`` makes any string read exactly as typed there.
+"""
+from __future__ import annotations
+
+import re
+
+# Every ASCII punctuation character may be backslash-escaped in CommonMark and then renders as itself; escaping
+# all of them (not a hand-picked list) also covers the extensions: ':' (colour directives, shortcodes), '$'
+# (maths), '~' (strike-through), '|' (tables), '<' and '&' (HTML and entities).
+_PUNCTUATION = re.compile(r"([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
+# A line break inside a name would start a heading, a list or a code block on the next line.
+_WHITESPACE = re.compile(r"\s+")
+_MISSING = "—"
+# GitHub-flavoured markdown turns bare addresses into links *after* escapes are resolved (it rewrites the text,
+# not the source), so backslashes cannot stop it. An invisible word joiner (U+2060) inside the pattern does: the
+# text reads and wraps the same, and only these rare sequences carry it.
+_JOINER = "\u2060"
+_AUTOLINKS = (
+    re.compile(r"(?i)(https?:)(?=//)"),        # http://… and https://…
+    re.compile(r"(?i)(www)(?=\.)"),             # www.…
+    re.compile(r"([\w.+-])(?=@[\w-]+\.)"),     # name@domain.tld
+)
+
+
+def md_literal(value: object) -> str:
+    """``value`` as markdown that renders as its literal text: no link, emphasis, colour, maths or HTML.
+
+    Runs of whitespace (line breaks included) become one space, so nothing in the value can start a block.
+    ``None`` and NaN read as a dash.
+    """
+    if value is None or (isinstance(value, float) and value != value):
+        return _MISSING
+    text = _WHITESPACE.sub(" ", str(value))
+    for pattern in _AUTOLINKS:
+        text = pattern.sub(lambda m: m.group(1) + _JOINER, text)
+    return _PUNCTUATION.sub(r"\\\1", text)
+
+
+_PHASE_PHRASES: dict[str, str] = {
+    "prefill": "**prefill**-dominated",
+    "decode": "**decode**-dominated",
+    "balanced": "**balanced** between prefill and decode",
+}
+
+
+def phase_phrase(phase: str) -> str:
+    """How a sentence says where GPU-time goes: "prefill-dominated", or "balanced between prefill and decode"."""
+    return _PHASE_PHRASES.get(phase, md_literal(phase))
