@@ -12,6 +12,7 @@ PROVENANCE: dict[str, tuple[str, str, str]] = {
     "assumed": ("assumed", "orange", "An assumption: a default or a value you set."),
 }
 
+MISSING = "—"  # what a missing value reads as, in every metric and table
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 
 
@@ -40,8 +41,35 @@ def chart(fig: go.Figure, key: str) -> None:
 
 
 def table(frame: pd.DataFrame, **column_config: object) -> None:
-    """A read-only table, index hidden."""
+    """A read-only table, index hidden; a missing value reads as a dash, never "None"."""
+    frame, column_config = _dash_for_missing(frame, dict(column_config))
     st.dataframe(frame, hide_index=True, column_config=column_config or None)
+
+
+def _dash_for_missing(frame: pd.DataFrame, config: dict) -> tuple[pd.DataFrame, dict]:
+    # st.dataframe draws every null as "None" and ignores a Styler's na_rep for it, so a column with gaps is
+    # shown as text: its numbers formatted as its column config asks, its gaps as a dash.
+    gaps = [c for c in frame.columns if frame[c].isna().any()]
+    if not gaps:
+        return frame, config
+    frame = frame.copy()  # a small table: the caller's frame stays as it was
+    for column in gaps:
+        spec = config.get(column) or {}
+        label = spec.get("label") if isinstance(spec, dict) else None
+        fmt = (spec.get("type_config") or {}).get("format") if isinstance(spec, dict) else None
+        values = frame[column]
+        numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+        frame[column] = [MISSING if pd.isna(v) else _format(v, fmt) if numeric else str(v) for v in values]
+        config[column] = st.column_config.TextColumn(label or str(column))
+    return frame, config
+
+
+def _format(value: float, fmt: str | None) -> str:
+    if fmt == "percent":
+        return f"{value:.1%}"
+    if fmt and "%" in fmt:
+        return fmt % value
+    return f"{value:,}" if float(value).is_integer() else f"{value:,.4g}"
 
 
 def csv_button(frame: pd.DataFrame, file_name: str, label: str = "CSV", key: str | None = None) -> None:

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from components.context import page_context, rate_chart, workload
-from components.widgets import badge, chart, table
+from components.widgets import MISSING, badge, chart, table
 from shapeviz.capacity import load_curve
 from shapeviz.capacity.compare import compare_deployments, compare_whatif, winners
 from shapeviz.figures import load_curve_figure, pressure_figure
@@ -26,7 +26,8 @@ st.caption(f"{md_literal(dep.describe())} · request rate {w.rate_rps:,.2f} req/
 
 
 def _fmt_ms(v: float | None) -> str:
-    return "saturated" if v is None else f"{v:,.0f} ms"
+    # The unit is in the metric's label, so the value fits its column; a saturated phase has no latency.
+    return "saturated" if v is None else f"{v:,.0f}"
 
 
 def _delta(x: float | None, y: float | None, unit: str = "") -> str | None:
@@ -45,7 +46,7 @@ def _num(row: pd.Series, key: str) -> float | None:
 
 
 st.subheader(f"Before → after the what-if, on today's fleet ({fleet * dep.tp} GPUs)")
-row1 = st.columns(4)
+row1 = st.columns([1, 1, 1.35, 1.35])  # "1,048 / 6,066" needs more room than "42%"
 for col, phase, help_text in (
     (row1[0], "prefill", "Busy share of each replica's time spent prefilling."),
     (row1[1], "decode", "Decode batch over what the TPOT SLO and the KV pool allow."),
@@ -55,30 +56,32 @@ for col, phase, help_text in (
                help=help_text)
 for col, metric in ((row1[2], "ttft"), (row1[3], "tpot")):
     x, y = (_num(on_fleet[k], f"{metric}_p90_ms") for k in ("before", "after"))
-    col.metric(f"{metric.upper()} p50 / p90",
+    col.metric(f"{metric.upper()} p50 / p90 (ms)",
                f"{_fmt_ms(_num(on_fleet['after'], f'{metric}_p50_ms'))} / {_fmt_ms(y)}",
                _delta(x, y, " ms p90"), delta_color="inverse")
 st.subheader("GPUs and cost that meet both SLOs")
 row2 = st.columns(4)
 g_b, g_a = b["gpus"], a["gpus"]
-row2[0].metric("GPUs colocated", f"{g_a['colocated'] or 'n/a'}", _delta(g_b["colocated"], g_a["colocated"]),
+row2[0].metric("GPUs colocated", f"{g_a['colocated'] or MISSING}", _delta(g_b["colocated"], g_a["colocated"]),
                delta_color="inverse")
-split = ("cannot meet the SLOs" if g_a["prefill"] is None or g_a["decode"] is None
-         else f"{g_a['prefill']} + {g_a['decode']}")
-row2[1].metric("GPUs disaggregated (prefill + decode)", split,
-               _delta(g_b.get("disaggregated"), g_a.get("disaggregated"), " total"), delta_color="inverse",
-               help="Separate prefill and decode pools. The KV transfer between them adds to TTFT, so when the "
-                    "prefill alone nearly fills the TTFT SLO no prefill pool meets it.")
-row2[2].metric("Cost per hour", f"${a['cost'].get('usd_per_hour') or 0:,.0f}",
-               _delta(b["cost"].get("usd_per_hour"), a["cost"].get("usd_per_hour"), " $"), delta_color="inverse")
+no_split = g_a["prefill"] is None or g_a["decode"] is None
+row2[1].metric("GPUs split P + D", MISSING if no_split else f"{g_a['prefill']} + {g_a['decode']}",
+               "no split meets the SLOs" if no_split else _delta(g_b.get("disaggregated"), g_a.get("disaggregated"),
+                                                                 " total"),
+               delta_color="off" if no_split else "inverse", delta_arrow="off" if no_split else "auto",
+               help="Disaggregated: separate prefill (P) and decode (D) pools. The KV transfer between them adds "
+                    "to TTFT, so when the prefill alone nearly fills the TTFT SLO no prefill pool meets it.")
+usd_h = a["cost"].get("usd_per_hour")
+row2[2].metric("Cost per hour", MISSING if usd_h is None else f"${usd_h:,.0f}",
+               _delta(b["cost"].get("usd_per_hour"), usd_h, " $"), delta_color="inverse")
 per_m = a["cost"].get("usd_per_million_tokens")
-row2[3].metric("Cost per 1M tokens", "n/a" if per_m is None else f"${per_m:,.3f}",
+row2[3].metric("Cost per 1M tokens", MISSING if per_m is None else f"${per_m:,.3f}",
                None if per_m is None else _delta(b["cost"].get("usd_per_million_tokens"), per_m, " $"),
                delta_color="inverse")
 left, right = st.columns([0.85, 0.15])
 left.markdown(
     ("Both SLOs are met." if after.meets_slo else "**The SLOs cannot be met** on this deployment at this rate: "
-     + md_literal("; ".join(after.notes))) + f" After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
+     + md_literal("; ".join(after.notes)) + ".") + f" After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
 )
 with right:
     badge("estimated")
@@ -114,5 +117,5 @@ if st.button("Compare all deployments", icon=":material/compare_arrows:"):
     badge("estimated")
 
 with st.expander("Assumptions and where each number comes from"):
-    table(pd.DataFrame({"assumption": list(a["assumptions"]), "value": [str(v) for v in a["assumptions"].values()]}))
+    table(pd.DataFrame({"assumption": list(a["assumptions"]), "value": [MISSING if v is None else str(v) for v in a["assumptions"].values()]}))
     table(pd.DataFrame({"figure": list(a["provenance"]), "source": list(a["provenance"].values())}))

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from components.context import page_context
-from components.widgets import badge, chart, csv_button, table
+from components.widgets import MISSING, badge, chart, csv_button, table
 from shapeviz.capacity.physics import prefill_time_s
 from shapeviz.figures import prefix_curve_figure, product_colors, ttft_turn_figure, turn_growth_figure
 from shapeviz.prefix import prefix_savings
@@ -37,7 +37,7 @@ else:
     cols[0].metric("Sessions", f"{s.get('count', 0):,}")
     cols[1].metric("Turns per session (p50)", f"{s.get('turns_p50', 0):,.0f}")
     growth = s.get("growth_tokens_per_turn_p50")
-    cols[2].metric("Context growth per turn (p50)", "n/a" if growth is None else f"{growth:+,.0f} tokens")
+    cols[2].metric("Context growth per turn (p50)", MISSING if growth is None else f"{growth:+,.0f} tokens")
     verdicts = pd.DataFrame([v.to_dict() for v in analysis.agents.values()])
     if not verdicts.empty:
         st.subheader("Which products behave like agents")

@@ -10,7 +10,7 @@ import streamlit as st
 
 from components.context import page_context, plane_base
 from components.mapping import mapping_editor
-from components.widgets import badge, chart, csv_button, table
+from components.widgets import MISSING, badge, chart, csv_button, table
 from shapeviz.capacity import balance_ratio
 from shapeviz.figures import add_balance_line, add_whatif_shift, fmt_tokens, product_colors
 from shapeviz.recommend import LEVER_LABELS
@@ -27,11 +27,17 @@ st.caption(f"{md_literal(ctx.dataset.label)}{' · synthetic' if ctx.dataset.synt
            f"{md_literal(report.describe())}")
 
 # --- headline ----------------------------------------------------------------------------------------------
+def _rate(rps: float) -> str:
+    """Two significant decimals where they matter: 0.0042 reads "0.0042", not "0.00"."""
+    return f"{rps:,.2f}" if rps >= 0.1 or rps == 0 else f"{rps:.2g}"
+
+
 cols = st.columns(6)
 cols[0].metric("Requests", f"{t.requests:,}")
-cols[1].metric("Time span", "n/a" if t.span_s is None else f"{t.span_s / 3600:,.1f} h")
-cols[2].metric("Mean rate", "n/a" if t.mean_rps is None else f"{t.mean_rps:,.2f} req/s")
-cols[3].metric("Peak minute", "n/a" if t.peak_rps is None else f"{t.peak_rps:,.2f} req/s")
+# Units sit in the labels so the values stay short enough for a sixth of the page.
+cols[1].metric("Time span (h)", MISSING if t.span_s is None else f"{t.span_s / 3600:,.1f}")
+cols[2].metric("Mean rate (req/s)", MISSING if t.mean_rps is None else _rate(t.mean_rps))
+cols[3].metric("Peak minute (req/s)", MISSING if t.peak_rps is None else _rate(t.peak_rps))
 for col, label, dist in ((cols[4], "Input tokens p50", overall.input), (cols[5], "Output tokens p50", overall.output)):
     col.metric(label, fmt_tokens(dist["p50"]), f"p90 {fmt_tokens(dist['p90'])} · p99 {fmt_tokens(dist['p99'])}",
                delta_color="off", delta_arrow="off")

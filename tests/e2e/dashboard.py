@@ -136,11 +136,11 @@ OpenDashboard = Callable[[], Dashboard]
 
 
 def ms_p90(text: str) -> float:
-    """The p90 of a "p50 / p90" latency metric in ms ("saturated" is worse than any number)."""
+    """The p90 of a "p50 / p90" latency metric (ms in its label) as a number; "saturated" is worse than any."""
     p90 = text.split("/")[-1].strip()
     if p90 == "saturated":
         return float("inf")
-    match = re.fullmatch(r"([\d,.]+) ms", p90)
+    match = re.fullmatch(r"([\d,.]+)(?: ms)?", p90)
     assert match, f"not a latency: {text!r}"
     return float(match.group(1).replace(",", ""))
 

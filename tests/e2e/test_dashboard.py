@@ -60,7 +60,7 @@ def test_uploading_a_real_trace_shows_its_rows_and_plane(open_dashboard: OpenDas
 def test_trimming_input_lowers_prefill_pressure_and_ttft(open_dashboard: OpenDashboard) -> None:
     app = open_dashboard()
     app.go("Capacity what-if")
-    prefill, ttft = app.metric("Prefill pressure"), app.metric("TTFT p50 / p90")
+    prefill, ttft = app.metric("Prefill pressure"), app.metric("TTFT p50 / p90 (ms)")
     expect(prefill).to_have_text(re.compile(r"^\d+%$"), timeout=RERUN_MS)
     prefill_before, ttft_before = percent(prefill.inner_text()), ms_p90(ttft.inner_text())
 
@@ -69,7 +69,7 @@ def test_trimming_input_lowers_prefill_pressure_and_ttft(open_dashboard: OpenDas
     slider.press("End")
     expect(slider).to_have_attribute("aria-valuetext", "90", timeout=RERUN_MS)
     # The page redrew with the what-if: the TTFT figure carries a before -> after delta now.
-    expect(app.metric_delta("TTFT p50 / p90")).to_contain_text("ms p90", timeout=RERUN_MS)
+    expect(app.metric_delta("TTFT p50 / p90 (ms)")).to_contain_text("ms p90", timeout=RERUN_MS)
     app.settle()
 
     ttft_after = ms_p90(ttft.inner_text())
