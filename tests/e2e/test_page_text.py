@@ -1,0 +1,149 @@
+"""What a page says, in a real browser: log text shown literally, and no "None", "nan" or cut-off value anywhere.
+
+Streamlit renders markdown; a product or model name from an uploaded log must never become a link, emphasis,
+colour or maths on the page. Every metric and table cell on each page is read for every real trace.
+"""
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("playwright.sync_api", reason="the playwright package drives the browser tests")
+
+from playwright.sync_api import expect  # noqa: E402
+
+from dashboard import FIRST_LOAD_MS, RERUN_MS, Dashboard, OpenDashboard  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+JOINER = "\u2060"  # the invisible word joiner that stops bare addresses being linked
+LINK = "[click me](http://example.invalid/x)"
+EMPHASIS = "**bold** _it_"
+COLOUR = ":red[alarm]"
+MATHS = "$\\LaTeX$"
+HOSTILE_PRODUCTS = (f"{LINK} {MATHS}", f"{EMPHASIS} {COLOUR}")
+HOSTILE_MODEL = f"<b>m</b> {COLOUR} www.example.invalid"
+HOSTILE_FILE = "**report** :blue[q3] $x$.csv"
+# The words that would stand alone in <strong>/<em>/<b> if the names above were rendered as markdown or HTML.
+EMPHASISED_IF_RENDERED = {"bold", "it", "report", "m", *(f"s{i}" for i in range(40))}
+
+
+def _hostile_log() -> bytes:
+    """Two products split across corners, mostly on one model: mixed-product and mixed-pool warnings name them."""
+    rng = np.random.default_rng(7)
+    n = 600
+    product = np.repeat(HOSTILE_PRODUCTS, n // 2)
+    # The first product is bimodal (long-in/short-out and short-in/long-out), the second sits in the chat corner.
+    long_in = rng.random(n) < 0.5
+    inputs = np.where(product == HOSTILE_PRODUCTS[0], np.where(long_in, rng.integers(8_000, 30_000, n),
+                                                                rng.integers(100, 400, n)), rng.integers(300, 900, n))
+    outputs = np.where(product == HOSTILE_PRODUCTS[0], np.where(long_in, rng.integers(5, 30, n),
+                                                                 rng.integers(1_500, 4_000, n)), rng.integers(80, 300, n))
+    frame = pd.DataFrame({
+        "timestamp": pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(np.sort(rng.uniform(0, 3600, n)), "s"),
+        "product": product, "model": np.where(np.arange(n) % 10 == 0, "plain-model", HOSTILE_MODEL),
+        "session_id": [f"*s{i % 40}* [x](http://example.invalid/{i % 40})" for i in range(n)],
+        "input_tokens": inputs, "output_tokens": outputs,
+    })
+    buffer = io.StringIO()
+    frame.to_csv(buffer, index=False)
+    return buffer.getvalue().encode()
+
+
+def _assert_nothing_rendered(app: Dashboard, where: str) -> None:
+    page = app.page
+    assert page.locator("a[href*='example.invalid']").count() == 0, f"{where}: a link from the log is live"
+    assert app.main.locator("img[src*='example.invalid']").count() == 0, f"{where}: an image from the log"
+    assert app.main.locator(".katex, math").count() == 0, f"{where}: maths typeset from the log"
+    # The app bolds whole names ("**Pool <name>**"); emphasis *inside* a name would make these words alone bold.
+    emphasised = {t.strip() for tag in ("strong", "em", "b", "i") for t in app.main.locator(tag).all_inner_texts()}
+    leaked = emphasised & EMPHASISED_IF_RENDERED
+    assert not leaked, f"{where}: emphasis made from log text: {leaked}"
+    coloured = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stMain] span')]
+        .filter(e => /alarm|q3/.test(e.textContent) && e.children.length === 0 && e.getAttribute('style'))
+        .map(e => e.textContent)""")
+    assert not coloured, f"{where}: coloured text from the log: {coloured}"
+
+
+def test_names_from_a_log_are_shown_as_typed(open_dashboard: OpenDashboard) -> None:
+    app = open_dashboard()
+    app.upload(HOSTILE_FILE, _hostile_log())
+    expect(app.metric("Requests")).to_have_text("600", timeout=FIRST_LOAD_MS)
+    app.settle()
+    expect(app.main.get_by_test_id("stAlertContentWarning").first).to_be_visible(timeout=RERUN_MS)
+    text = app.main.inner_text().replace(JOINER, "")
+    # The names read literally where the page names them: caption, warnings, recommendations.
+    for literal in (HOSTILE_FILE, HOSTILE_PRODUCTS[0], HOSTILE_PRODUCTS[1]):
+        assert literal in text, f"{literal!r} is not shown as typed on the Shape page"
+    _assert_nothing_rendered(app, "Shape")
+    app.go("Clusters")
+    expect(app.main.get_by_test_id("stAlertContentWarning").first).to_be_visible(timeout=RERUN_MS)
+    text = app.main.inner_text().replace(JOINER, "")
+    for literal in (HOSTILE_PRODUCTS[0], HOSTILE_MODEL):
+        assert literal in text, f"{literal!r} is not shown as typed on the Clusters page"
+    _assert_nothing_rendered(app, "Clusters")
+    for link, title in (("Capacity what-if", "Capacity what-if"),
+                        ("Sessions & prefix cache", "Sessions & prefix cache"), ("Report", "Report")):
+        app.go(link, title)
+        _assert_nothing_rendered(app, title)
+    app.expect_healthy()
+
+
+# --- None / nan / cut-off values on every page, for every real trace -------------------------------------------
+REAL_TRACES = (
+    "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
+    "azure_llm_2023/AzureLLMInferenceTrace_conv.csv",
+    "burstgpt/burstgpt_slice.csv",
+    "burstgpt/burstgpt3_slice.csv",
+    "mooncake_fast25/conversation_trace.jsonl.gz",
+    "mooncake_fast25/synthetic_trace.jsonl",
+    "tracelab_example/round_trace.jsonl",
+    "vidur_arxiv_summarization/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",
+)
+PAGES = (("Shape", "Workload shape"), ("Clusters", "Clusters"), ("Capacity what-if", "Capacity what-if"),
+         ("Sessions & prefix cache", "Sessions & prefix cache"))
+MISSING_WORDS = re.compile(r"(?<![\w-])(None|nan|NaN|<NA>|NaT|inf)(?![\w-])")
+# Each metric's value and label, and whether either is wider than its box (an ellipsis on screen).
+METRICS_JS = """() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stMetric]')].map(m => {
+  const cut = el => !!el && [el, ...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1);
+  const v = m.querySelector('[data-testid=stMetricValue]'), l = m.querySelector('[data-testid=stMetricLabel]');
+  return {label: l ? l.innerText : '', value: v ? v.innerText : '', cut: cut(v) || cut(l)}; })"""
+# Table cells as the grid's accessible DOM holds them: a null cell is drawn as "None" and is empty here.
+CELLS_JS = """() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame]')].map(t =>
+  [...t.querySelectorAll('td')].map(c => c.textContent))"""
+
+
+def _problems(app: Dashboard, page: str) -> list[str]:
+    found = []
+    for m in app.page.evaluate(METRICS_JS):
+        if m["cut"]:
+            found.append(f"{page}: metric {m['label']!r} is cut off ({m['value']!r})")
+        if MISSING_WORDS.search(m["value"]) or not m["value"].strip():
+            found.append(f"{page}: metric {m['label']!r} reads {m['value']!r}")
+    for i, cells in enumerate(app.page.evaluate(CELLS_JS)):
+        bad = [c for c in cells if not c.strip() or MISSING_WORDS.fullmatch(c.strip())]
+        if bad:
+            found.append(f"{page}: table {i} has {len(bad)} empty/None/nan cells of {len(cells)}")
+    text = app.main.inner_text()
+    found += [f"{page}: text {hit.group(0)!r}" for hit in MISSING_WORDS.finditer(text)]
+    return found
+
+
+@pytest.mark.parametrize("relative", REAL_TRACES, ids=lambda r: Path(r).stem[:24])
+def test_every_metric_and_cell_reads_as_a_value(open_dashboard: OpenDashboard, trace, relative: str) -> None:
+    path = trace(relative)
+    app = open_dashboard()
+    app.upload_path(path)
+    expect(app.caption).to_contain_text(path.name, timeout=FIRST_LOAD_MS)
+    app.settle()
+    problems = _problems(app, "Shape")
+    for link, title in PAGES[1:]:
+        app.go(link, title)
+        problems += _problems(app, title)
+    assert not problems, "\n".join(problems)
+    app.expect_healthy()
