@@ -1,0 +1,277 @@
+"""The dashboard in a real browser: what a user waits for, next to a bare Streamlit page (the floor).
+
+    python benchmarks/bench_browser.py [--rows 1000000] [--steps 5] [--runs 3] [--skip-big]
+
+Starts ``streamlit run app.py`` and a bare page (one sidebar slider, one 100-point plotly chart) on loopback,
+drives them with the system chromium (headless, through playwright), and prints, per run:
+
+- first page: from the server's health check passing to the demo's Shape page settled (script finished, the
+  plane drawn), on a fresh server; and a second session on the warm server;
+- slider step: one arrow-key step of "Trim input %" until the rerun it starts has finished (the page's script
+  state back to "not running", seen by the page's own JavaScript after it rendered what came first), on the Shape
+  and Capacity pages at 20k requests (the demo) and at ``--rows`` (an upload);
+- upload to plane: from handing the file to the uploader until the Shape page's plane shows all its requests;
+- the same slider step on the bare page, measured in the same run: the floor every ratio is taken against.
+
+The machine is shared: quote medians over runs and the ratio to the floor of the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+
+from shapeviz.synth import generate, write_log  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+VIEWPORT = {"width": 1400, "height": 1000}
+HOST = "127.0.0.1"
+WAIT_MS = 600_000
+QUIET_MS = 300  # a rerun that triggers another (e.g. the cache default) shows up within this window
+
+FLOOR_APP = '''
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+st.title("Floor")
+v = st.sidebar.slider("Trim input %", 0, 90, 0, 5)
+x = np.arange(100)
+st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 - v / 100), mode="lines")), theme=None)
+'''
+
+# Records every change of the app's script state with its time, so a step can be timed inside the page.
+OBSERVE_JS = """() => {
+  if (window.__states) return;
+  window.__states = [];
+  const app = document.querySelector('[data-testid=stApp]');
+  // Several changes can arrive in one batch (a fast run): each record's old value is a state the page was in.
+  new MutationObserver(records => {
+    const now = performance.now();
+    for (const r of records) window.__states.push([now, r.oldValue]);
+    window.__states.push([now, app.getAttribute('data-test-script-state')]);
+  }).observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
+}"""
+# Done when a run started after t0 has ended and nothing ran for QUIET_MS since. The browser runs the page's
+# JavaScript on one thread, so the state change is seen only after the render of what arrived before it.
+DONE_JS = """([t0, quiet]) => {
+  const s = window.__states.filter(([t]) => t > t0);
+  if (!s.some(([, v]) => v === 'running')) return false;
+  const [tl, vl] = s[s.length - 1];
+  const app = document.querySelector('[data-testid=stApp]');
+  return vl === 'notRunning' && app.getAttribute('data-test-script-state') === 'notRunning'
+    && performance.now() - tl > quiet;
+}"""
+# Rerun end in ms after t0.
+END_JS = """(t0) => { const s = window.__states.filter(([t]) => t > t0); return s[s.length - 1][0] - t0; }"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """``streamlit run`` of one script on a free loopback port, with its CPU seconds readable."""
+
+    def __init__(self, script: Path, log: Path) -> None:
+        self.port = _free_port()
+        self.url = f"http://{HOST}:{self.port}"
+        cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(self.port),
+               "--server.address", HOST, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none", "--server.maxUploadSize", "2000"]
+        self.proc = subprocess.Popen(cmd, cwd=script.parent, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+
+    def wait_healthy(self, timeout_s: float = 180) -> None:
+        """Poll the health endpoint (there is no page to wait on yet)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit(f"server at {self.url} never became healthy")
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the server process so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        """Terminate the server."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _settled(page: Page) -> None:
+    expect(page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning", timeout=WAIT_MS)
+
+
+def _plane_drawn(page: Page, requests: str) -> None:
+    plane = page.get_by_role("main").locator(".js-plotly-plot").first
+    expect(plane.locator(".gtitle")).to_contain_text(f"{requests} requests", timeout=WAIT_MS)
+    expect(plane.locator(".scatterlayer .trace, .glcanvas, .heatmaplayer image").first).to_be_attached(
+        timeout=WAIT_MS)
+    _settled(page)
+
+
+def _steps(page: Page, steps: int, server: Server) -> tuple[list[float], float]:
+    """Time ``steps`` arrow-key steps of the Trim input slider: seconds to the rerun's end, server CPU s/step."""
+    page.bring_to_front()  # a page behind another has its timers throttled, the slider's debounce among them
+    page.evaluate(OBSERVE_JS)
+    slider = page.get_by_test_id("stSidebar").get_by_role("slider", name="Trim input %")
+    ends = []
+    cpu0 = server.cpu_s()
+    for i in range(steps):
+        slider.focus()
+        t0 = page.evaluate("performance.now()")
+        slider.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
+        page.wait_for_function(DONE_JS, arg=[t0, QUIET_MS], timeout=WAIT_MS, polling=50)
+        ends.append(page.evaluate(END_JS, t0) / 1000)
+    return ends, (server.cpu_s() - cpu0) / steps
+
+
+def _go(page: Page, link: str, title: str) -> None:
+    page.get_by_test_id("stSidebar").get_by_role("link", name=link, exact=True).click()
+    expect(page.get_by_role("main").get_by_role("heading", name=title, exact=True)).to_be_visible(timeout=WAIT_MS)
+    _settled(page)
+    page.wait_for_timeout(QUIET_MS)
+    _settled(page)
+
+
+def one_run(browser, rows: int, steps: int, big: Path | None, log: Path) -> dict[str, object]:  # noqa: ANN001
+    """A fresh app server and floor server; every figure of one run."""
+    out: dict[str, object] = {}
+    floor_script = log.parent / "floor_app.py"
+    floor_script.write_text(FLOOR_APP)
+    floor = Server(floor_script, log)
+    app = Server(ROOT / "app.py", log)
+    try:
+        floor.wait_healthy()
+        app.wait_healthy()
+        healthy = time.perf_counter()
+        print("  servers healthy", file=sys.stderr, flush=True)
+        # Sequential from here: the two servers never compete for the cores during a timed step.
+        ctx = browser.new_context(viewport=VIEWPORT)
+        page = ctx.new_page()
+        page.goto(app.url + "/", wait_until="domcontentloaded", timeout=WAIT_MS)
+        _plane_drawn(page, "20,000")
+        out["first page, fresh server (s)"] = time.perf_counter() - healthy
+        ctx2 = browser.new_context(viewport=VIEWPORT)
+        page2 = ctx2.new_page()
+        t = time.perf_counter()
+        page2.goto(app.url + "/", wait_until="domcontentloaded", timeout=WAIT_MS)
+        _plane_drawn(page2, "20,000")
+        out["first page, second session (s)"] = time.perf_counter() - t
+        ctx2.close()
+        page.wait_for_timeout(QUIET_MS)
+        _settled(page)
+
+        fctx = browser.new_context(viewport=VIEWPORT)
+        fpage = fctx.new_page()
+        fpage.goto(floor.url + "/", wait_until="domcontentloaded", timeout=WAIT_MS)
+        expect(fpage.locator(".js-plotly-plot")).to_be_visible(timeout=WAIT_MS)
+        _settled(fpage)
+
+        def measure(name: str, pg: Page, server: Server) -> None:
+            print(f"  measuring {name}", file=sys.stderr, flush=True)
+            ends, cpu = _steps(pg, steps, server)
+            out[f"{name}: step to rerun end (s)"] = statistics.median(ends)
+            out[f"{name}: server CPU per step (s)"] = cpu
+
+        measure("floor", fpage, floor)
+        measure("Shape 20k", page, app)
+        _go(page, "Capacity what-if", "Capacity what-if")
+        measure("Capacity 20k", page, app)
+        measure("floor again", fpage, floor)
+        if big is not None:
+            _go(page, "Shape", "Workload shape")
+            t = time.perf_counter()
+            page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(big, timeout=WAIT_MS)
+            _plane_drawn(page, f"{rows:,}")
+            out[f"upload to plane, {rows:,} (s)"] = time.perf_counter() - t
+            page.wait_for_timeout(QUIET_MS)
+            _settled(page)
+            label = f"{rows // 1_000_000}M" if rows >= 1_000_000 else f"{rows // 1000}k"
+            measure(f"Shape {label}", page, app)
+            _go(page, "Capacity what-if", "Capacity what-if")
+            measure(f"Capacity {label}", page, app)
+            measure("floor last", fpage, floor)
+        ctx.close()
+        fctx.close()
+    finally:
+        app.stop()
+        floor.stop()
+    return out
+
+
+def main() -> None:
+    """Print each run's figures, then the medians over runs and the ratios to the floor."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="requests in the big upload")
+    parser.add_argument("--steps", type=int, default=5, help="slider steps per page and run")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--skip-big", action="store_true", help="only the demo (20k) and the floor")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        big = None
+        if not args.skip_big:
+            big = work / f"log_{args.rows}.parquet"
+            buffer = io.BytesIO()
+            write_log(generate(args.rows, seed=0, with_hashes=False), buffer, fmt="parquet")
+            big.write_bytes(buffer.getvalue())
+            print(f"big upload: {args.rows:,} requests, {big.stat().st_size / 1e6:.1f} MB Parquet", flush=True)
+        runs: list[dict[str, object]] = []
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for r in range(args.runs):
+                load = os.getloadavg()[0]
+                result = one_run(browser, args.rows, args.steps, big, work / "server.log")
+                result["load average at start"] = load
+                runs.append(result)
+                print(f"run {r + 1}: " + "; ".join(f"{k} {v:.2f}" for k, v in result.items()), flush=True)
+            browser.close()
+    _summary(runs)
+
+
+def _summary(runs: list[dict[str, object]]) -> None:
+    keys = list(runs[0])
+    print("\nmedian over runs (min–max):")
+    for k in keys:
+        values = [float(r[k]) for r in runs if k in r]
+        print(f"  {k}: {statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})")
+    print("\nslider step to rerun end / floor of the same run (median over runs, min–max):")
+    pick: Callable[[dict, str], float] = lambda r, k: float(r[k])  # noqa: E731
+    for k in keys:
+        if k.endswith("step to rerun end (s)") and not k.startswith("floor"):
+            ratios = [pick(r, k) / statistics.median([pick(r, f) for f in r if f.startswith("floor")
+                                                        and f.endswith("step to rerun end (s)")]) for r in runs]
+            print(f"  {k.split(':')[0]}: {statistics.median(ratios):.1f}× ({min(ratios):.1f}–{max(ratios):.1f}×)")
+
+
+if __name__ == "__main__":
+    main()
