@@ -43,6 +43,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 VIEWPORT = {"width": 1400, "height": 1000}
 HOST = "127.0.0.1"
 WAIT_MS = 600_000
+STEP_MS = 30_000  # one slider step: far above any measured; a step that never finishes is reported and skipped
 QUIET_MS = 300  # a rerun that triggers another (e.g. the cache default) shows up within this window
 
 FLOOR_APP = '''
@@ -60,13 +61,15 @@ st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 - v / 100), mode="lines")), t
 OBSERVE_JS = """() => {
   if (window.__states) return;
   window.__states = [];
-  const app = document.querySelector('[data-testid=stApp]');
   // Several changes can arrive in one batch (a fast run): each record's old value is a state the page was in.
+  // The whole document is watched: React may replace the app's root element after the first load.
   new MutationObserver(records => {
     const now = performance.now();
     for (const r of records) window.__states.push([now, r.oldValue]);
-    window.__states.push([now, app.getAttribute('data-test-script-state')]);
-  }).observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
+    const app = document.querySelector('[data-testid=stApp]');
+    window.__states.push([now, app && app.getAttribute('data-test-script-state')]);
+  }).observe(document.body, {subtree: true, attributes: true, attributeOldValue: true,
+                             attributeFilter: ['data-test-script-state']});
 }"""
 # Done when a run started after t0 has ended and nothing ran for QUIET_MS since. The browser runs the page's
 # JavaScript on one thread, so the state change is seen only after the render of what arrived before it.
@@ -149,7 +152,13 @@ def _steps(page: Page, steps: int, server: Server) -> tuple[list[float], float]:
         slider.focus()
         t0 = page.evaluate("performance.now()")
         slider.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
-        page.wait_for_function(DONE_JS, arg=[t0, QUIET_MS], timeout=WAIT_MS, polling=50)
+        try:
+            page.wait_for_function(DONE_JS, arg=[t0, QUIET_MS], timeout=STEP_MS, polling=50)
+        except Exception:
+            print(f"step {i} from t0={t0:.0f} ms never finished; script states seen: "
+                  f"{page.evaluate('window.__states')[-8:]}; slider at {slider.get_attribute('aria-valuenow')}",
+                  file=sys.stderr, flush=True)
+            continue  # rare (a key press that started no run): the step is left out of the median
         ends.append(page.evaluate(END_JS, t0) / 1000)
     return ends, (server.cpu_s() - cpu0) / steps
 
@@ -199,7 +208,7 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path) -> dict
         def measure(name: str, pg: Page, server: Server) -> None:
             print(f"  measuring {name}", file=sys.stderr, flush=True)
             ends, cpu = _steps(pg, steps, server)
-            out[f"{name}: step to rerun end (s)"] = statistics.median(ends)
+            out[f"{name}: step to rerun end (s)"] = statistics.median(ends) if ends else float("nan")
             out[f"{name}: server CPU per step (s)"] = cpu
 
         measure("floor", fpage, floor)

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 from dataclasses import astuple, dataclass
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from components import data, sidebar
 from components.entry import through_entry
-from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model, rate_over_time, slo_range
+from shapeviz.capacity import (Deployment, WhatIf, Workload, balance_ratio, get_gpu, get_model, rate_over_time,
+                               slo_range)
 from shapeviz.capacity.physics import smallest_tp
 from shapeviz.figures import plane_figure, product_colors, rate_figure
 from shapeviz.ingest import IngestError, LoadedLog
+from shapeviz.report import inert_figure
 from shapeviz.shapes import Corners
 from shapeviz.summary import Analysis, analyze
 from shapeviz.text import md_literal
@@ -64,18 +67,30 @@ def workload(digest: str, _log: LoadedLog) -> Workload:
 
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
 def rate_chart(digest: str, freq: str, _log: LoadedLog) -> go.Figure:
-    """Request rate over time per product, once per dataset: it reads every row, so never on a slider move."""
+    """Request rate over time per product (inert), once per dataset: it reads every row, never on a slider move."""
     rates = rate_over_time(_log.frame, freq)
-    return rate_figure(rates, product_colors(rates["product"].unique()))
+    return inert_figure(rate_figure(rates, product_colors(rates["product"].unique())))
 
 
-@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
-def plane_base(digest: str, corners: tuple[int, int, int], _log: LoadedLog) -> tuple[go.Figure, pd.DataFrame]:
-    """The plane without what-if overlays, and each product's p50: the part that reads every row."""
+BALANCE_INPUT_TOKENS = np.logspace(0, 6.5, 60)  # where the plane's prefill = decode line is evaluated
+
+
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Drawing the plane…")
+def plane(digest: str, corners: tuple[int, int, int], deployment: Deployment, cache_hit: float, tpot_slo_ms: float,
+          _log: LoadedLog) -> tuple[go.Figure, pd.DataFrame, dict[str, str]]:
+    """The plane with the deployment's balance line (inert, ready to draw), each product's p50, product colours.
+
+    Keyed on what changes it, so a trim or traffic step reuses it as it is: the browser receives the same
+    figure and keeps the one it drew, instead of redrawing thousands of points.
+    """
     frame = _log.frame
-    fig = plane_figure(frame, corners=Corners(*corners), colors=product_colors(frame["product"].astype(str).unique()))
+    colors = product_colors(frame["product"].astype(str).unique())
+    x = BALANCE_INPUT_TOKENS
+    ratio = balance_ratio(deployment, x, cache_hit * x, tpot_slo_ms=tpot_slo_ms)
+    fig = plane_figure(frame, corners=Corners(*corners), colors=colors, balance=(x, ratio * x),
+                       balance_label=f"prefill = decode GPU-time ({deployment.describe()})")
     p50 = frame.groupby("product", observed=True)[["input_tokens", "output_tokens"]].median()
-    return fig, p50
+    return inert_figure(fig), p50, colors
 
 
 @st.cache_resource(max_entries=64)

@@ -22,11 +22,15 @@ def badge(kind: str) -> None:
     st.badge(label, color=color, help=help_text)  # type: ignore[arg-type]
 
 
-def chart(fig: go.Figure, key: str) -> None:
-    """A plotly chart at full width, and a PNG of it rendered on the server when the user asks for one."""
+def chart(fig: go.Figure, key: str, *, inert: bool = False) -> None:
+    """A plotly chart at full width, and a PNG of it rendered on the server when the user asks for one.
+
+    ``inert``: the figure's names are escaped already (a cached figure): drawn as it is, without a copy.
+    """
     from shapeviz.report import browser_path, figures_to_png, inert_figure
 
-    fig = inert_figure(fig)  # product names come from the user's log: never markup
+    if not inert:
+        fig = inert_figure(fig)  # product names come from the user's log: never markup
     st.plotly_chart(fig, key=key, config=PLOT_CONFIG, theme=None)
     try:
         browser_path()

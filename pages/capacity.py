@@ -86,16 +86,17 @@ left.markdown(
 with right:
     badge("estimated")
 
-chart(pressure_figure(on_fleet["before"], on_fleet["after"], s.ttft_slo_ms, s.tpot_slo_ms), key="pressure")
+# Their names are the app's own ("before", "p90"), nothing from the log: no inert copy needed.
+chart(pressure_figure(on_fleet["before"], on_fleet["after"], s.ttft_slo_ms, s.tpot_slo_ms), key="pressure", inert=True)
 curve = load_curve(w, dep, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms, tpot_slo_ms=s.tpot_slo_ms,
                    multipliers=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0))
-chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve")
+chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve", inert=True)
 st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
            "headroom a planner buys.")
 
 if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"
-    chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate")
+    chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate", inert=True)
     badge("measured")
 
 st.subheader("Compare deployments")

@@ -3,16 +3,14 @@ from __future__ import annotations
 
 from dataclasses import astuple
 
-import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from components.context import page_context, plane_base
+from components.context import BALANCE_INPUT_TOKENS, page_context, plane
 from components.mapping import mapping_editor
 from components.widgets import MISSING, badge, chart, csv_button, table
 from shapeviz.capacity import balance_ratio
-from shapeviz.figures import add_balance_line, add_whatif_shift, fmt_tokens, product_colors
+from shapeviz.figures import fmt_tokens, whatif_shift_figure
 from shapeviz.recommend import LEVER_LABELS
 from shapeviz.report import products_table
 from shapeviz.shapes import SHAPE_LABELS, SHAPES
@@ -50,16 +48,16 @@ with right:
     badge("measured")
 
 # --- the plane -----------------------------------------------------------------------------------------------
-x = np.logspace(0, 6.5, 60)
-ratio = balance_ratio(ctx.deployment, x, s.cache_hit * x, tpot_slo_ms=s.tpot_slo_ms)
-base, p50 = plane_base(ctx.dataset.digest, astuple(s.corners), ctx.dataset.log)
-fig = go.Figure(base)  # the cached base stays untouched; the what-if overlays are this run's
-add_balance_line(fig, x, ratio * x, f"prefill = decode GPU-time ({ctx.deployment.describe()})")
-add_whatif_shift(fig, p50, (s.trim_input, s.trim_output), product_colors(p50.index.astype(str)))
-chart(fig, key="plane")
+# The plane changes only with the log, the corners, the deployment and the cache share; trims redraw the small
+# chart below it, so a trim step never sends (or redraws) the plane's points again.
+fig, p50, colors = plane(ctx.dataset.digest, astuple(s.corners), ctx.deployment, s.cache_hit, s.tpot_slo_ms,
+                         ctx.dataset.log)
+chart(fig, key="plane", inert=True)
 st.caption("Above the dashed balance line a request costs more decode than prefill GPU-time on the selected "
-           "deployment. Diamonds are each product's median request; open diamonds show where the what-if trims "
-           "move it. Corner boundaries are in the sidebar.")
+           "deployment. Diamonds are each product's median request. Corner boundaries are in the sidebar.")
+balance = (BALANCE_INPUT_TOKENS, balance_ratio(ctx.deployment, BALANCE_INPUT_TOKENS, s.cache_hit * BALANCE_INPUT_TOKENS,
+                                               tpot_slo_ms=s.tpot_slo_ms) * BALANCE_INPUT_TOKENS)
+chart(whatif_shift_figure(p50, (s.trim_input, s.trim_output), colors, balance), key="whatif_shift", inert=True)
 
 # --- per product -----------------------------------------------------------------------------------------------
 st.subheader("Shape and phase per product")

@@ -33,6 +33,10 @@ POINT_BUDGET = 20_000      # above this many requests the plane draws a density 
 DENSITY_SAMPLE = 3_000     # points drawn on top of the density
 TOKEN_TICKS: tuple[float, ...] = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
+# The look of plotly_white for the small figures a slider step rebuilds: assigning a named template copies and
+# validates the whole template on every figure (about 20 ms each, more than the figure itself).
+LIGHT = dict(template=None, paper_bgcolor="white", plot_bgcolor="white", font=FONT)
+LIGHT_AXIS = dict(gridcolor="rgba(0,0,0,0.07)", zeroline=False, linecolor="rgba(0,0,0,0.2)")
 
 
 def fmt_tokens(value: float) -> str:
@@ -270,6 +274,53 @@ def add_whatif_shift(fig: go.Figure, p50: pd.DataFrame, shift: tuple[float, floa
         )
 
 
+def whatif_shift_figure(p50: pd.DataFrame, shift: tuple[float, float], colors: dict[str, str],
+                        balance: tuple[np.ndarray, np.ndarray] | None = None, height: int = 300) -> go.Figure:
+    """Each product's median request before (filled) and after (open) the what-if trims, on log token axes.
+
+    Its names are escaped here (they come from the log), so it is drawn as it is, without an inert copy.
+
+    A few points and arrows, drawn apart from the plane: a slider step redraws this, never the plane's
+    thousands of points. ``balance`` adds the prefill = decode line of the deployment.
+    """
+    fig = go.Figure()
+    xs, ys = [], []
+    for name, row in p50.iterrows():  # one row per product, not per request
+        px, py = float(row["input_tokens"]), float(row["output_tokens"])
+        nx, ny = max(px * (1 - shift[0]), 1.0), max(py * (1 - shift[1]), 1.0)
+        xs += [px, nx]
+        ys += [py, ny]
+        color = colors.get(str(name), "#555")
+        label = _escape(str(name))  # a name from the log: inert in the legend and the hover text
+        if (nx, ny) != (px, py):
+            fig.add_annotation(x=np.log10(nx), y=np.log10(ny), ax=np.log10(px), ay=np.log10(py), xref="x", yref="y",
+                               axref="x", ayref="y", showarrow=True, arrowhead=2, arrowwidth=1.5, arrowcolor=color,
+                               text="")
+        fig.add_trace(go.Scatter(
+            x=[px, nx], y=[py, ny], mode="markers", name=label, legendgroup=label,
+            marker=dict(symbol=["diamond", "diamond-open"], size=13, color=color, line=dict(color=color, width=2)),
+            customdata=[["today"], ["after the what-if"]],
+            hovertemplate=f"<b>{label}</b> median %{{customdata[0]}}<br>%{{x:,.0f}} in / %{{y:,.0f}} out<extra></extra>",
+        ))
+    xr, yr = _log_range(np.asarray(xs), pad=0.35), _log_range(np.asarray(ys), pad=0.35)
+    if balance is not None:
+        fig.add_trace(go.Scatter(x=balance[0], y=balance[1], mode="lines", name="prefill = decode GPU-time",
+                                 line=dict(color="#333", width=2, dash="dash"),
+                                 hovertemplate="balance: %{x:,.0f} in ↔ %{y:,.0f} out<extra></extra>"))
+    for axis, rng, title in (("x", xr, "input tokens (log)"), ("y", yr, "output tokens (log)")):
+        ticks = [v for v in (1, 10, 100, 1e3, 1e4, 1e5, 1e6) if rng[0] <= np.log10(v) <= rng[1]]
+        getattr(fig, f"update_{axis}axes")(type="log", range=rng, tickvals=ticks,
+                                           ticktext=[fmt_tokens(v) for v in ticks], title_text=title, **LIGHT_AXIS)
+    moved = shift[0] > 0 or shift[1] > 0
+    fig.update_layout(
+        height=height, **LIGHT, margin=dict(l=60, r=20, t=50, b=40),
+        title=dict(text="Each product's median request" + (" before → after the what-if" if moved else
+                                                            "<br><sup>move a trim slider to see it shift</sup>"), x=0.01),
+        legend=dict(orientation="v", x=1.02, y=1), hovermode="closest",
+    )
+    return fig
+
+
 def add_balance_line(fig: go.Figure, input_tokens: np.ndarray, output_tokens: np.ndarray, label: str) -> None:
     """The dashed line where prefill and decode GPU-time of a request are equal, on a ``plane_figure``."""
     fig.add_trace(
@@ -379,10 +430,14 @@ def pressure_figure(before: Mapping, after: Mapping, ttft_slo_ms: float, tpot_sl
             text=[("saturated" if v is None else f"{v:.0%}") for v in values], textposition="outside",
             hovertemplate="%{x}: %{text}<extra>" + name + "</extra>",
         ))
-    fig.add_hline(y=1.0, line=dict(color="#C0392B", dash="dash", width=1.5),
-                  annotation_text="limit / SLO", annotation_position="top left")
+    # A shape and an annotation, not add_hline: that helper costs more than the whole figure on a slider step.
+    fig.add_shape(type="line", xref="paper", x0=0, x1=1, y0=1.0, y1=1.0,
+                  line=dict(color="#C0392B", dash="dash", width=1.5))
+    fig.add_annotation(xref="paper", x=0, y=1.0, text="limit / SLO", showarrow=False, xanchor="left",
+                       yanchor="bottom")
+    fig.update_yaxes(**LIGHT_AXIS)
     fig.update_layout(
-        barmode="group", height=height, template="plotly_white", font=FONT, yaxis_tickformat=".0%",
+        barmode="group", height=height, **LIGHT, yaxis_tickformat=".0%",
         yaxis_title="share of capacity or SLO", margin=dict(l=60, r=20, t=40, b=40),
         title=dict(text="Pressure on each phase, on today's fleet", x=0.01),
         legend=dict(orientation="h", y=1.12, x=1, xanchor="right"),
@@ -402,15 +457,20 @@ def load_curve_figure(curve: pd.DataFrame, ttft_slo_ms: float, tpot_slo_ms: floa
                 showlegend=col == 1, line=dict(color="#0072B2", dash=dash),
                 hovertemplate=f"×%{{x}} traffic: {metric.upper()} {q} %{{y:,.0f}} ms<extra></extra>",
             ), row=1, col=col)
-        fig.add_hline(y=slo, line=dict(color="#C0392B", dash="dash"), row=1, col=col,
-                      annotation_text=f"SLO {slo:,.0f} ms", annotation_position="top left")
-        fig.add_vline(x=current, line=dict(color="#555", dash="dot"), row=1, col=col)
-        fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=col)
-        fig.update_xaxes(title_text="traffic multiplier (× today's peak)", row=1, col=col)
+        # Shapes, not add_hline/add_vline: those helpers cost more than the figure on a slider step.
+        axis = "" if col == 1 else str(col)
+        fig.add_shape(type="line", xref=f"x{axis} domain", yref=f"y{axis}", x0=0, x1=1, y0=slo, y1=slo,
+                      line=dict(color="#C0392B", dash="dash"))
+        fig.add_annotation(xref=f"x{axis} domain", yref=f"y{axis}", x=0, y=slo, text=f"SLO {slo:,.0f} ms",
+                           showarrow=False, xanchor="left", yanchor="bottom")
+        fig.add_shape(type="line", xref=f"x{axis}", yref=f"y{axis} domain", x0=current, x1=current, y0=0, y1=1,
+                      line=dict(color="#555", dash="dot"))
+        fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=col, **LIGHT_AXIS)
+        fig.update_xaxes(title_text="traffic multiplier (× today's peak)", row=1, col=col, **LIGHT_AXIS)
     saturated = curve.loc[curve["saturated"], "traffic_multiplier"]
     note = (f"saturates from ×{saturated.min():g}" if len(saturated) else "no saturation in this range")
     fig.update_layout(
-        height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=50),
+        height=height, **LIGHT, margin=dict(l=60, r=20, t=70, b=50),
         title=dict(text=f"Latency against load on {int(curve['gpus'].iloc[0])} GPUs<br><sup>{note}; "
                         "dotted line: the operating point</sup>", x=0.01),
         legend=dict(orientation="h", y=1.15, x=1, xanchor="right"),
