@@ -59,6 +59,14 @@ def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment
     return analyze(_log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share)
 
 
+# The demo and scenarios are the same for everyone: their analysis is shared between sessions, so a second
+# visitor's first page does not redo it (an upload's stays private to its session, above).
+@st.cache_resource(max_entries=16, ttl=24 * 3600, show_spinner="Analysing the log…")
+def _shared_analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
+                     material_share: float, _log: LoadedLog) -> Analysis:
+    return analyze(_log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share)
+
+
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
 def workload(digest: str, _log: LoadedLog) -> Workload:
     """The log binned into weighted points, once per dataset: a slider move never touches rows."""
@@ -125,7 +133,8 @@ def page_context() -> PageContext:
     k = st.session_state.get(CLUSTER_K)
     material = st.session_state.get(MATERIAL_SHARE_PCT, 15) / 100
     try:
-        analysis = _analysis(dataset.digest, astuple(s.corners), dep, k, material, dataset.log)
+        analyse = _shared_analysis if dataset.synthetic else _analysis
+        analysis = analyse(dataset.digest, astuple(s.corners), dep, k, material, dataset.log)
     except ValueError as exc:  # e.g. every row of an upload was dropped: say why, keep the mapping editor
         st.error(md_literal(exc), icon=":material/error:")
         _mapping_editor_for_failed_upload()

@@ -114,24 +114,32 @@ METRICS_JS = """() => [...document.querySelectorAll('[data-testid=stMain] [data-
   const v = m.querySelector('[data-testid=stMetricValue]'), l = m.querySelector('[data-testid=stMetricLabel]');
   return {label: l ? l.innerText : '', value: v ? v.innerText : '', cut: cut(v) || cut(l)}; })"""
 # Table cells as the grid's accessible DOM holds them: a null cell is drawn as "None" and is empty here.
-CELLS_JS = """() => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame]')].map(t =>
-  [...t.querySelectorAll('td')].map(c => c.textContent))"""
+CELLS_JS = "table => [...table.querySelectorAll('td')].map(c => c.textContent)"
 
 
-def _problems(app: Dashboard, page: str) -> list[str]:
-    found = []
+def _problems(app: Dashboard, page: str) -> tuple[list[str], int]:
+    """What reads wrong on the page, and how many table cells were read."""
+    found, read = [], 0
     for m in app.page.evaluate(METRICS_JS):
         if m["cut"]:
             found.append(f"{page}: metric {m['label']!r} is cut off ({m['value']!r})")
         if MISSING_WORDS.search(m["value"]) or not m["value"].strip():
             found.append(f"{page}: metric {m['label']!r} reads {m['value']!r}")
-    for i, cells in enumerate(app.page.evaluate(CELLS_JS)):
+    tables = app.main.get_by_test_id("stDataFrame")
+    for i in range(tables.count()):
+        table = tables.nth(i)
+        if not table.is_visible():  # inside a closed expander
+            continue
+        table.scroll_into_view_if_needed()  # the grid fills its cells once it is on screen
+        expect(table.locator("td").first).to_be_attached(timeout=RERUN_MS)
+        cells = table.evaluate(CELLS_JS)
+        read += len(cells)
         bad = [c for c in cells if not c.strip() or MISSING_WORDS.fullmatch(c.strip())]
         if bad:
             found.append(f"{page}: table {i} has {len(bad)} empty/None/nan cells of {len(cells)}")
     text = app.main.inner_text()
     found += [f"{page}: text {hit.group(0)!r}" for hit in MISSING_WORDS.finditer(text)]
-    return found
+    return found, read
 
 
 @pytest.mark.parametrize("relative", REAL_TRACES, ids=lambda r: Path(r).stem[:24])
@@ -141,9 +149,11 @@ def test_every_metric_and_cell_reads_as_a_value(open_dashboard: OpenDashboard, t
     app.upload_path(path)
     expect(app.caption).to_contain_text(path.name, timeout=FIRST_LOAD_MS)
     app.settle()
-    problems = _problems(app, "Shape")
+    problems, read = _problems(app, "Shape")
+    assert read > 0, "no table cell was read on the Shape page: the check would pass on anything"
     for link, title in PAGES[1:]:
         app.go(link, title)
-        problems += _problems(app, title)
+        found, _ = _problems(app, title)
+        problems += found
     assert not problems, "\n".join(problems)
     app.expect_healthy()
