@@ -41,8 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     summary = sub.add_parser("summary", help="shape of one or more request logs")
-    summary.add_argument("logs", nargs="+", metavar="LOG", help="CSV/TSV/Parquet/JSON/JSONL, optionally gz/bz2/zst")
+    summary.add_argument("logs", nargs="+", metavar="LOG",
+                         help="CSV/TSV/Parquet/JSON/JSONL, optionally gz/bz2/zst; with --engine dask also globs "
+                              "('logs/*.parquet') and fsspec URLs (s3://, gs://)")
     _add_common(summary)
+    _add_engine(summary)
     summary.set_defaults(handler=cmd_summary)
 
     plan = sub.add_parser("plan", help="GPUs, TTFT/TPOT and cost for a log or a fixed shape")
@@ -65,6 +68,23 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=("embedded", "dask"), default="embedded",
+                   help="embedded: stream the files in this process (default); dask: build the workload sketch per "
+                        "partition on a Dask cluster and merge it here")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="with --engine dask: an existing cluster's scheduler (tcp://host:8786); default: a local one")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="with --engine dask and no --scheduler: worker processes of the local cluster")
+
+
+def _check_engine(args: argparse.Namespace) -> None:
+    if args.engine != "dask" and (args.scheduler or args.workers):
+        raise ValueError("--scheduler and --workers need --engine dask")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {args.workers}")
+
+
 def _add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isl", type=int, help="fixed input length (tokens), instead of a log")
     p.add_argument("--osl", type=int, help="fixed output length (tokens), instead of a log")
@@ -85,9 +105,11 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     """``summary``: rows, mapping, per-product shape, clusters and recommendations."""
-    from shapeviz.summary import summarize, summary_text
+    _check_engine(args)
+    from shapeviz.summary import summarize, summary_text   # imported here: --help and bad flags stay instant
 
-    document = summarize(args.logs, mapping=_parse_mapping(args.map))
+    document = summarize(args.logs, mapping=_parse_mapping(args.map), engine=args.engine,
+                         scheduler=args.scheduler, workers=args.workers)
     _emit(document, args.json, summary_text(document))
     return 0
 

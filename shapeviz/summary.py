@@ -8,20 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
 
-from shapeviz.capacity.serving import per_minute_rates
-from shapeviz.clusters import ClusterResult, find_clusters
 from shapeviz.ingest import LoadedLog, LoadReport, combine, load_log
 from shapeviz.plain import json_safe
-from shapeviz.prefix import PrefixReuse, prefix_reuse
-from shapeviz.recommend import Recommendation, recommend
-from shapeviz.sessions import AgentVerdict, detect_agents, session_summary
 from shapeviz.shapes import (DEFAULT_CORNERS, OVERALL, SHAPES, Corners, ShapeProfile, ShapeStats, request_gpu_time,
                              resolve_deployment, shape_profile)
+
+if TYPE_CHECKING:   # imported where used: a sketch-only summary never loads scikit-learn's k-means machinery twice
+    from shapeviz.clusters import ClusterResult
+    from shapeviz.prefix import PrefixReuse
+    from shapeviz.recommend import Recommendation
+    from shapeviz.sessions import AgentVerdict
+    from shapeviz.sketch import SketchedLog
 
 SCHEMA_VERSION = 1
 
@@ -48,6 +50,8 @@ def traffic(frame: pd.DataFrame) -> Traffic:
     n = len(frame)
     if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
         return Traffic(n, None, None, None, None, None, None)
+    from shapeviz.capacity.serving import per_minute_rates
+
     ts = frame["timestamp"].dropna()
     start, end = ts.min(), ts.max()
     span = (end - start).total_seconds()
@@ -85,6 +89,10 @@ def analyze(
     kv_bytes_per_token: float | None = None,
 ) -> Analysis:
     """Run every analysis of a loaded log once (shape, clusters, sessions, prefix reuse, recommendations)."""
+    from shapeviz.clusters import find_clusters
+    from shapeviz.prefix import prefix_reuse
+    from shapeviz.sessions import detect_agents, session_summary
+
     frame = log.frame
     if len(frame) == 0:
         r = log.report
@@ -102,12 +110,54 @@ def analyze(
     sessions = session_summary(frame)
     agents = detect_agents(frame)
     hit = None
+    recs = _recommendations(profile, clusters, prefix, agents)
+    return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs)
+
+
+def _recommendations(profile: ShapeProfile, clusters: ClusterResult, prefix: PrefixReuse,
+                     agents: dict[str, AgentVerdict]) -> list[Recommendation]:
+    from shapeviz.recommend import recommend
+
+    hit = None
     if prefix.hit_ratio_tokens is not None:
         hit = {p: d["hit_ratio_tokens"] for p, d in prefix.per_product.items() if d.get("hit_ratio_tokens") is not None}
         hit[OVERALL] = prefix.hit_ratio_tokens
-    recs = recommend(profile, clusters, prefix_hit_ratio=hit,
+    return recommend(profile, clusters, prefix_hit_ratio=hit,
                      agent_products=[p for p, a in agents.items() if a.is_agent])
-    return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs)
+
+
+def analyze_sketch(
+    sketched: SketchedLog,
+    *,
+    corners: Corners = DEFAULT_CORNERS,
+    deployment: object | None = None,
+    k: int | None = None,
+    material_share: float = 0.15,
+    kv_bytes_per_token: float | None = None,
+) -> Analysis:
+    """Every analysis from a workload sketch (a log too big to keep whole): the same ``Analysis``, from bins.
+
+    Shape profile and GPU-time come from the bins, clusters from the bounded sample, prefix reuse from the
+    sample's reported cached tokens; sessions need rows, so they are left out (a note says so).
+    """
+    from shapeviz.prefix import prefix_reuse
+    from shapeviz.sketch import clusters_from_sketch, shape_profile_from_sketch, traffic_from_sketch
+
+    sketch = sketched.sketch
+    if sketch.requests == 0:   # the same one-line refusal as ``analyze`` gives an empty frame
+        analyze(LoadedLog(pd.DataFrame({"input_tokens": [], "output_tokens": []}), sketch.report))
+    profile = shape_profile_from_sketch(sketch, corners, deployment)
+    clusters = clusters_from_sketch(sketch, k, corners=corners, deployment=deployment, material_share=material_share)
+    if kv_bytes_per_token is None:
+        kv_bytes_per_token = resolve_deployment(deployment).kv_bytes_per_token
+    prefix = prefix_reuse(sketch.sample_frame(), kv_bytes_per_token=kv_bytes_per_token)
+    recs = _recommendations(profile, clusters, prefix, {})
+    report = sketch.report
+    report = LoadReport(report.source, report.format, report.compression, report.rows_read, report.rows_kept,
+                        dict(report.dropped), dict(report.mapping),
+                        [*report.notes, *sketched.notes,
+                         "sessions and block-hash prefix reuse need every row: left out of a sketch-only analysis"])
+    return Analysis(report, traffic_from_sketch(sketch), profile, clusters, prefix, None, {}, recs)
 
 
 def _stats_dict(stats: ShapeStats, mixed: set[str], name_key: bool) -> dict[str, Any]:
@@ -174,9 +224,33 @@ def load_logs(paths: Sequence[str | Path], mapping: dict[str, str] | None = None
     return logs[0] if len(logs) == 1 else combine(logs)
 
 
+def analyze_paths(paths: Sequence[str | Path], mapping: dict[str, str] | None = None, *, engine: str = "embedded",
+                  scheduler: str | None = None, workers: int | None = None, **kwargs: Any) -> Analysis:
+    """Load and analyse logs: every row while they fit (``sketch.FULL_FRAME_MAX_ROWS``), else from the sketch.
+
+    ``engine="dask"`` builds the sketch per partition on a Dask cluster (``scheduler`` address, else a local
+    cluster of ``workers`` processes) and merges on this process.
+    """
+    from shapeviz.sketch import SketchedLog, merge_all, sketch_log
+
+    if engine == "dask":
+        from shapeviz.distributed import sketch_paths
+
+        return analyze_sketch(SketchedLog(sketch_paths(paths, mapping=mapping, scheduler=scheduler,
+                                                       workers=workers)), **kwargs)
+    if engine != "embedded":
+        raise ValueError(f"unknown engine {engine!r}: use 'embedded' or 'dask'")
+    sketched = [sketch_log(p, mapping=mapping or None) for p in paths]
+    if all(s.frame is not None for s in sketched):
+        logs = [LoadedLog(s.frame, s.report) for s in sketched]
+        return analyze(logs[0] if len(logs) == 1 else combine(logs), **kwargs)
+    merged = merge_all(s.sketch for s in sketched)
+    return analyze_sketch(SketchedLog(merged, None, [n for s in sketched for n in s.notes]), **kwargs)
+
+
 def summarize(paths: Sequence[str | Path], mapping: dict[str, str] | None = None, **kwargs: Any) -> dict[str, Any]:
-    """``summary`` of the command line: load, analyse, document."""
-    return summary_document(analyze(load_logs(paths, mapping), **kwargs))
+    """``summary`` of the command line: load (streamed), analyse, document."""
+    return summary_document(analyze_paths(paths, mapping, **kwargs))
 
 
 def _q(d: dict[str, float]) -> str:
