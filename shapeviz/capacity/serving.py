@@ -160,6 +160,28 @@ class Workload:
             rate, source, note = _measured_rate(frame)
         return cls(sums[0] / c, sums[1] / c, sums[2] / c, c / c.sum(), rate, source, note, int(len(frame)))
 
+    @classmethod
+    def from_sketch(cls, sketch: Any, rate_rps: float | None = None) -> "Workload":
+        """A workload from a ``sketch.WorkloadSketch``: one weighted point per occupied cell (its mean tokens).
+
+        Token totals are exact (the sketch keeps sums); the measured rate is the p99 of per-minute rates.
+        """
+        from shapeviz.sketch import measured_rate, workload_points
+
+        n, m, p, c = workload_points(sketch)
+        if c.size == 0:
+            raise ValueError("the sketch has no requests to plan for")
+        if rate_rps is not None:
+            _check_rate(rate_rps)
+            rate, source, note = float(rate_rps), "set by user", "request rate set by the user"
+        else:
+            measured, note = measured_rate(sketch)
+            rate, source = (measured, "measured") if measured else (ASSUMED_RATE_RPS, "assumed")
+            if measured is None:
+                note = (f"the log has no timestamps, so {ASSUMED_RATE_RPS:g} req/s is assumed; set the rate (--rate) "
+                        "to plan for yours")
+        return cls(n, m, np.minimum(p, n), c / c.sum(), rate, source, note, int(c.sum()))
+
     def apply(self, whatif: WhatIf) -> "Workload":
         """The workload after the what-if levers (trim, cache hit, traffic)."""
         n = self.input_tokens * (1.0 - whatif.trim_input)
