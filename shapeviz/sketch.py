@@ -84,6 +84,12 @@ class WorkloadSketch:
 
         inp, out = token_arrays(frame)
         prod, products = product_codes(frame) if len(frame) else (np.zeros(0, np.int32), [])
+        # products sorted by name, as ``merge`` keeps them: one canonical layout, so equal sketches compare equal
+        order = sorted(range(len(products)), key=lambda g: products[g])
+        rank = np.empty(len(products), dtype=np.int64)
+        rank[order] = np.arange(len(products))
+        prod = rank[prod] if len(products) else prod
+        products = [products[g] for g in order]
         n_prod = len(products)
         size = n_prod * N_BINS * N_BINS
         flat = (prod.astype(np.int64) * N_BINS + bin_index(inp)) * N_BINS + bin_index(out)
