@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("logs", nargs="*", metavar="LOG")
     _add_plan_options(plan)
     _add_common(plan)
+    _add_engine(plan)
     plan.set_defaults(handler=cmd_plan)
 
     report = sub.add_parser("report", help="write the PNG/CSV/HTML report bundle for a log")
@@ -116,6 +117,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """``plan``: the capacity plan for a log or a fixed (isl, osl) shape."""
+    _check_engine(args)
     from shapeviz.capacity.plan_cli import plan_document, plan_text
 
     document = plan_document(args, mapping=_parse_mapping(args.map))

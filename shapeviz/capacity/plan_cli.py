@@ -48,12 +48,19 @@ def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Dep
             f"{best:,.0f} output tok/s / {args.osl} tokens); set --rate for your traffic")), info
     if not logs:
         raise ValueError("give a LOG file to plan for, or a fixed shape with --isl N --osl M")
-    from shapeviz.ingest import combine, load_log
+    if getattr(args, "engine", "embedded") == "dask":
+        # logs beyond one machine: the workload sketch, built on a Dask cluster (shapeviz.distributed)
+        from shapeviz.distributed import sketch_paths
 
-    loaded = [load_log(path, mapping=mapping or None) for path in logs]
-    log = loaded[0] if len(loaded) == 1 else combine(loaded)
-    workload = Workload.from_frame(log.frame, rate_rps=args.rate)
-    report = log.report
+        sketch = sketch_paths(logs, mapping=mapping or None, scheduler=args.scheduler, workers=args.workers)
+        workload, report = Workload.from_sketch(sketch, rate_rps=args.rate), sketch.report
+    else:
+        from shapeviz.ingest import combine, load_log
+
+        loaded = [load_log(path, mapping=mapping or None) for path in logs]
+        log = loaded[0] if len(loaded) == 1 else combine(loaded)
+        workload = Workload.from_frame(log.frame, rate_rps=args.rate)
+        report = log.report
     info = {"source": "log", "files": [str(p) for p in logs], "rows_read": report.rows_read,
             "rows_kept": report.rows_kept, "dropped": dict(report.dropped)}
     return workload, info
