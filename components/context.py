@@ -16,9 +16,12 @@ from components.entry import through_entry
 from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model, rate_over_time, slo_range
 from shapeviz.capacity.physics import smallest_tp
 from shapeviz.figures import plane_figure, product_colors, rate_figure
-from shapeviz.ingest import IngestError, LoadedLog
+from shapeviz.ingest import LoadedLog
 from shapeviz.shapes import Corners
-from shapeviz.summary import Analysis, analyze
+from shapeviz.sketch import full_frame_max_rows
+from shapeviz.sketch import SketchedLog
+from shapeviz.sketch import rate_over_time as sketch_rate_over_time
+from shapeviz.summary import Analysis, analyze, analyze_sketch
 
 
 @dataclass(frozen=True)
@@ -52,19 +55,29 @@ MATERIAL_SHARE_PCT = "material_share_pct"
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Analysing the log…")
 def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
               material_share: float, _log: LoadedLog) -> Analysis:
+    sketch = data.sketch_of(digest)
+    if sketch is not None:   # a log too big to keep whole: every analysis from its sketch
+        return analyze_sketch(SketchedLog(sketch), corners=Corners(*corners), deployment=deployment, k=k,
+                              material_share=material_share)
     return analyze(_log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share)
 
 
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
 def workload(digest: str, _log: LoadedLog) -> Workload:
     """The log binned into weighted points, once per dataset: a slider move never touches rows."""
-    return Workload.from_frame(_log.frame)
+    sketch = data.sketch_of(digest)
+    return Workload.from_sketch(sketch) if sketch is not None else Workload.from_frame(_log.frame)
 
 
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
 def rate_chart(digest: str, freq: str, _log: LoadedLog) -> go.Figure:
     """Request rate over time per product, once per dataset: it reads every row, so never on a slider move."""
-    rates = rate_over_time(_log.frame, freq)
+    sketch = data.sketch_of(digest)
+    if sketch is not None:
+        minutes = max(1, round(pd.Timedelta(freq) / pd.Timedelta(minutes=1)))
+        rates = sketch_rate_over_time(sketch, f"{minutes}min")   # a sketch keeps whole minutes
+    else:
+        rates = rate_over_time(_log.frame, freq)
     return rate_figure(rates, product_colors(rates["product"].unique()))
 
 
@@ -90,7 +103,7 @@ def page_context() -> PageContext:
     s = sidebar.settings()
     try:
         dataset = data.current_dataset()
-    except IngestError as exc:
+    except ValueError as exc:   # IngestError, or a server path outside the allowed roots: one line, no traceback
         st.error(str(exc), icon=":material/error:")
         st.info("Fix the file, map the columns by hand under **Column mapping** in the load report, or pick the "
                 "demo in the sidebar.")
@@ -116,6 +129,11 @@ def page_context() -> PageContext:
         st.stop()
     _sync_cache_default(dataset.digest, analysis, workload(dataset.digest, dataset.log))
     _show_slo_hint(analysis.profile.overall.dominant_shape)
+    if dataset.sketch is not None:
+        st.info(f"{dataset.sketch.requests:,} requests: more than {full_frame_max_rows():,}, so this page works from "
+                f"the log's workload sketch (binned counts and token sums; quantiles within one 15 % bin). Points, "
+                f"clusters and the report's rows come from a uniform sample of {len(dataset.log.frame):,} "
+                "requests; sessions are left out.", icon=":material/insights:")
     return PageContext(dataset, analysis, dep, s)
 
 

@@ -73,6 +73,12 @@ def _on_upload() -> None:
         st.session_state[data.MAPPING_KEY] = {}
 
 
+def _on_server_pattern() -> None:
+    if str(st.session_state.get(data.SERVER_KEY) or "").strip():
+        st.session_state[data.SOURCE_KEY] = "server"
+        st.session_state[data.MAPPING_KEY] = {}
+
+
 def _on_gpu_change() -> None:
     price = get_gpu(str(st.session_state["gpu"])).usd_per_gpu_hour
     if price:
@@ -82,7 +88,9 @@ def _on_gpu_change() -> None:
 def render_data_source() -> None:
     """Scenarios next to the upload: one click shows the idea before anyone uploads."""
     st.sidebar.markdown("### Data")
-    options = [k for k in data.DATASETS if k != "upload" or st.session_state.get(data.UPLOAD_KEY)]
+    roots = data.server_roots()
+    options = [k for k in data.DATASETS if (k != "upload" or st.session_state.get(data.UPLOAD_KEY))
+               and (k != "server" or roots)]
     if st.session_state.get(data.SOURCE_KEY) not in options:
         st.session_state[data.SOURCE_KEY] = "demo"
     st.sidebar.radio(
@@ -98,6 +106,13 @@ def render_data_source() -> None:
               f"{human_bytes(DEFAULT_LIMITS.max_decompressed_bytes)} decompressed, "
               f"{DEFAULT_LIMITS.max_rows:,} rows."),
     )
+    if roots:   # only when the operator allowed folders on the server (SHAPEVIZ_ALLOWED_ROOTS or secrets)
+        st.sidebar.text_input(
+            "Or logs on the server", key=data.SERVER_KEY, on_change=_on_server_pattern,
+            placeholder="logs/2024-05-*.parquet",
+            help="A file, folder or glob under an allowed root: " + ", ".join(r.name or str(r) for r in roots)
+                 + ". Read where they are, streamed; nothing is uploaded.",
+        )
 
 
 def render_corners() -> None:

@@ -39,6 +39,7 @@ SKETCH_VERSION = 1
 # The dashboard and ``summary`` keep every row only up to here; above it, analyses run from the sketch. At 2M
 # requests a page rerun still takes about a second on 2 cores (benchmarks/README.md, dashboard section).
 FULL_FRAME_MAX_ROWS = 2_000_000
+FULL_FRAME_ENV = "SHAPEVIZ_FULL_FRAME_MAX_ROWS"   # an operator with more memory per session may raise it
 SAMPLE_ROWS = 50_000
 LATENCIES: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_ms")
 # latency grid: 16 bins per decade from 0.01 ms to 10^7 ms (~2.8 h)
@@ -286,6 +287,14 @@ def merge_all(sketches: Iterable[WorkloadSketch]) -> WorkloadSketch:
 
 # ---------------------------------------------------------------------------------------------- embedded engine
 
+def full_frame_max_rows() -> int:
+    """``FULL_FRAME_MAX_ROWS``, or the operator's ``SHAPEVIZ_FULL_FRAME_MAX_ROWS`` when set to a whole number."""
+    import os
+
+    value = os.environ.get(FULL_FRAME_ENV, "").strip()
+    return int(value) if value.isdigit() else FULL_FRAME_MAX_ROWS
+
+
 @dataclass
 class SketchedLog:
     """What a streamed load gives: the sketch always, the canonical frame too when the log is small enough."""
@@ -302,7 +311,7 @@ class SketchedLog:
 
 def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None,
                mapping: dict[str, str] | None = None, limits: Limits = DEFAULT_LIMITS,
-               keep_frame_rows: int = FULL_FRAME_MAX_ROWS, seed: int = 0) -> SketchedLog:
+               keep_frame_rows: int | None = None, seed: int = 0) -> SketchedLog:
     """Stream a log batch by batch into a sketch; keep the canonical frame only while it has ≤ ``keep_frame_rows``.
 
     Limits (rows, bytes, decompression, nesting) are checked at every batch, so memory is bounded by the batch
@@ -315,7 +324,8 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
     from shapeviz.ingest.stream import _Restart, iter_tables
 
     label = display_name(source, name)
-    pending: list = []          # raw batches kept while the log may still fit as a frame
+    keep_frame_rows = full_frame_max_rows() if keep_frame_rows is None else keep_frame_rows
+    pending: list | None = []          # raw batches kept while the log may still fit as a frame
     pending_rows = 0
     sketch: WorkloadSketch | None = None
     batch_no = 0

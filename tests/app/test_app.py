@@ -187,3 +187,36 @@ def test_a_log_whose_rows_are_all_dropped_says_why_in_one_line() -> None:
     assert not at.exception, at.exception
     [error] = at.error
     assert "broken.csv" in error.value and "negative_tokens 1" in error.value and "not_a_number 1" in error.value
+
+
+def test_a_log_over_the_full_frame_threshold_runs_every_page_from_its_sketch(trace, monkeypatch) -> None:
+    from shapeviz.sketch import FULL_FRAME_ENV
+
+    monkeypatch.setenv(FULL_FRAME_ENV, "5000")   # the conv trace's 19,366 rows are then "too big to keep"
+    path = trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
+    at = _upload(_app(), path.name, path.read_bytes())
+    assert not at.exception, at.exception
+    assert _metric(at, "Requests") == "19,366"                      # every request, not the sample
+    assert "19,366 rows read" in at.caption[0].value
+    assert any("workload sketch" in i.value for i in at.info)
+    for page in ("pages/clusters.py", "pages/capacity.py", "pages/sessions.py", "pages/report.py"):
+        at.switch_page(page).run()
+        assert not at.exception, (page, at.exception)
+        assert any("workload sketch" in i.value for i in at.info), page
+
+
+def test_logs_on_the_server_only_under_the_allowed_roots(trace, tmp_path, monkeypatch) -> None:
+    from shapeviz.ingest.roots import ROOTS_ENV
+
+    root = tmp_path / "logs"
+    root.mkdir()
+    source = trace("azure_llm_2023/AzureLLMInferenceTrace_code.csv")
+    (root / source.name).write_bytes(source.read_bytes())
+    assert "server" not in _app().radio(key="dataset").options      # off unless the operator allows a root
+    monkeypatch.setenv(ROOTS_ENV, str(root))
+    at = _app()
+    at.text_input(key="server_pattern").set_value("*.csv").run()
+    assert not at.exception, at.exception
+    assert _metric(at, "Requests") == "8,819"
+    at.text_input(key="server_pattern").set_value("/etc/passwd").run()
+    assert not at.exception and at.error and "no log file matches" in at.error[0].value
