@@ -3,6 +3,7 @@
     python benchmarks/bench_sketch.py csv --rows 5000000 --repeat 3     # summary vs a bare pyarrow read
     python benchmarks/bench_sketch.py bomb                              # the 2.14 GB-inflating gzip
     python benchmarks/bench_sketch.py dask --files 20 --rows-per-file 5000000 --repeat 2
+    python benchmarks/bench_sketch.py peer --rows 1000000 --aiperf PATH/TO/aiperf   # aiperf analyze-trace beside us
 
 Generated logs go to ``--data`` (default: the system temp folder, never the repository) and are kept between
 runs. Each measured command runs in its own child process; wall time, CPU time (user + system, all threads
@@ -164,10 +165,51 @@ def bench_dask(data: Path, files: int, rows: int, repeat: int) -> list[dict]:
     return [summarise(k, v) for k, v in results.items()]
 
 
+def make_mooncake(data: Path, rows: int) -> Path:
+    """A Mooncake-format JSONL (timestamp ms, input_length, output_length, hash_ids), what aiperf analyses."""
+    path = data / f"mooncake_{rows}.jsonl"
+    if not path.exists():
+        import numpy as np
+
+        from shapeviz.synth import generate
+
+        frame = generate(rows, seed=0)
+        ms = ((frame["timestamp"] - frame["timestamp"].min()) // np.timedelta64(1, "ms")).to_numpy()
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as out:
+            for t, n, m, h in zip(ms, frame["input_tokens"].to_numpy(), frame["output_tokens"].to_numpy(),
+                                  frame["hash_ids"]):
+                out.write(f'{{"timestamp": {int(t)}, "input_length": {int(n)}, "output_length": {int(m)}, '
+                          f'"hash_ids": [{",".join(map(str, h.tolist()))}]}}\n')
+        tmp.rename(path)
+    return path
+
+
+def bench_peer(data: Path, rows: int, repeat: int, aiperf: str) -> list[dict]:
+    """The same job, trace statistics of a big Mooncake log (ISL/OSL distributions, prefix-cache hit rate)."""
+    path = make_mooncake(data, rows)
+    commands = {"aiperf analyze-trace": [aiperf, "analyze-trace", str(path), "--block-size", "512",
+                                         "--output-file", str(data / "aiperf_report.json")],
+                "shapeviz summary": [PY, "-m", "shapeviz", "summary", str(path), "--json"]}
+    results: dict[str, list[dict]] = {k: [] for k in commands}
+    for _ in range(repeat):
+        for name, command in commands.items():
+            r = timed(command)
+            assert r["exit"] == 0, r["err"]
+            results[name].append(r)
+    doc = json.loads(str(results["shapeviz summary"][-1]["out"]))
+    pc = doc.get("prefix_cache", {})
+    print(f"shapeviz: input p50 {doc['overall']['input']['p50']:,.0f}, output p50 "
+          f"{doc['overall']['output']['p50']:,.0f}, prefix hit (blocks) {pc.get('hit_ratio_blocks')}")
+    print("aiperf:", str(results["aiperf analyze-trace"][-1]["out"])[-1500:])
+    return [summarise(k, v) | {"file_mb": path.stat().st_size / 1e6} for k, v in results.items()]
+
+
 def main() -> None:
     """Parse the options, run one benchmark, print a table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("csv", "bomb", "dask"))
+    parser.add_argument("what", choices=("csv", "bomb", "dask", "peer"))
+    parser.add_argument("--aiperf", default="aiperf", help="the aiperf executable (its own virtualenv)")
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--rows-per-file", type=int, default=5_000_000)
@@ -180,6 +222,8 @@ def main() -> None:
         table = bench_csv(args.data, args.rows, args.repeat)
     elif args.what == "bomb":
         table = bench_bomb(args.data, args.repeat)
+    elif args.what == "peer":
+        table = bench_peer(args.data, args.rows, args.repeat, args.aiperf)
     else:
         table = bench_dask(args.data, args.files, args.rows_per_file, args.repeat)
     for row in table:

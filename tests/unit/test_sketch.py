@@ -196,3 +196,15 @@ def test_sketched_log_exposes_its_report(trace):
     log = load_log(trace("burstgpt/burstgpt_slice.csv"))
     sketched = SketchedLog(WorkloadSketch.from_frame(log.frame, log.report))
     assert sketched.report.rows_read == log.report.rows_read
+
+
+def test_a_column_that_changes_type_after_the_first_block_still_loads_every_row(tmp_path):
+    # the streaming parser types columns from its first 4 MiB block; a later "n/a" must not lose the log
+    n = 700_000
+    lines = [f"{i % 5000 + 1},{i % 300 + 1},{i % 7}" for i in range(n - 1)] + ["10,2,n/a"]
+    path = tmp_path / "late_text.csv"
+    path.write_text("prompt_tokens,completion_tokens,cached_tokens\n" + "\n".join(lines) + "\n")
+    frame, report = load_log(path)
+    assert report.rows_read == report.rows_kept == n and frame["cached_tokens"].isna().sum() == 1
+    streamed = sketch_log(path, keep_frame_rows=1_000)
+    assert streamed.report.rows_read == n and streamed.sketch.requests == n
