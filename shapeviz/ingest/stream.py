@@ -127,10 +127,11 @@ class _Opened:
 
     def __init__(self, source: Source, label: str, limits: Limits) -> None:
         self.raw, self.size = _open_raw(source, label, limits)
-        peek = self.raw.read(8)
-        self.raw.seek(0) if self.raw.seekable() else None
+        peek = self.raw.read(8)   # the compression's magic bytes
         self.compression = _magic_compression(peek) if peek else "none"
-        if not self.raw.seekable() and peek:
+        if self.raw.seekable():
+            self.raw.seek(0)
+        elif peek:
             self.raw = _Prefixed(peek, self.raw)
         inner = _decompressing(self.raw, self.compression, label)
         if self.compression == "none":
