@@ -6,6 +6,8 @@
     python benchmarks/bench_calibration.py --write         # refit on every usable row, store data/efficiency.json
     python benchmarks/bench_calibration.py --reference DIR # another copy of the reference folder
 
+Every run also judges the rows the fit never sees (``data/heldout_max_throughput.csv``: H200, B200, GB200 and
+the NVFP4/MXFP4 precisions), per family (dense/MoE) and precision, with the share within 2×.
 Errors are predicted / measured − 1 (positive: the model is optimistic). Fits take a minute or two each.
 """
 from __future__ import annotations
@@ -38,7 +40,8 @@ def _medians(evaluated: pd.DataFrame, title: str) -> None:
     print(summary.to_string(index=False, float_format=lambda v: f"{v:.1%}"))
 
 
-def _holdout(rows: pd.DataFrame, fit_gpus: list[str], check_gpus: list[str], evaluations: int) -> float:
+def _holdout(rows: pd.DataFrame, fit_gpus: list[str], check_gpus: list[str],
+             evaluations: int) -> tuple[float, pd.DataFrame]:
     train = rows[rows["gpu"].isin(fit_gpus)]
     t0 = time.perf_counter()
     result = cal.fit(train, max_evaluations=evaluations)
@@ -48,7 +51,26 @@ def _holdout(rows: pd.DataFrame, fit_gpus: list[str], check_gpus: list[str], eva
     print(f"\n== fit on {', '.join(fit_gpus)} ({result.rows_used} rows, {time.perf_counter() - t0:.0f} s) "
           f"-> held-out {', '.join(check_gpus)}: median |error| {median:.1%} over {len(ok)} rows ==")
     print(cal.summarize(test).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
-    return median
+    return median, test
+
+
+def _family_table(evaluated: pd.DataFrame, title: str, by: tuple[str, ...] = ("family", "precision")) -> None:
+    print(f"\n== {title} ==")
+    print(cal.by_family_precision(evaluated, by).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
+
+
+def _judge(efficiency) -> pd.DataFrame:
+    """Rows on GPUs and precisions the fit never saw, with the stored (or just fitted) parameters."""
+    judged = cal.evaluate(cal.heldout_rows(), efficiency)
+    _family_table(judged, "held out (never fitted): H200/B200/GB200 and NVFP4/MXFP4 rows, per family and precision")
+    _family_table(judged, "held out, per GPU, family and precision", ("gpu", "family", "precision"))
+    worst = (judged.groupby(["gpu", "model", "precision", "tp", "ep", "attention_dp"])["error"].median()
+             .rename("median_error").reset_index())
+    worst = worst.reindex(worst["median_error"].abs().sort_values(ascending=False).index).head(8)
+    print("\n== held out: worst configurations (median error of their rows) ==")
+    print(worst.to_string(index=False, float_format=lambda v: f"{v:+.1%}"))
+    print("\nheadline:", cal.judged_summary(judged))
+    return judged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,17 +105,22 @@ def main(argv: list[str] | None = None) -> int:
         print("\n== row by row (stored parameters) ==")
         print(_table(evaluated))
     _medians(evaluated, "all usable rows, parameters fitted on all GPUs")
+    _family_table(evaluated, "in sample (fitted on H100 + A100), per family and precision")
+    judged = _judge(efficiency)
 
     gpus = sorted(rows.loc[rows["skip"] == "", "gpu"].dropna().unique())
     h100 = [g for g in gpus if g.startswith("h100")]
     others = [g for g in gpus if g not in h100]
-    holdout["fit_h100_check_a100"] = _holdout(rows, h100, others, args.evaluations)
+    holdout["fit_h100_check_a100"], _ = _holdout(rows, h100, others, args.evaluations)
     if args.logo:
+        left_out = []
         for g in gpus:
-            holdout[f"leave_out_{g}"] = _holdout(rows, [x for x in gpus if x != g], [g], args.evaluations)
+            holdout[f"leave_out_{g}"], test = _holdout(rows, [x for x in gpus if x != g], [g], args.evaluations)
+            left_out.append(test)
+        _family_table(pd.concat(left_out), "leave-one-GPU-out (each GPU predicted by a fit on the others), per family and precision")
 
     if result is not None:
-        cal.write_efficiency(result, evaluated, holdout)
+        cal.write_efficiency(result, evaluated, holdout, judged=cal.judged_summary(judged))
         print("\nwrote data/efficiency.json")
     return 0
 
