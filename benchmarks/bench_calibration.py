@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logo", action="store_true", help="also run leave-one-GPU-out fits")
     parser.add_argument("--evaluations", type=int, default=500, help="Nelder-Mead evaluations per round")
     parser.add_argument("--quiet", action="store_true", help="medians only, no row-by-row table")
+    parser.add_argument("--parameters", nargs="+", choices=cal.FITTED, default=list(cal.FITTED),
+                        help="with --write: fit only these, keeping the others' stored values")
     args = parser.parse_args(argv)
 
     rows = cal.reference_rows(args.reference)
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     result = None
     if args.write:
         t0 = time.perf_counter()
-        result = cal.fit(rows, max_evaluations=args.evaluations,
+        result = cal.fit(rows, parameters=tuple(args.parameters), max_evaluations=args.evaluations,
                          progress=lambda n, loss: print(f"  {n} evaluations, loss {loss:.4f}", flush=True))
         print(f"fitted on {result.rows_used} rows in {time.perf_counter() - t0:.0f} s, loss {result.loss:.4f}")
         efficiency = result.efficiency

@@ -124,6 +124,13 @@ def _fit_deployment_choices() -> None:
         st.session_state["layout"] = "tp"
 
 
+def _on_model_change() -> None:
+    # A model that ships in its own format (gpt-oss: MXFP4) opens in it; the others keep the user's choice.
+    native = get_model(str(st.session_state["model"])).native_precision
+    if native:
+        st.session_state["precision"] = native
+
+
 def render_whatif() -> None:
     """Trim, cache, traffic, deployment, SLOs and price: the levers a planning meeting moves."""
     st.sidebar.markdown("### What-if")
@@ -136,7 +143,8 @@ def render_whatif() -> None:
                            "when it carries block hashes, cached-token counts or sessions.")
     st.sidebar.slider("Traffic ×", 0.25, 10.0, key="traffic", step=0.25)
     with st.sidebar.expander("Deployment", expanded=True):
-        st.selectbox("Model", list_models(), key="model", format_func=lambda m: get_model(m).name)
+        st.selectbox("Model", list_models(), key="model", format_func=lambda m: get_model(m).name,
+                     on_change=_on_model_change)
         st.selectbox("GPU", list_gpus(), key="gpu", format_func=lambda g: get_gpu(g).name, on_change=_on_gpu_change)
         _fit_deployment_choices()
         model = get_model(str(st.session_state["model"]))

@@ -304,6 +304,7 @@ class Fit:
     loss: float
     rows_used: int
     gpus: tuple[str, ...]
+    parameters: tuple[str, ...] = FITTED  # the ones this fit moved; the others kept their stored values
 
 
 def fit(
@@ -338,7 +339,8 @@ def fit(
                           options={"maxfev": max_evaluations, "xatol": 1e-3, "fatol": 1e-5, "adaptive": True})
         z = result.x
     best = start.replace(**{name: _from_unit(name, float(v)) for name, v in zip(parameters, result.x)})
-    return Fit(best, float(result.fun), int(len(usable)), tuple(sorted(usable["gpu"].dropna().unique())))
+    return Fit(best, float(result.fun), int(len(usable)), tuple(sorted(usable["gpu"].dropna().unique())),
+               tuple(parameters))
 
 
 def summarize(evaluated: pd.DataFrame) -> pd.DataFrame:
@@ -392,8 +394,11 @@ def write_efficiency(result: Fit, evaluated: pd.DataFrame, holdout: dict[str, fl
     for name, value in e.to_dict().items():
         entry: dict[str, Any] = {"value": round(float(value), 4) if name != "max_batch" else int(value),
                                  "unit": UNITS[name]}
-        if name in FITTED:
+        if name in result.parameters:
             entry["source"] = f"fitted {today()} on {result.rows_used} published measurements; prior: {priors[name]}"
+            entry["bounds"] = list(BOUNDS[name])
+        elif name in FITTED:  # kept from an earlier fit: its stored source says when and on what
+            entry["source"] = e.sources.get(name) or priors[name]
             entry["bounds"] = list(BOUNDS[name])
         else:
             entry["source"] = priors[name]

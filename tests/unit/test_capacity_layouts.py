@@ -195,3 +195,18 @@ def test_plan_cli_takes_the_layout_options(tmp_path) -> None:
         assert main(["plan", "--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--ep", "2",
                      "--isl", "1024", "--osl", "128"]) == 2
     assert "dense" in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+def test_deployment_comparison_covers_b200_fp4_and_h200_dep8() -> None:
+    from shapeviz.capacity.compare import compare_deployments, precisions_for
+    from shapeviz.capacity.serving import Workload
+
+    assert "nvfp4" in precisions_for("qwen3-235b-a22b", "b200")
+    assert "nvfp4" not in precisions_for("qwen3-235b-a22b", "h200")      # no FP4 tensor cores on Hopper
+    assert "mxfp4" in precisions_for("gpt-oss-120b", "h100-sxm")         # but gpt-oss ships in it
+    table = compare_deployments(Workload.fixed(2000, 500, rate_rps=20.0), "qwen3-235b-a22b",
+                                gpus=["b200", "h200"], tps=(4, 8))
+    configs = set(zip(table["gpu"], table["precision"], table["layout"]))
+    assert ("B200 (HGX/DGX) 180GB", "nvfp4", "DEP4") in configs
+    assert ("H200 SXM 141GB", "fp8", "DEP8") in configs and ("H200 SXM 141GB", "fp8", "TP8") in configs
+    assert table["usd_per_million_tokens"].notna().all()
