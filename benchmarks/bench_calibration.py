@@ -42,16 +42,13 @@ def _medians(evaluated: pd.DataFrame, title: str) -> None:
 
 def _holdout(rows: pd.DataFrame, fit_gpus: list[str], check_gpus: list[str],
              evaluations: int) -> tuple[float, pd.DataFrame]:
-    train = rows[rows["gpu"].isin(fit_gpus)]
     t0 = time.perf_counter()
-    result = cal.fit(train, max_evaluations=evaluations)
-    test = cal.evaluate(rows[rows["gpu"].isin(check_gpus)], result.efficiency)
-    ok = test[test["skip"] == ""]
-    median = float(ok["error"].abs().median())
-    print(f"\n== fit on {', '.join(fit_gpus)} ({result.rows_used} rows, {time.perf_counter() - t0:.0f} s) "
+    median, judged = cal.holdout(rows, fit_gpus, check_gpus, max_evaluations=evaluations)
+    ok = judged[judged["skip"] == ""]
+    print(f"\n== fit on {', '.join(fit_gpus)} from a neutral start ({time.perf_counter() - t0:.0f} s) "
           f"-> held-out {', '.join(check_gpus)}: median |error| {median:.1%} over {len(ok)} rows ==")
-    print(cal.summarize(test).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
-    return median, test
+    print(cal.summarize(judged).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
+    return median, judged
 
 
 def _family_table(evaluated: pd.DataFrame, title: str, by: tuple[str, ...] = ("family", "precision")) -> None:
@@ -79,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder holding calibration/ (default: ../shared/reference beside the repo)")
     parser.add_argument("--write", action="store_true", help="refit on every usable row and store data/efficiency.json")
     parser.add_argument("--logo", action="store_true", help="also run leave-one-GPU-out fits")
-    parser.add_argument("--evaluations", type=int, default=500, help="Nelder-Mead evaluations per round")
+    parser.add_argument("--evaluations", type=int, default=500, help="Nelder-Mead evaluations per round of the full fit")
+    parser.add_argument("--holdout-evaluations", type=int, default=cal.HOLDOUT_EVALUATIONS,
+                        help="the same for the held-out fits (default: the budget the test recomputes)")
     parser.add_argument("--quiet", action="store_true", help="medians only, no row-by-row table")
     parser.add_argument("--parameters", nargs="+", choices=cal.FITTED, default=list(cal.FITTED),
                         help="with --write: fit only these, keeping the others' stored values")
@@ -113,13 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     gpus = sorted(rows.loc[rows["skip"] == "", "gpu"].dropna().unique())
     h100 = [g for g in gpus if g.startswith("h100")]
     others = [g for g in gpus if g not in h100]
-    holdout["fit_h100_check_a100"], _ = _holdout(rows, h100, others, args.evaluations)
+    holdout["fit_h100_check_a100"], _ = _holdout(rows, h100, others, args.holdout_evaluations)
     if args.logo:
         left_out = []
         for g in gpus:
-            holdout[f"leave_out_{g}"], test = _holdout(rows, [x for x in gpus if x != g], [g], args.evaluations)
+            holdout[f"leave_out_{g}"], test = _holdout(rows, [x for x in gpus if x != g], [g],
+                                                       args.holdout_evaluations)
             left_out.append(test)
-        _family_table(pd.concat(left_out), "leave-one-GPU-out (each GPU predicted by a fit on the others), per family and precision")
+        _family_table(pd.concat(left_out),
+                      "leave-one-GPU-out (each GPU predicted by a fit on the others), per family and precision")
 
     if result is not None:
         cal.write_efficiency(result, evaluated, holdout, judged=cal.judged_summary(judged))
