@@ -284,6 +284,12 @@ def _loss_function(rows: pd.DataFrame) -> Callable[[Efficiency], float]:
     return loss
 
 
+def _has_weight_only_rows(rows: pd.DataFrame) -> bool:
+    """Whether any row runs 4-bit weights on a GPU without FP4 tensor cores (what weight_only_efficiency scales)."""
+    four_bit = rows["precision"].isin(["nvfp4", "mxfp4"])
+    return bool(four_bit.any() and any(not get_gpu(g).has_fp4 for g in rows.loc[four_bit, "gpu"].dropna().unique()))
+
+
 def _to_unit(name: str, value: float) -> float:
     lo, hi = BOUNDS[name]
     x = (value - lo) / (hi - lo)
@@ -323,6 +329,9 @@ def fit(
     usable = rows[rows["skip"] == ""]
     if usable.empty:
         raise ValueError("no usable calibration rows: check the reference folder and the catalogue ids")
+    # A parameter no row depends on is a flat direction that stalls Nelder-Mead: fit it only when rows need it.
+    if not _has_weight_only_rows(usable):
+        parameters = tuple(p for p in parameters if p != "weight_only_efficiency")
     calls = [0]
     loss_of = _loss_function(usable)
 

@@ -307,7 +307,7 @@ class _Evaluator:
         work = prefill_work_s(dep, n, p)
         out_mean = w.mean(m)
         context = w.mean(m * (n + m / 2.0)) / out_mean if out_mean > 0 else w.mean(n)
-        limit = float(min(dep.max_batch_kv(context), dep.eff.max_batch))
+        limit = float(min(dep.max_batch_kv(context), dep.max_batch))
         grid = np.arange(1.0, max(limit, 1.0) + 1.0)
         s_lat, s_w = _sketch(latency, w.weight)
         return cls(dep, w.rate_rps, s_lat, s_w, w.mean(work), w.mean(work**2), out_mean, context, grid,
