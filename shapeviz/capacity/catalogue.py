@@ -34,6 +34,7 @@ class GPU:
     mamf_bf16_tflops: float | None  # measured maximum achievable matmul FLOPS, when published
     mamf_fp8_tflops: float | None
     fp4_tflops: float | None    # dense FP4 (NVFP4/MXFP4 block-scaled) tensor-core peak; None: no FP4 tensor cores
+    sfu_exp_per_s: float | None  # softmax exponentials per second (SMs × 16 × clock); None: not catalogued
     scaleup_gbps: float         # unidirectional GB/s per GPU on the tensor-parallel link
     scaleup_link: str
     usd_per_gpu_hour: float     # an assumption, see price_source
@@ -173,6 +174,7 @@ def _gpus() -> tuple[dict[str, GPU], dict[str, str]]:
             mamf_bf16_tflops=_opt(row.mamf_bf16_tflops),
             mamf_fp8_tflops=_opt(row.mamf_fp8_tflops),
             fp4_tflops=_opt(row.fp4_dense_tflops),
+            sfu_exp_per_s=None if _opt(row.sfu_exp_tera_per_s) is None else float(row.sfu_exp_tera_per_s) * 1e12,
             scaleup_gbps=float(row.scaleup_gbps_per_gpu),
             scaleup_link=str(row.scaleup_link),
             usd_per_gpu_hour=float(row.usd_per_gpu_hour),

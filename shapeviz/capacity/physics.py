@@ -17,7 +17,8 @@ Layouts of one replica of ``tp`` GPUs (TensorRT-LLM's mapping: ``moe_tp × ep = 
 Weights are stored at the precision's bytes per weight with block scales (``data/precisions.csv``): a 4-bit
 checkpoint quantizes what the model's ``four_bit_scope`` says (all linear layers, or only the routed experts as
 gpt-oss and the DeepSeek NVFP4 checkpoints do) and keeps the rest in BF16. Each part multiplies at the rate the
-GPU has for it (FP4 tensor cores on Blackwell; weight-only, at the BF16 rate, where they are missing).
+GPU has for it (FP4 tensor cores on Blackwell; weight-only, at the BF16 rate, where they are missing); attention
+scores at the tensor-core rate or the SFU's softmax-exponential rate, whichever is slower (Blackwell: the SFU).
 
 P is the GPU's measured maximum achievable matmul rate (MAMF) at the compute precision and BW its measured
 maximum achievable HBM bandwidth (where published; else the spec times a default fraction), so a single η_c and
@@ -380,9 +381,22 @@ class Deployment:
 
     @property
     def attention_flops_per_gpu(self) -> float:
-        """Rate of the attention-score matmuls: FP8 at most (no FP4 attention kernels), BF16 beside BF16 layers."""
+        """Tensor-core rate of the attention-score matmuls: FP8 at most (no FP4 attention), BF16 beside BF16 layers."""
         kind = "bf16" if self._quantizes_only_experts else self.compute_precision
         return self.matmul_rate("fp8" if kind == "fp4" else kind)
+
+    def attention_rate(self, decode: bool) -> float:
+        """Attention FLOP/s per GPU: the tensor cores, or the softmax exponentials if those are slower.
+
+        Every (query, key) score needs one exponential on the SFU (16 per clock per SM), which Blackwell did not
+        speed up while it doubled the tensor cores: with ``4·d_h`` FLOPs per score (256 for gpt-oss's 64-dim heads)
+        the SFU, not the FP8/BF16 matmul rate, bounds a B200's attention. Both at the same achievable fraction (mfu).
+        """
+        tensor = self.attention_flops_per_gpu
+        if not self.gpu.sfu_exp_per_s:
+            return tensor
+        per_exp = self.model.attention_flops_per_context_token(decode) / self.model.heads
+        return min(tensor, self.gpu.sfu_exp_per_s * per_exp * self.eff.mfu)
 
     @property
     def hbm_ceiling_bytes_per_gpu(self) -> float:
@@ -523,7 +537,7 @@ def prefill_flops(dep: Deployment, input_tokens: np.ndarray, cached_tokens: np.n
 
 
 def _compute_s(dep: Deployment, dense: np.ndarray, experts: np.ndarray, attention: np.ndarray,
-               spread: bool = True) -> np.ndarray:
+               spread: bool = True, decode: bool = False) -> np.ndarray:
     """Matmul time of FLOP parts on the replica, each part at its own rate.
 
     Experts spread over all GPUs (the busiest EP rank carries ``imbalance`` × the mean). Dense and attention work
@@ -532,7 +546,7 @@ def _compute_s(dep: Deployment, dense: np.ndarray, experts: np.ndarray, attentio
     split = dep.tp if (spread or not dep.attention_dp) else 1
     return (dense / (split * dep.dense_flops_per_gpu)
             + experts * dep.imbalance / (dep.tp * dep.matmul_flops_per_gpu)
-            + attention / (split * dep.attention_flops_per_gpu))
+            + attention / (split * dep.attention_rate(decode)))
 
 
 def _weight_read_bytes_per_gpu(dep: Deployment, tokens: np.ndarray) -> np.ndarray:
@@ -656,7 +670,7 @@ def decode_step_s(dep: Deployment, batch: np.ndarray | float, context_tokens: np
     experts = 2.0 * _active_expert_params(m)
     dense = 2.0 * (_active_body_params(m) - _active_expert_params(m) + _lm_head_params(m))
     attention = m.layers * m.attention_flops_per_context_token(decode=True) * _effective_context(m, c)
-    compute = _compute_s(dep, b * dense, b * experts, b * attention)
+    compute = _compute_s(dep, b * dense, b * experts, b * attention, decode=True)
     # Fitted on TP rows, where every rank samples and schedules the whole batch. Under attention-DP it is kept per
     # replica: ranks wait for each other at every expert layer, and the H100 rows (DEP8 ≈ TP8 measured) reject /tp.
     per_sequence = b * dep.eff.sequence_overhead_us * 1e-6

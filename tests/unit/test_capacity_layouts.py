@@ -210,3 +210,18 @@ def test_deployment_comparison_covers_b200_fp4_and_h200_dep8() -> None:
     assert ("B200 (HGX/DGX) 180GB", "nvfp4", "DEP4") in configs
     assert ("H200 SXM 141GB", "fp8", "DEP8") in configs and ("H200 SXM 141GB", "fp8", "TP8") in configs
     assert table["usd_per_million_tokens"].notna().all()
+
+
+def test_softmax_exponentials_bound_attention_on_blackwell_but_not_on_hopper() -> None:
+    mfu = load_efficiency().mfu
+    # B200: 148 SMs × 16 exponentials per clock × 1.856 GHz = 4.39e12/s; a 128-dim head does 4 × 128 = 512 FLOPs
+    # per score (QKᵀ and PV), so the SFU allows 2.25 PFLOPS of attention, less than FP8 MAMF (3,432 TFLOPS).
+    b200 = Deployment("qwen3-235b-a22b", "b200", "nvfp4", tp=4, ep=4, attention_dp=True)
+    assert b200.attention_rate(decode=False) == pytest.approx(148 * 16 * 1.8557e9 * 512 * mfu, rel=1e-3)
+    assert b200.attention_rate(decode=False) < b200.attention_flops_per_gpu
+    # H100: 132 × 16 × 1.829 GHz × 512 = 1.98 PFLOPS, above its FP8 MAMF (1,403): the tensor cores bound it.
+    h100 = Deployment("qwen3-235b-a22b", "h100-sxm", "fp8", tp=8)
+    assert h100.attention_rate(decode=False) == pytest.approx(1402.6e12 * mfu)
+    # gpt-oss's 64-dim heads: 256 FLOPs per exponential, half the bound.
+    oss = Deployment("gpt-oss-20b", "b200", None, tp=1)
+    assert oss.attention_rate(decode=False) == pytest.approx(148 * 16 * 1.8557e9 * 256 * mfu, rel=1e-3)
