@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from shapeviz.ingest.limits import GIB, Limits
-from shapeviz.sketch import WorkloadSketch, merge_all
+from shapeviz.sketch import WorkloadSketch
 
 # A worker streams a file in batches, so a file's size no longer bounds memory: only a sanity cap remains.
 DASK_LIMITS = Limits(max_bytes_in=1024 * GIB, max_decompressed_bytes=4096 * GIB, max_rows=2**40)
