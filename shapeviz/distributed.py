@@ -61,7 +61,8 @@ def _columns_used(names: list[str], mapping: dict[str, str] | None) -> list[str]
     chosen = {canonical: column for canonical, (column, _) in match_columns(names).items()}
     chosen.update({k: v for k, v in (mapping or {}).items() if v})
     keep = {column for canonical, column in chosen.items() if canonical not in _UNUSED}
-    return [n for n in names if n in keep or n.split(".")[0] in keep]
+    # Anthropic's input count leaves cached tokens in sibling columns that build_frame adds back
+    return [n for n in names if n in keep or n.split(".")[0] in keep or "cache" in n.lower()]
 
 
 def _sketch_partition(part: Any, label: str, mapping: dict[str, str] | None, seed: int) -> WorkloadSketch:
