@@ -49,12 +49,112 @@ LATENCY_LOG_EDGES: np.ndarray = np.linspace(LATENCY_LOG_MIN, LATENCY_LOG_MIN + L
 _NS_PER_MINUTE = 60_000_000_000
 _SAMPLE_COLUMNS = ("input_tokens", "output_tokens", "cached_tokens", "timestamp", "product", "model")
 _MAX_NOTES = 40
+# Block-hash reuse keeps a bottom-k sample of the prompt blocks' ids (SHARDS with a fixed size): every request
+# holding a sampled id is counted for it, so the sample stays exact per id and bounded whatever the log's size.
+MAX_BLOCK_IDS = 200_000
+_HASH_SPACE = 1 << 53
 
 
 def _latency_index(values_ms: np.ndarray) -> np.ndarray:
     v = np.maximum(values_ms, 10.0**LATENCY_LOG_MIN)
     idx = np.floor((np.log10(v) - LATENCY_LOG_MIN) * BINS_PER_DECADE).astype(np.int64)
     return np.clip(idx, 0, LATENCY_BINS - 1)
+
+
+def _block_hash(ids: np.ndarray) -> np.ndarray:
+    """The id's position in [0, 2^53), by splitmix64's finaliser.
+
+    A full mix, not a bare multiplicative (Fibonacci) hash: block ids are often small sequential integers, and
+    a multiplicative hash always samples id 0, usually the most shared block (a system prompt), which on the
+    Mooncake trace lifted a 3,000-id estimate of 37 % reuse to 82 %.
+    """
+    with np.errstate(over="ignore"):
+        z = ids.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return z >> np.uint64(11)
+
+
+@dataclass
+class BlockSample:
+    """Bottom-k sample of prompt block ids (from ``hash_ids``): per sampled id, how many requests hold it."""
+
+    ids: np.ndarray          # sorted sampled block ids, int64
+    requests: np.ndarray     # per id: requests whose prompt holds it (repeats inside one request count once)
+    threshold: int           # every id whose hash is below it is in the sample; rate = threshold / 2^53
+    with_hashes: int         # requests that carry block hashes
+    input_tokens: int        # their input tokens
+    accesses: int = 0        # block ids over all those requests (exact, not sampled)
+    max_ids: int = MAX_BLOCK_IDS
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, max_ids: int = MAX_BLOCK_IDS) -> "BlockSample | None":
+        """The sample of one canonical frame's ``hash_ids`` (None when it has none)."""
+        if "hash_ids" not in frame.columns:
+            return None
+        cells = frame["hash_ids"].to_numpy()
+        lengths = np.fromiter((len(c) if isinstance(c, np.ndarray) else 0 for c in cells), dtype=np.int64,
+                              count=len(cells))
+        has = lengths > 0
+        if not has.any():
+            return None
+        ids = np.concatenate([c for c, n in zip(cells, lengths) if n]).astype(np.int64)
+        rows = np.repeat(np.arange(len(cells)), lengths)
+        hashed = _block_hash(ids)
+        threshold = _HASH_SPACE
+        if len(ids) > 4 * max_ids:   # cut the work first: ids whose hash is that large cannot stay in the sample
+            threshold = int(np.partition(hashed, 4 * max_ids)[4 * max_ids])
+            keep = hashed < np.uint64(threshold)
+            ids, rows = ids[keep], rows[keep]
+        order = np.lexsort((rows, ids))
+        ids, rows = ids[order], rows[order]
+        first = np.r_[True, (ids[1:] != ids[:-1]) | (rows[1:] != rows[:-1])] if len(ids) else np.zeros(0, bool)
+        unique, counts = np.unique(ids[first], return_counts=True)
+        inputs = int(frame["input_tokens"].to_numpy(dtype=np.int64)[has].sum())
+        return cls(unique, counts.astype(np.int64), threshold, int(has.sum()), inputs, int(lengths.sum()),
+                   max_ids)._bounded()
+
+    def _bounded(self) -> "BlockSample":
+        if len(self.ids) <= self.max_ids:
+            return self
+        hashed = _block_hash(self.ids)
+        threshold = int(np.partition(hashed, self.max_ids)[self.max_ids])   # the (k+1)-th smallest hash
+        keep = hashed < np.uint64(threshold)
+        return replace(self, ids=self.ids[keep], requests=self.requests[keep], threshold=threshold)
+
+    def merge(self, other: "BlockSample | None") -> "BlockSample":
+        """Union of two samples: counts of a shared id add; the smaller threshold holds for both."""
+        if other is None:
+            return self
+        threshold = min(self.threshold, other.threshold)
+        ids = np.concatenate([self.ids, other.ids])
+        counts = np.concatenate([self.requests, other.requests])
+        keep = _block_hash(ids) < np.uint64(threshold)
+        unique, inverse = np.unique(ids[keep], return_inverse=True)
+        summed = np.bincount(inverse, weights=counts[keep], minlength=len(unique)).astype(np.int64)
+        return BlockSample(unique, summed, threshold, self.with_hashes + other.with_hashes,
+                           self.input_tokens + other.input_tokens, self.accesses + other.accesses,
+                           min(self.max_ids, other.max_ids))._bounded()
+
+    @property
+    def rate(self) -> float:
+        """Share of all block ids the sample holds (1.0: every id, the figures are exact)."""
+        return self.threshold / _HASH_SPACE
+
+    @property
+    def hit_ratio_blocks(self) -> float | None:
+        """Share of prompt blocks seen in an earlier request (an ideal cache that never evicts)."""
+        total = int(self.requests.sum())
+        return (total - len(self.ids)) / total if total else None
+
+    def hit_ratio_tokens(self, block_size: int) -> float | None:
+        """Token-weighted estimate: the block hit ratio × every block access × block size / input tokens (≤ 1)."""
+        ratio = self.hit_ratio_blocks
+        if ratio is None or not self.input_tokens:
+            return None
+        # the access count is exact, so only the ratio carries the sample's error
+        return float(min(1.0, ratio * self.accesses * block_size / self.input_tokens))
 
 
 @dataclass
@@ -73,6 +173,7 @@ class WorkloadSketch:
     has_cached: bool = False
     untimed: int = 0            # kept requests without a usable timestamp
     sample_rows: int = SAMPLE_ROWS
+    blocks: BlockSample | None = None   # prompt block ids sampled for prefix reuse, when the log has hash_ids
     version: int = SKETCH_VERSION
 
     # ------------------------------------------------------------------------------------------ building
@@ -125,7 +226,8 @@ class WorkloadSketch:
         return cls(products, np.bincount(flat, minlength=size).astype(np.int64).reshape(shape),
                    cells(inp.astype(np.float64)), cells(out.astype(np.float64)),
                    cells(cached) if cached is not None else np.zeros(shape, dtype=np.int64),
-                   timeline, latency, report, sample, has_cached, untimed, sample_rows)
+                   timeline, latency, report, sample, has_cached, untimed, sample_rows,
+                   BlockSample.from_frame(frame))
 
     # ------------------------------------------------------------------------------------------ merging
 
@@ -157,10 +259,11 @@ class WorkloadSketch:
         if "product" in sample.columns:
             sample["product"] = sample["product"].astype(str).astype("category")
         sample = sample.nsmallest(sample_rows, "_key").sort_values("_key").reset_index(drop=True)
+        blocks = self.blocks.merge(other.blocks) if self.blocks is not None else other.blocks
         return WorkloadSketch(products, add("counts"), add("input_sum"), add("output_sum"), add("cached_sum"),
                               timeline.reset_index(drop=True), latency, merge_reports(self.report, other.report),
                               sample, self.has_cached or other.has_cached, self.untimed + other.untimed,
-                              sample_rows)
+                              sample_rows, blocks)
 
     # ------------------------------------------------------------------------------------------ reading
 

@@ -150,7 +150,7 @@ def analyze_sketch(
     clusters = clusters_from_sketch(sketch, k, corners=corners, deployment=deployment, material_share=material_share)
     if kv_bytes_per_token is None:
         kv_bytes_per_token = resolve_deployment(deployment).kv_bytes_per_token
-    prefix = prefix_reuse(sketch.sample_frame(), kv_bytes_per_token=kv_bytes_per_token)
+    prefix = _prefix_from_blocks(sketch) or prefix_reuse(sketch.sample_frame(), kv_bytes_per_token=kv_bytes_per_token)
     recs = _recommendations(profile, clusters, prefix, {})
     report = sketch.report
     report = LoadReport(report.source, report.format, report.compression, report.rows_read, report.rows_kept,
@@ -216,6 +216,27 @@ def summary_document(analysis: Analysis) -> dict[str, Any]:
     if agent_list:
         document["agent_products"] = agent_list
     return json_safe(document)
+
+
+def _prefix_from_blocks(sketch: Any) -> PrefixReuse | None:
+    """Block-hash reuse from the sketch's bottom-k sample of block ids (None when the log has no hashes)."""
+    from shapeviz.prefix import DEFAULT_BLOCK_SIZE, PrefixReuse
+
+    blocks = sketch.blocks
+    if blocks is None or blocks.hit_ratio_blocks is None:
+        return None
+    exact = blocks.rate >= 1.0
+    return PrefixReuse(
+        method="block_hashes", provenance="simulated" if exact else "estimated",
+        definition=(f"Share of prompt blocks ({DEFAULT_BLOCK_SIZE} tokens each) whose prefix hash appeared in an "
+                    "earlier request, through an ideal cache that starts empty and never evicts; token-weighted "
+                    "≈ reused blocks × block size / input tokens."),
+        hit_ratio_blocks=float(blocks.hit_ratio_blocks), hit_ratio_tokens=blocks.hit_ratio_tokens(DEFAULT_BLOCK_SIZE),
+        requests=blocks.with_hashes, block_size=DEFAULT_BLOCK_SIZE,
+        notes=[("every block id counted (workload sketch)" if exact else
+                f"estimated from a SHARDS sample of {len(blocks.ids):,} block ids ({blocks.rate:.2%} of ids) in the "
+                "workload sketch"), "no capacity curve from a sketch: it needs the order of every access"],
+    )
 
 
 def load_logs(paths: Sequence[str | Path], mapping: dict[str, str] | None = None) -> LoadedLog:

@@ -208,3 +208,25 @@ def test_a_column_that_changes_type_after_the_first_block_still_loads_every_row(
     assert report.rows_read == report.rows_kept == n and frame["cached_tokens"].isna().sum() == 1
     streamed = sketch_log(path, keep_frame_rows=1_000)
     assert streamed.report.rows_read == n and streamed.sketch.requests == n
+
+
+def test_block_reuse_from_the_sketch_matches_the_published_mooncake_figure(trace):
+    from shapeviz.sketch import BlockSample
+
+    frame, _ = load_log(trace("mooncake_fast25/conversation_trace.jsonl.gz"))
+    parts = [WorkloadSketch.from_frame(p, seed=i) for i, p in enumerate(_parts(frame, 4))]
+    merged = merge_all(parts)
+    assert merged.blocks.rate == 1.0                                         # small enough: every id kept
+    assert merged.blocks.hit_ratio_blocks == pytest.approx(0.3664, abs=5e-5)  # SOURCE.md: 36.64 %
+    # a bounded sample (SHARDS, bottom-k) estimates it, and merges the same in any grouping
+    small = [BlockSample.from_frame(p, max_ids=3_000) for p in _parts(frame, 4)]
+    left = small[0].merge(small[1]).merge(small[2]).merge(small[3])
+    right = small[0].merge(small[1].merge(small[2].merge(small[3])))
+    np.testing.assert_array_equal(left.ids, right.ids)
+    np.testing.assert_array_equal(left.requests, right.requests)
+    assert len(left.ids) == 3_000 and left.rate < 1.0
+    assert left.hit_ratio_blocks == pytest.approx(0.3664, abs=0.05)
+    doc = summary_document(analyze_sketch(SketchedLog(merged)))
+    assert doc["prefix_cache"]["method"] == "block_hashes"
+    assert doc["prefix_cache"]["hit_ratio_blocks"] == pytest.approx(0.3664, abs=5e-5)
+    assert doc["prefix_cache"]["hit_ratio_tokens"] == pytest.approx(0.3736, abs=0.02)   # SOURCE.md: 37.36 %
