@@ -230,3 +230,18 @@ def test_block_reuse_from_the_sketch_matches_the_published_mooncake_figure(trace
     assert doc["prefix_cache"]["method"] == "block_hashes"
     assert doc["prefix_cache"]["hit_ratio_blocks"] == pytest.approx(0.3664, abs=5e-5)
     assert doc["prefix_cache"]["hit_ratio_tokens"] == pytest.approx(0.3736, abs=0.02)   # SOURCE.md: 37.36 %
+
+
+@pytest.mark.parametrize("relative", TRACES + ["tracelab_example/round_trace.jsonl", "burstgpt/burstgpt3_slice.csv",
+                                               "mooncake_fast25/synthetic_trace.jsonl"])
+def test_every_real_trace_streams_into_the_same_sketch_as_its_frame(trace, relative):
+    path = trace(relative)
+    log = load_log(path)
+    streamed = sketch_log(path, keep_frame_rows=0)   # batch by batch, nothing kept whole
+    assert streamed.frame is None
+    r, s = log.report, streamed.report
+    assert (s.rows_read, s.rows_kept, s.dropped) == (r.rows_read, r.rows_kept, r.dropped)
+    whole = WorkloadSketch.from_frame(log.frame, r)
+    np.testing.assert_array_equal(streamed.sketch.counts, whole.counts)
+    np.testing.assert_array_equal(streamed.sketch.output_sum, whole.output_sum)
+    assert streamed.sketch.per_minute().sum() == whole.per_minute().sum()
