@@ -52,6 +52,9 @@ _MAX_NOTES = 40
 # Block-hash reuse keeps a bottom-k sample of the prompt blocks' ids (SHARDS with a fixed size): every request
 # holding a sampled id is counted for it, so the sample stays exact per id and bounded whatever the log's size.
 MAX_BLOCK_IDS = 200_000
+# Sessions need every turn of a session: the sketch keeps every row of a hash-sampled set of sessions, bounded
+MAX_SESSION_ROWS = 200_000
+_SESSION_COLUMNS = ("session_id", "turn", "timestamp", "input_tokens", "output_tokens", "cached_tokens", "product")
 _HASH_SPACE = 1 << 53
 
 
@@ -157,6 +160,80 @@ class BlockSample:
         return float(min(1.0, ratio * self.accesses * block_size / self.input_tokens))
 
 
+def _session_hash(session_id: pd.Series) -> np.ndarray:
+    """A session's position in [0, 2^53), the same in every process (pandas' fixed-key SipHash of the id text).
+
+    Hashed per category, not per row: a log has far fewer sessions than requests.
+    """
+    ids = session_id if isinstance(session_id.dtype, pd.CategoricalDtype) else session_id.astype("category")
+    per_category = pd.util.hash_array(ids.cat.categories.astype(str).to_numpy(dtype=object)) >> np.uint64(11)
+    codes = ids.cat.codes.to_numpy()
+    return np.where(codes >= 0, per_category[np.maximum(codes, 0)], np.uint64(_HASH_SPACE))
+
+
+@dataclass
+class SessionSample:
+    """Every row of the sessions whose id hash is below ``threshold``: a bounded, mergeable sample of sessions."""
+
+    frame: pd.DataFrame      # canonical columns of the sampled sessions' rows, plus ``_h`` (the session's hash)
+    threshold: int           # rate = threshold / 2^53 of all sessions
+    max_rows: int = MAX_SESSION_ROWS
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, report: LoadReport | None = None, max_rows: int = MAX_SESSION_ROWS,
+                   threshold: int = _HASH_SPACE) -> "SessionSample | None":
+        """The sampled sessions of one canonical frame (None without session ids).
+
+        ``threshold``: a running sketch's current one, so a batch keeps only the sessions that can still stay.
+        """
+        if "session_id" not in frame.columns or not frame["session_id"].notna().any():
+            return None
+        columns = [c for c in _SESSION_COLUMNS if c in frame.columns]
+        if "turn" in columns and report is not None and report.mapping.get("turn", "").startswith("derived"):
+            columns.remove("turn")   # derived inside one batch: wrong across batches; order by timestamp instead
+        hashed = _session_hash(frame["session_id"])
+        keep = hashed < np.uint64(threshold)
+        # the hash stands for the id (no text to carry through merges); products as plain labels for the same reason
+        rows = frame.loc[keep, [c for c in columns if c != "session_id"]].reset_index(drop=True)
+        if "product" in rows.columns:
+            rows["product"] = rows["product"].to_numpy(dtype=object)
+        rows["_h"] = hashed[keep]
+        return cls(rows, threshold, max_rows)._bounded()
+
+    def _bounded(self) -> "SessionSample":
+        if len(self.frame) <= self.max_rows:
+            return self
+        per = self.frame.groupby("_h").size().sort_index()   # rows per session, by hash
+        fits = int(np.searchsorted(np.cumsum(per.to_numpy()), self.max_rows, side="right"))
+        threshold = int(per.index[fits]) if fits < len(per) else self.threshold
+        return replace(self, frame=self.frame[self.frame["_h"] < np.uint64(threshold)].reset_index(drop=True),
+                       threshold=min(threshold, self.threshold))
+
+    def merge(self, other: "SessionSample | None") -> "SessionSample":
+        """Both samples' rows under the smaller threshold (a session split across parts keeps all its rows)."""
+        if other is None:
+            return self
+        threshold = min(self.threshold, other.threshold)
+        rows = pd.concat([self.frame, other.frame], ignore_index=True)
+        rows = rows[rows["_h"] < np.uint64(threshold)].reset_index(drop=True)
+        return SessionSample(rows, threshold, min(self.max_rows, other.max_rows))._bounded()
+
+    @property
+    def rate(self) -> float:
+        """Share of all sessions in the sample (1.0: every session)."""
+        return self.threshold / _HASH_SPACE
+
+    def canonical(self) -> pd.DataFrame:
+        """The sampled rows as a canonical frame for ``sessions``: ordered by time, categorical labels."""
+        rows = self.frame.rename(columns={"_h": "session_id"})
+        if "timestamp" in rows.columns:
+            rows = rows.sort_values("timestamp", kind="stable").reset_index(drop=True)
+        rows["session_id"] = rows["session_id"].astype("category")
+        if "product" in rows.columns:
+            rows["product"] = rows["product"].astype("category")
+        return rows
+
+
 @dataclass
 class WorkloadSketch:
     """Per-product token-plane histogram with token sums, per-minute traffic, latencies, accounting and a sample."""
@@ -174,14 +251,18 @@ class WorkloadSketch:
     untimed: int = 0            # kept requests without a usable timestamp
     sample_rows: int = SAMPLE_ROWS
     blocks: BlockSample | None = None   # prompt block ids sampled for prefix reuse, when the log has hash_ids
+    sessions: SessionSample | None = None   # every row of hash-sampled sessions, when the log has session ids
     version: int = SKETCH_VERSION
 
     # ------------------------------------------------------------------------------------------ building
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, report: LoadReport | None = None, *, seed: int = 0,
-                   sample_rows: int = SAMPLE_ROWS) -> "WorkloadSketch":
-        """Sketch of one canonical frame (a batch, a partition or a whole log); ``seed`` draws its sample keys."""
+                   sample_rows: int = SAMPLE_ROWS, session_threshold: int = _HASH_SPACE) -> "WorkloadSketch":
+        """Sketch of one canonical frame (a batch, a partition or a whole log); ``seed`` draws its sample keys.
+
+        ``session_threshold`` lets a running sketch skip sessions its sample has already ruled out.
+        """
         from shapeviz.shapes import product_codes, token_arrays
 
         inp, out = token_arrays(frame)
@@ -222,12 +303,14 @@ class WorkloadSketch:
         else:
             chosen = np.arange(len(frame))
         sample = frame[sample_cols].iloc[chosen].reset_index(drop=True)
+        if "product" in sample.columns:   # plain labels: merges concatenate them without re-encoding categories
+            sample["product"] = sample["product"].to_numpy(dtype=object)
         sample["_key"] = keys[chosen]
         return cls(products, np.bincount(flat, minlength=size).astype(np.int64).reshape(shape),
                    cells(inp.astype(np.float64)), cells(out.astype(np.float64)),
                    cells(cached) if cached is not None else np.zeros(shape, dtype=np.int64),
                    timeline, latency, report, sample, has_cached, untimed, sample_rows,
-                   BlockSample.from_frame(frame))
+                   BlockSample.from_frame(frame), SessionSample.from_frame(frame, report, threshold=session_threshold))
 
     # ------------------------------------------------------------------------------------------ merging
 
@@ -256,14 +339,13 @@ class WorkloadSketch:
         sample_rows = min(self.sample_rows, other.sample_rows)
         frames = [s for s in (self.sample, other.sample) if len(s)]
         sample = pd.concat(frames, ignore_index=True) if frames else self.sample
-        if "product" in sample.columns:
-            sample["product"] = sample["product"].astype(str).astype("category")
         sample = sample.nsmallest(sample_rows, "_key").sort_values("_key").reset_index(drop=True)
         blocks = self.blocks.merge(other.blocks) if self.blocks is not None else other.blocks
+        sessions = self.sessions.merge(other.sessions) if self.sessions is not None else other.sessions
         return WorkloadSketch(products, add("counts"), add("input_sum"), add("output_sum"), add("cached_sum"),
                               timeline.reset_index(drop=True), latency, merge_reports(self.report, other.report),
                               sample, self.has_cached or other.has_cached, self.untimed + other.untimed,
-                              sample_rows, blocks)
+                              sample_rows, blocks, sessions)
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -303,8 +385,9 @@ class WorkloadSketch:
     def sample_frame(self) -> pd.DataFrame:
         """The bounded uniform sample as a canonical frame (no ``_key``)."""
         frame = self.sample.drop(columns="_key")
-        if "product" in frame.columns:
-            frame["product"] = frame["product"].astype(str).astype("category")
+        for name in ("product", "model"):
+            if name in frame.columns:
+                frame[name] = frame[name].astype(str).astype("category")
         return frame
 
 
@@ -436,7 +519,8 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
     def add(raw: Any) -> None:
         nonlocal sketch, batch_no
         frame, report = build_frame(raw, label, mapping, limits)
-        part = WorkloadSketch.from_frame(frame, report, seed=seed + batch_no)
+        ruled_out = sketch.sessions.threshold if sketch is not None and sketch.sessions is not None else _HASH_SPACE
+        part = WorkloadSketch.from_frame(frame, report, seed=seed + batch_no, session_threshold=ruled_out)
         batch_no += 1
         sketch = part if sketch is None else sketch.merge(part)
 

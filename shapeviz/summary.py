@@ -137,8 +137,9 @@ def analyze_sketch(
 ) -> Analysis:
     """Every analysis from a workload sketch (a log too big to keep whole): the same ``Analysis``, from bins.
 
-    Shape profile and GPU-time come from the bins, clusters from the bounded sample, prefix reuse from the
-    sample's reported cached tokens; sessions need rows, so they are left out (a note says so).
+    Shape profile and GPU-time come from the bins, clusters from the bounded sample, block-hash prefix reuse from
+    the sampled block ids (else reported cached tokens in the sample), sessions and agents from the hash-sampled
+    sessions (a note says which).
     """
     from shapeviz.prefix import prefix_reuse
     from shapeviz.sketch import clusters_from_sketch, shape_profile_from_sketch, traffic_from_sketch
@@ -151,13 +152,26 @@ def analyze_sketch(
     if kv_bytes_per_token is None:
         kv_bytes_per_token = resolve_deployment(deployment).kv_bytes_per_token
     prefix = _prefix_from_blocks(sketch) or prefix_reuse(sketch.sample_frame(), kv_bytes_per_token=kv_bytes_per_token)
-    recs = _recommendations(profile, clusters, prefix, {})
+    sessions, agents = None, {}
+    left_out: str | None = None   # the log has no session ids: nothing is left out
+    if sketch.sessions is not None:
+        from shapeviz.sessions import detect_agents, session_summary
+
+        sampled = sketch.sessions.canonical()
+        sessions = session_summary(sampled)
+        agents = detect_agents(sampled)
+        if sessions is not None and sketch.sessions.rate < 1.0:
+            sessions["count"] = int(round(sessions["count"] / sketch.sessions.rate))
+            left_out = (f"sessions estimated from every turn of a hash sample of "
+                        f"{sampled['session_id'].nunique():,} sessions ({sketch.sessions.rate:.1%} of them)")
+        else:
+            left_out = "sessions from every turn of every session (workload sketch)"
+    recs = _recommendations(profile, clusters, prefix, agents)
     report = sketch.report
     report = LoadReport(report.source, report.format, report.compression, report.rows_read, report.rows_kept,
                         dict(report.dropped), dict(report.mapping),
-                        [*report.notes, *sketched.notes,
-                         "sessions and block-hash prefix reuse need every row: left out of a sketch-only analysis"])
-    return Analysis(report, traffic_from_sketch(sketch), profile, clusters, prefix, None, {}, recs)
+                        [*report.notes, *sketched.notes, *([left_out] if left_out else [])])
+    return Analysis(report, traffic_from_sketch(sketch), profile, clusters, prefix, sessions, agents, recs)
 
 
 def _stats_dict(stats: ShapeStats, mixed: set[str], name_key: bool) -> dict[str, Any]:
@@ -257,8 +271,10 @@ def analyze_paths(paths: Sequence[str | Path], mapping: dict[str, str] | None = 
     if engine == "dask":
         from shapeviz.distributed import sketch_paths
 
-        return analyze_sketch(SketchedLog(sketch_paths(paths, mapping=mapping, scheduler=scheduler,
-                                                       workers=workers)), **kwargs)
+        sketch = sketch_paths(paths, mapping=mapping, scheduler=scheduler, workers=workers)
+        where = f"the Dask cluster at {scheduler}" if scheduler else "a local Dask cluster"
+        return analyze_sketch(SketchedLog(sketch, None, [f"{sketch.requests:,} requests: analysed from the workload "
+                                                         f"sketch, built per partition on {where}"]), **kwargs)
     if engine != "embedded":
         raise ValueError(f"unknown engine {engine!r}: use 'embedded' or 'dask'")
     sketched = [sketch_log(p, mapping=mapping or None) for p in paths]

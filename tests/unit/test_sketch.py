@@ -245,3 +245,30 @@ def test_every_real_trace_streams_into_the_same_sketch_as_its_frame(trace, relat
     np.testing.assert_array_equal(streamed.sketch.counts, whole.counts)
     np.testing.assert_array_equal(streamed.sketch.output_sum, whole.output_sum)
     assert streamed.sketch.per_minute().sum() == whole.per_minute().sum()
+
+
+def test_sessions_from_the_sketch_keep_every_turn_of_the_sampled_sessions(trace):
+    from shapeviz.sessions import session_summary
+    from shapeviz.sketch import SessionSample
+
+    frame, report = load_log(trace("burstgpt/burstgpt3_slice.csv"))
+    exact = session_summary(frame)
+    parts = [WorkloadSketch.from_frame(p, report, seed=i) for i, p in enumerate(_parts(frame, 3))]
+    merged = merge_all(parts)
+    assert merged.sessions.rate == 1.0
+    doc = summary_document(analyze_sketch(SketchedLog(merged)))
+    # a session split across partitions is whole again after the merge: the same count and turns as from rows
+    assert doc["sessions"]["count"] == exact["count"] and doc["sessions"]["turns_p50"] == exact["turns_p50"]
+    # bounded: fewer rows than the log, whole sessions only, an estimated count near the truth
+    small = [SessionSample.from_frame(p, report, max_rows=150) for p in _parts(frame, 3)]
+    left, right = small[0].merge(small[1]).merge(small[2]), small[0].merge(small[1].merge(small[2]))
+    pd.testing.assert_frame_equal(left.frame.sort_values(["_h", "input_tokens"]).reset_index(drop=True),
+                                  right.frame.sort_values(["_h", "input_tokens"]).reset_index(drop=True))
+    assert len(left.frame) <= 150 and left.rate < 1.0
+    sampled = left.canonical()
+    from shapeviz.sketch import _session_hash
+
+    kept = frame[np.isin(_session_hash(frame["session_id"]), sampled["session_id"].astype("uint64").to_numpy())]
+    assert len(kept) == len(sampled)                     # every turn of every sampled session
+    estimate = sampled["session_id"].nunique() / left.rate
+    assert estimate == pytest.approx(exact["count"], rel=0.35)
