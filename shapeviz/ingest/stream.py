@@ -463,10 +463,24 @@ def _iter_jsonl(opened: _Opened, label: str, limits: Limits) -> Iterator[RawTabl
 
 def _iter_parquet(opened: _Opened, source: Source, label: str, compression: str,
                   limits: Limits) -> Iterator[RawTable]:
-    if compression != "none" or not isinstance(source, (str, os.PathLike)):
-        # Parquet needs random access: an upload or a compressed Parquet is read into memory, within the limits
+    if isinstance(source, (str, os.PathLike)):
+        seekable: Any = source
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        seekable = pa.BufferReader(pa.py_buffer(source))   # the bytes as they are, not a copy
+    elif hasattr(source, "seek") and getattr(source, "seekable", lambda: False)():
+        seekable = source   # an upload widget's buffer: read in place, so its size is checked here
+        size = source.seek(0, io.SEEK_END)
+        source.seek(0)
+        if size > limits.max_bytes_in:
+            raise IngestError(label, f"{human_bytes(size)} is larger than the {human_bytes(limits.max_bytes_in)} "
+                              "input limit", "split the log, compress it, or raise Limits.max_bytes_in")
+    else:
+        seekable = None
+    if compression != "none" or seekable is None:
+        # Parquet needs random access: a compressed Parquet (or a one-way stream) is read whole, within the limits
         yield _whole(source, label, limits)
         return
+    source = seekable
     try:
         parquet = pq.ParquetFile(source)
         rows = parquet.metadata.num_rows

@@ -272,3 +272,24 @@ def test_sessions_from_the_sketch_keep_every_turn_of_the_sampled_sessions(trace)
     assert len(kept) == len(sampled)                     # every turn of every sampled session
     estimate = sampled["session_id"].nunique() / left.rate
     assert estimate == pytest.approx(exact["count"], rel=0.35)
+
+
+def test_an_uploaded_parquet_streams_by_row_group_and_keeps_the_byte_limit(tmp_path):
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 300_000
+    table = pa.table({"prompt_tokens": np.arange(1, n + 1) % 7000 + 1, "completion_tokens": np.arange(n) % 500 + 1})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, row_group_size=50_000)
+
+    class Upload(io.BytesIO):
+        name = "week.parquet"
+
+    upload = Upload(buffer.getvalue())
+    streamed = sketch_log(upload, keep_frame_rows=60_000)
+    assert streamed.frame is None and streamed.report.rows_read == n and streamed.sketch.requests == n
+    with pytest.raises(IngestError, match="input limit"):
+        load_log(Upload(buffer.getvalue()), limits=Limits(max_bytes_in=10_000))
