@@ -39,6 +39,14 @@ class PageContext:
         return self.dataset.log.frame
 
     @property
+    def session_frame(self):  # noqa: ANN201 - a pandas DataFrame
+        """Rows for session analyses: every turn of the sketch's sampled sessions when the log is sketch-only."""
+        sketch = self.dataset.sketch
+        if sketch is not None and sketch.sessions is not None:
+            return sketch.sessions.canonical()
+        return self.dataset.log.frame
+
+    @property
     def whatif(self) -> WhatIf:
         """The what-if levers of the sidebar (the log's own prefix-cache share, untouched, means "as logged")."""
         s = self.settings

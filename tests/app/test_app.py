@@ -241,3 +241,16 @@ def test_the_sidebar_offers_the_layouts_and_precisions_that_fit_the_model_and_gp
     at.selectbox(key="gpu").set_value("h100-sxm").run()
     assert at.selectbox(key="precision").value == "mxfp4"
     assert not at.exception, at.exception
+
+
+def test_the_sessions_page_of_a_sketch_only_log_shows_its_sampled_sessions(trace, monkeypatch) -> None:
+    from shapeviz.sketch import FULL_FRAME_ENV
+
+    monkeypatch.setenv(FULL_FRAME_ENV, "100")   # the BurstGPT slice (400 rows, 134-135 sessions) only as a sketch
+    path = trace("burstgpt/burstgpt3_slice.csv")
+    at = _upload(_app(), path.name, path.read_bytes())
+    at.switch_page("pages/sessions.py").run()
+    assert not at.exception, at.exception
+    assert any("workload sketch" in i.value for i in at.info)
+    assert not any("no session or conversation ids" in i.value for i in at.info)
+    assert at.get("plotly_chart")
