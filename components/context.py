@@ -19,7 +19,7 @@ from shapeviz.figures import plane_figure, product_colors, rate_figure
 from shapeviz.ingest import LoadedLog
 from shapeviz.shapes import Corners
 from shapeviz.sketch import full_frame_max_rows
-from shapeviz.sketch import SketchedLog
+from shapeviz.sketch import SketchedLog, report_log
 from shapeviz.sketch import rate_over_time as sketch_rate_over_time
 from shapeviz.summary import Analysis, analyze, analyze_sketch
 
@@ -45,6 +45,12 @@ class PageContext:
         if sketch is not None and sketch.sessions is not None:
             return sketch.sessions.canonical()
         return self.dataset.log.frame
+
+    @property
+    def report_log(self) -> LoadedLog:
+        """The log the report bundle draws: the dataset's, or for a sketch-only log its sample without timestamps."""
+        sketch = self.dataset.sketch
+        return report_log(sketch) if sketch is not None else self.dataset.log
 
     @property
     def whatif(self) -> WhatIf:

@@ -17,7 +17,7 @@ from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from shapeviz.ingest import LoadedLog, load_log
 from shapeviz.ingest.roots import allowed_roots, resolve_server_paths
-from shapeviz.sketch import WorkloadSketch, merge_all, sketch_log
+from shapeviz.sketch import WorkloadSketch, full_frame_max_rows, merge_all, sketch_log
 from shapeviz.synth import SCENARIOS, generate, scenario, write_log
 
 DEMO_REQUESTS = 20_000
@@ -77,16 +77,16 @@ def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
 
 
 @st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner="Reading your log…")
-def _load_uploads(digest: str, mapping_items: tuple[tuple[str, str], ...],
+def _load_uploads(digest: str, mapping_items: tuple[tuple[str, str], ...], keep_frame_rows: int,
                   _files: tuple[UploadedFile, ...]) -> tuple[LoadedLog, WorkloadSketch | None]:
     # the upload widget's own buffer is streamed: its bytes are never copied into a second object
-    return load_sources([(f, f.name) for f in _files], dict(mapping_items) or None)
+    return load_sources([(f, f.name) for f in _files], dict(mapping_items) or None, keep_frame_rows)
 
 
 @st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner="Reading the logs on the server…")
-def _load_server(digest: str, mapping_items: tuple[tuple[str, str], ...],
+def _load_server(digest: str, mapping_items: tuple[tuple[str, str], ...], keep_frame_rows: int,
                  paths: tuple[str, ...]) -> tuple[LoadedLog, WorkloadSketch | None]:
-    return load_sources([(Path(p), Path(p).name) for p in paths], dict(mapping_items) or None)
+    return load_sources([(Path(p), Path(p).name) for p in paths], dict(mapping_items) or None, keep_frame_rows)
 
 
 def server_roots() -> list[Path]:
@@ -136,9 +136,10 @@ def current_dataset() -> Dataset | None:
         mapping = tuple(sorted((st.session_state.get(MAPPING_KEY) or {}).items()))
         digest = upload_digest(list(uploaded)) + ("-" + hashlib.sha256(repr(mapping).encode()).hexdigest()[:6]
                                                   if mapping else "")
-        log, sketch = _load_uploads(digest, mapping, tuple(uploaded))
+        # the threshold is part of the key: the same upload under another threshold is another load
+        log, sketch = _load_uploads(digest, mapping, full_frame_max_rows(), tuple(uploaded))
         label = ", ".join(f.name for f in uploaded)
-        return _remember(Dataset(log, digest, label, synthetic=False, sketch=sketch))
+        return _remember(Dataset(log, _mode(digest, sketch), label, synthetic=False, sketch=sketch))
     if kind == "server":
         pattern = str(st.session_state.get(SERVER_KEY) or "")
         if not pattern.strip():
@@ -148,9 +149,9 @@ def current_dataset() -> Dataset | None:
         # content changes show in size and mtime: a rewritten log is read again
         stamp = repr([(p, Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in paths]) + repr(mapping)
         digest = "srv-" + hashlib.sha256(stamp.encode()).hexdigest()[:16]
-        log, sketch = _load_server(digest, mapping, paths)
+        log, sketch = _load_server(digest, mapping, full_frame_max_rows(), paths)
         label = pattern.strip() + (f" ({len(paths)} files)" if len(paths) > 1 else "")
-        return _remember(Dataset(log, digest, label, synthetic=False, sketch=sketch))
+        return _remember(Dataset(log, _mode(digest, sketch), label, synthetic=False, sketch=sketch))
     if kind not in SCENARIOS and kind != "demo":
         kind = "demo"
     return Dataset(_load_generated(kind), f"gen-{kind}", DATASETS[kind], synthetic=True)
@@ -160,3 +161,8 @@ def _remember(dataset: Dataset) -> Dataset:
     # one sketch per session (the current dataset's): the cached loaders own the memory, this is a pointer
     st.session_state[_SKETCH] = (dataset.digest, dataset.sketch) if dataset.sketch is not None else None
     return dataset
+
+
+def _mode(digest: str, sketch: WorkloadSketch | None) -> str:
+    # the analyses are cached per digest: a log seen whole and the same log seen as a sketch are two entries
+    return digest + "-sketch" if sketch is not None else digest

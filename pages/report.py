@@ -21,7 +21,7 @@ s = ctx.settings
 def _bundle(digest: str, settings: tuple, png: bool, _ctx: PageContext) -> tuple[Bundle, bytes]:
     """The bundle and its zip, once per dataset and settings (the key is the digest and the sidebar values)."""
     bundle = report_files(
-        _ctx.dataset.log, corners=_ctx.settings.corners, deployment=_ctx.deployment, whatif=_ctx.whatif,
+        _ctx.report_log, corners=_ctx.settings.corners, deployment=_ctx.deployment, whatif=_ctx.whatif,
         ttft_slo_ms=_ctx.settings.ttft_slo_ms, tpot_slo_ms=_ctx.settings.tpot_slo_ms,
         gpu_hour_usd=_ctx.settings.gpu_hour_usd, png=png, analysis=_ctx.analysis,
         workload=workload(_ctx.dataset.digest, _ctx.dataset.log),

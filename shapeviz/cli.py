@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", required=True, help="output folder")
     _add_plan_options(report)
     _add_common(report)
+    _add_engine(report)
     report.set_defaults(handler=cmd_report)
     return parser
 
@@ -137,6 +138,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``report``: the report bundle written to ``--out``, its files listed."""
+    _check_engine(args)
     from shapeviz.report import write_report_from_args
 
     files = write_report_from_args(args, mapping=_parse_mapping(args.map))

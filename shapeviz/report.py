@@ -1110,9 +1110,22 @@ def write_report_from_args(args: Any, mapping: dict[str, str] | None = None) -> 
     folder = Path(args.out)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {str(folder)!r} is a file; give a folder for the report (it is created if missing)")
-    log = load_logs(args.logs, mapping)
+    extra: dict[str, Any] = {}
+    if getattr(args, "engine", "embedded") == "dask":
+        # logs beyond one machine: analysis and workload from the Dask-built sketch, figures from its sample
+        from shapeviz.distributed import sketch_paths
+        from shapeviz.sketch import SketchedLog, report_log
+        from shapeviz.summary import analyze_sketch
+
+        sketch = sketch_paths(args.logs, mapping=mapping or None, scheduler=args.scheduler, workers=args.workers)
+        log = report_log(sketch)
+        extra = {"analysis": analyze_sketch(SketchedLog(sketch), deployment=dep),
+                 "workload": Workload.from_sketch(sketch, rate_rps=args.rate)}
+    else:
+        log = load_logs(args.logs, mapping)
     bundle = report_files(log, deployment=dep, whatif=whatif, ttft_slo_ms=args.ttft_slo_ms,
-                          tpot_slo_ms=args.tpot_slo_ms, gpu_hour_usd=args.gpu_hour_usd, rate_rps=args.rate)
+                          tpot_slo_ms=args.tpot_slo_ms, gpu_hour_usd=args.gpu_hour_usd, rate_rps=args.rate,
+                          **extra)
     for note in bundle.notes:
         print(f"shapeviz report: {note}", file=sys.stderr)
     return _write(bundle, folder)

@@ -569,6 +569,23 @@ def load_log_from_batches(batches: list, label: str, mapping: dict[str, str] | N
 
 # ---------------------------------------------------------------------------------------------- analyses
 
+def report_log(sketch: WorkloadSketch) -> Any:
+    """A ``LoadedLog`` for the report bundle of a sketch-only log: the uniform sample, without its timestamps.
+
+    The sample's requests draw the plane and feed the replay trace; without timestamps the report neither draws
+    the sample's (much lower) rate as if it were the log's nor replays the sample at it: the replay gets Poisson
+    arrivals at the plan's rate, measured from the whole log.
+    """
+    from shapeviz.ingest.frame import LoadedLog
+
+    frame = sketch.sample_frame().drop(columns=["timestamp"], errors="ignore")
+    r = sketch.report
+    note = (f"report drawn from a uniform sample of {len(frame):,} of {sketch.requests:,} requests (workload "
+            "sketch); every figure of the plan and the shape is the whole log's")
+    return LoadedLog(frame, LoadReport(r.source, r.format, r.compression, r.rows_read, r.rows_kept,
+                                       dict(r.dropped), dict(r.mapping), [*r.notes, note]))
+
+
 def workload_points(sketch: WorkloadSketch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(input, output, cached, requests) of every occupied cell, all products together (means per cell)."""
     counts = sketch.counts.sum(axis=0)

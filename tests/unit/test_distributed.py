@@ -55,6 +55,16 @@ def test_summary_and_plan_with_the_dask_engine_on_the_command_line(parts, capsys
     assert json.dumps(plan).count(str(doc["rows"]["kept"])) >= 1   # the plan is for every kept request
 
 
+def test_report_with_the_dask_engine_writes_the_bundle_from_the_sketch(parts, capsys, tmp_path):
+    _, folder = parts
+    out = tmp_path / "bundle"
+    assert main(["report", str(folder / "*.parquet"), "--engine", "dask", "--workers", "1", "--out", str(out)]) == 0
+    names = {p.name for p in out.iterdir()}
+    assert "shapes_per_product.csv" in names and any(n.endswith(".html") for n in names)
+    load_report = (out / "load_report.csv").read_text()
+    assert "uniform sample" in load_report or "sample" in (out / [n for n in names if n.endswith(".html")][0]).read_text()
+
+
 def test_bad_engine_options_are_one_line(capsys, tmp_path):
     assert main(["summary", "x.csv", "--scheduler", "tcp://127.0.0.1:1"]) == 2
     assert "--scheduler and --workers need --engine dask" in capsys.readouterr().err
