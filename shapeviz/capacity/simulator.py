@@ -25,7 +25,13 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from shapeviz.capacity.physics import DEFAULT_TPOT_SLO_MS, Deployment, decode_step_s, mixed_step_s
+from shapeviz.capacity.physics import (
+    DEFAULT_TPOT_SLO_MS,
+    Deployment,
+    decode_step_s,
+    mixed_step_s,
+    prefill_time_s,
+)
 from shapeviz.capacity.serving import DEFAULT_TTFT_SLO_MS, WhatIf, Workload
 from shapeviz.plain import json_safe
 
@@ -494,6 +500,7 @@ def simulate(
     ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
     tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
     kv_fraction: float | None = None,
+    ramp: bool = True,
     progress: Callable[[float], None] | None = None,
 ) -> SimResult:
     """Replay requests on ``replicas`` replicas of ``dep`` and measure queue wait, TTFT, TPOT/ITL and E2E per request.
@@ -615,8 +622,12 @@ def simulate(
         front_ids, back_ids = list(range(split[0])), list(range(split[0], split[0] + split[1]))
 
     if arrivals == "closed":
-        for _ in range(min(int(concurrency), size)):  # type: ignore[arg-type]
-            _closed_next(0.0)
+        # Clients start spread over one request's latency: otherwise identical requests started together stay
+        # in lock-step forever (every completion wave re-arrives as a burst), which no real benchmark shows.
+        c = min(int(concurrency), size)  # type: ignore[arg-type]
+        starts = np.sort(rng.uniform(0.0, _one_request_s(dep, req, c), size=c)) if ramp else np.zeros(c)
+        for k in range(c):
+            _closed_next(float(starts[k]))
     rr = {0: 0, 1: 0}
 
     def route(rid: int, now: float, target: int) -> None:
@@ -701,6 +712,14 @@ def simulate(
     if result.preemptions:
         result.notes.append(f"{result.preemptions} preemption(s): the KV pool ran out and sequences were recomputed")
     return result
+
+
+def _one_request_s(dep: Deployment, req: Requests, concurrency: int) -> float:
+    """Latency of a mean request at a decode batch of ``concurrency`` (prefill alone + its decode steps)."""
+    n = float(np.mean(req.input_tokens))
+    m = float(np.mean(req.output_tokens))
+    return float(prefill_time_s(dep, n, float(np.mean(req.cached_tokens)))) + m * float(
+        decode_step_s(dep, float(concurrency), n + m / 2.0))
 
 
 def _utilization(fleet: list[_Replica], makespan: float, buckets: int = 60) -> pd.DataFrame:
