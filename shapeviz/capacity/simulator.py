@@ -347,10 +347,6 @@ class _Replica:
             if self.role == "decode":
                 done = total  # the prompt's KV arrives from the prefill pool
             if total > free:
-                if self.ids.size == 0 and not new_ids and total > pool.kv_tokens:
-                    raise ValueError(
-                        f"a request of {total:,} tokens does not fit one replica's KV pool "
-                        f"({pool.kv_tokens:,} tokens): raise TP or drop the longest requests")
                 break
             c = min(total - done, budget)
             if total - done > 0 and c <= 0:
@@ -534,8 +530,6 @@ def simulate(
         raise ValueError(f"arrivals={arrivals!r} must be one of {ARRIVALS}")
     if arrivals == "closed" and not (concurrency is not None and concurrency >= 1):
         raise ValueError("a closed loop needs concurrency ≥ 1 (--concurrency C)")
-    if arrivals == "poisson" and not (rate_rps is not None and math.isfinite(rate_rps) and rate_rps > 0):
-        raise ValueError("Poisson arrivals need a positive rate (--rate R, requests per second)")
     if requests is not None and requests < 1:
         raise ValueError(f"requests={requests!r} must be ≥ 1")
     rng = np.random.default_rng(seed)
@@ -560,6 +554,8 @@ def simulate(
             if rate_rps is None:
                 raise ValueError("the log has no timestamps: give a rate (--rate R) or a concurrency (--concurrency C)")
             arrivals = "poisson"
+    if arrivals == "poisson" and not (rate_rps is not None and math.isfinite(rate_rps) and rate_rps > 0):
+        raise ValueError("Poisson arrivals need a positive rate (--rate R, requests per second)")
     if arrivals == "trace":
         arrival = np.asarray(req.arrival_s, dtype=np.float64)
     elif arrivals == "poisson":
@@ -584,6 +580,11 @@ def simulate(
     # -- the fleet --
     per_gpu_token = float(dep.kv_bytes_per_gpu(1.0))
     kv_tokens = int(dep.kv_pool_bytes_per_gpu(kv_fraction) // max(per_gpu_token, 1e-9))
+    longest = int(np.max(req.input_tokens + req.output_tokens))
+    if longest > kv_tokens:
+        raise ValueError(
+            f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
+            f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens)
     heap: list[tuple[float, int, int, int]] = []   # (time, tie, request, target pool: 0 front, 1 decode pool)
     tie = 0
