@@ -213,3 +213,16 @@ def test_simulate_command_fixed_shape_and_user_errors(capsys) -> None:
     assert "Traceback" not in err and "PREFILL:DECODE" in err
     assert main(["simulate", "--isl", "100", "--osl", "10", "--concurrency", "3", "--requests", "30"]) == 0
     assert "closed loop of 3 clients" in capsys.readouterr().out
+
+
+def test_analytic_ttft_follows_the_simulator_towards_the_knee() -> None:
+    """The planner's queue must not read half the simulated TTFT as the load nears the knee (467/256, 70B TP4)."""
+    from shapeviz.capacity.serving import _Evaluator
+
+    dep = Deployment("llama-3.1-70b", "h100-sxm", "bf16", None, 4)
+    ev = _Evaluator.build(Workload.fixed(467, 256, rate_rps=1.0), dep)
+    for lam in (4.0, 10.0, 14.0):
+        sim = simulate(fixed_requests(467, 256, 3000), dep, rate_rps=lam).requests.iloc[500:]
+        analytic = ev.evaluate(np.array([lam]))
+        assert analytic["ttft_p50_s"][0] * 1000 == pytest.approx(sim["ttft_ms"].median(), rel=0.35)
+        assert analytic["tpot_p50_s"][0] * 1000 == pytest.approx(sim["tpot_ms"].median(), rel=0.15)
