@@ -131,7 +131,8 @@ class Workload:
     def from_frame(cls, frame: pd.DataFrame, rate_rps: float | None = None) -> "Workload":
         """Bin a canonical frame into log-spaced weighted points and measure (or take) the request rate.
 
-        Bins are a quarter of an octave on each axis; each point is the mean of its bin, so token totals (hence
+        Bins are a quarter of an octave on each axis (input, output, and uncached input when the log reports
+        prefix hits); each point is the mean of its bin, so token totals (hence
         demand in tokens/s) are exact. The rate is the user's if given, else the observed peak: the p99 of
         per-minute request rates from ``timestamp``.
         """
@@ -153,10 +154,18 @@ class Workload:
         ix = np.minimum(np.floor(np.log2(np.maximum(n, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
         iy = np.minimum(np.floor(np.log2(np.maximum(m, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
         code = ix * width + iy
-        count = np.bincount(code, minlength=width * width)
+        if np.any(p > 0):
+            # Prefix hits split a bin: one prompt fully cached and one not share an input length but not a
+            # prefill time, and the mean of the two put the TTFT p90 far above every real request's (the
+            # simulator replays them one by one). So uncached tokens are a third binning axis when the log has any.
+            iz = np.minimum(np.floor(np.log2(np.maximum(n - p, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
+            _, code = np.unique(code * width + iz, return_inverse=True)
+            code = code.reshape(-1)
+        size = int(code.max()) + 1
+        count = np.bincount(code, minlength=size)
         used = np.flatnonzero(count)
         c = count[used].astype(np.float64)
-        sums = [np.bincount(code, weights=v, minlength=width * width)[used] for v in (n, m, p)]
+        sums = [np.bincount(code, weights=v, minlength=size)[used] for v in (n, m, p)]
         if rate_rps is not None:
             _check_rate(rate_rps)
             rate, source, note = float(rate_rps), "set by user", "request rate set by the user"
