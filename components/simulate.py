@@ -23,11 +23,22 @@ from shapeviz.capacity.sim_sweep import (
     simulated_point,
     sweep_table,
 )
+from shapeviz.capacity.levers import lever_citations, simulate_levers
 from shapeviz.capacity.simulator import SimResult
 from shapeviz.ingest import LoadedLog
+from shapeviz.recommend import LEVER_LABELS, Recommendation, cite_simulated
 
 SIM_MULTIPLIERS = (0.5, 1.0, 1.5, 2.0, 3.0)
 RUN_KEY = "simulate_fleet_run"
+LEVERS_KEY = "simulate_levers_run"
+LEVER_REQUESTS = 1000
+
+
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
+def _levers(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, ttft_slo_ms: float, tpot_slo_ms: float,
+            _log: LoadedLog) -> pd.DataFrame:
+    requests = sample_requests(_log.frame, WhatIf(*whatif), LEVER_REQUESTS)
+    return simulate_levers(requests, dep, rate_rps, ttft_slo_ms, tpot_slo_ms)
 
 
 @st.cache_resource(max_entries=64, ttl=6 * 3600, scope="session", show_spinner=False)
@@ -38,7 +49,8 @@ def _point(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, replica
 
 
 def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
-                      replicas: int, ttft_slo_ms: float, tpot_slo_ms: float, analytic: pd.DataFrame) -> None:
+                      replicas: int, ttft_slo_ms: float, tpot_slo_ms: float, analytic: pd.DataFrame,
+                      recommendations: list[Recommendation] | None = None) -> None:
     """Draw "Simulate this fleet": run on request, then the curves, distributions, goodput and disagreements."""
     st.subheader("Simulate this fleet")
     st.caption(f"A discrete-event replay of {DEFAULT_POINT_REQUESTS:,} requests drawn from your log on "
@@ -88,3 +100,35 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
         "queue": ["grows" if s else "stable" for s in sweep["sim_saturated"]],
     })
     table(shown)
+    _render_levers(settings, log, dep, whatif, rate_rps, ttft_slo_ms, tpot_slo_ms, recommendations or [])
+
+
+def _render_levers(settings: tuple, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
+                   ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation]) -> None:
+    """The scheduling levers sized by simulation, and the recommendations citing the simulated gain."""
+    st.markdown("**Scheduling levers, sized by simulation** (the fewest GPUs meeting both p90 SLOs)")
+    if st.button("Simulate the levers", icon=":material/tune:", key="simulate_levers"):
+        st.session_state[LEVERS_KEY] = settings
+    if st.session_state.get(LEVERS_KEY) != settings:
+        st.caption(f"Priority queues, a smaller prefill chunk, disaggregation and one pool per corner, each "
+                   f"searched on {LEVER_REQUESTS:,} requests of your log; takes tens of seconds.")
+        return
+    with st.spinner("Simulating the levers…"):
+        try:
+            levers = _levers(settings[0], dep, astuple(whatif), rate_rps, ttft_slo_ms, tpot_slo_ms, log)
+        except ValueError as exc:
+            st.error(f"Simulation: {exc}", icon=":material/error:")
+            return
+    table(pd.DataFrame({
+        "lever": levers["label"],
+        "GPUs": [dash(v, "{:,}") if not pd.isna(v) else "cannot meet" for v in levers["gpus"]],
+        "TTFT p90": [dash(v, "{:,.0f} ms") for v in levers["ttft_p90_ms"]],
+        "TPOT p90": [dash(v, "{:,.0f} ms") for v in levers["tpot_p90_ms"]],
+        "goodput": [dash(v, "{:.0%}") for v in levers["goodput"]],
+        "how": levers["detail"],
+    }))
+    st.badge("simulated", color="violet", help="From the discrete-event simulator, not measured.")
+    cites = lever_citations(levers)
+    cited = [r for r in cite_simulated(recommendations, cites) if r.lever in cites]
+    for rec in cited:
+        st.markdown(f"- **{LEVER_LABELS[rec.lever]}** ({rec.scope}): {rec.reason}")

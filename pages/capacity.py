@@ -89,7 +89,7 @@ chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve")
 st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
            "headroom a planner buys.")
 render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, w.rate_rps * ctx.whatif.traffic_multiplier,
-                  int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve)
+                  int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve, ctx.analysis.recommendations)
 
 if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"

@@ -374,7 +374,9 @@ class _Replica:
             self.out_left = np.concatenate([self.out_left, np.asarray(new_out, dtype=np.int64)])
             self.ctx = np.concatenate([self.ctx, np.asarray(new_total, dtype=np.int64)])
             chunk = np.concatenate([chunk, np.asarray(new_chunk, dtype=np.int64)])
-            decoding = np.concatenate([decoding, np.zeros(len(new_ids), dtype=bool)])
+            # decode-pool arrivals hold their prompt's KV already: they decode from this iteration on
+            decoding = np.concatenate([decoding, np.asarray(new_done, dtype=np.int64) >= np.asarray(new_total)])
+            b = int(decoding.sum())
         self.kv_peak = max(self.kv_peak, self.kv_used)
         if self.ids.size == 0:
             self.plan, self.busy_until = None, math.inf
@@ -386,12 +388,8 @@ class _Replica:
             self.plan = ("step", self.clock, chunk, decoding)
             self.busy_until = self.clock + dt
             return
-        if b == 0:  # admitted decode-pool arrivals join the next iteration
-            decoding = self.pre_done >= self.pre_total
-            b = int(decoding.sum())
-            if b == 0:
-                raise RuntimeError("scheduler planned an empty iteration")
-            mean_ctx = float(self.ctx[decoding].mean())
+        if b == 0:
+            raise RuntimeError("scheduler planned an empty iteration")
         # decode-only: advance until the first sequence finishes or the KV pool fills (an arrival may cut it short)
         steps = int(min(self.out_left[decoding].min(), MAX_RUN_STEPS,
                         max((pool.kv_tokens - self.kv_used) // max(b, 1), 1)))

@@ -9,6 +9,10 @@ from streamlit.testing.v1 import AppTest
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
+def _table_with(at: AppTest, column: str):  # noqa: ANN202 - a pandas DataFrame
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
 def test_simulate_this_fleet_draws_labelled_simulated_figures() -> None:
     at = AppTest.from_file(APP, default_timeout=240)
     at.run()
@@ -24,8 +28,22 @@ def test_simulate_this_fleet_draws_labelled_simulated_figures() -> None:
               for c in at.get("plotly_chart")]
     assert len(titles) == before + 3
     assert sum(t.startswith("Simulated") for t in titles) == 3 and any("goodput" in t for t in titles)
-    cells = at.dataframe[-1].value
+    cells = _table_with(at, "TTFT p90 simulated")
+    assert list(cells["traffic"]) == ["×0.5", "×1", "×1.5", "×2", "×3"]
     assert not cells.isin(["None", "nan"]).any().any()
     # a slider move changes the settings: the old simulation is not shown as if it were the new one
     at.slider(key="trim_input_pct").set_value(50).run()
     assert "Simulated TTFT p90" not in {m.label for m in at.metric}
+
+
+def test_the_levers_are_sized_by_simulation_on_the_page() -> None:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.run()
+    at.switch_page("pages/capacity.py").run()
+    at.button(key="simulate_fleet").click().run()
+    at.button(key="simulate_levers").click().run()
+    assert not at.exception, at.exception
+    levers = _table_with(at, "lever")
+    assert list(levers["lever"])[0] == "today: FCFS, colocated" and len(levers) == 5
+    assert not levers.isin(["None", "nan"]).any().any()
+    assert any("simulated:" in m.value for m in at.markdown)

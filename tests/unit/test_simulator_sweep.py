@@ -62,3 +62,25 @@ def test_disagreements_name_the_gap_and_cells_show_a_dash() -> None:
     assert disagreements(close) == []
     assert dash(None) == dash(float("nan")) == dash(pd.NA) == "–"
     assert dash(1234.5, "{:,.0f} ms") == "1,234 ms"
+
+
+def test_levers_are_sized_by_simulation_and_cited_by_the_recommendations() -> None:
+    from shapeviz.capacity.levers import lever_citations, simulate_levers
+    from shapeviz.recommend import Recommendation, cite_simulated
+
+    frame, dep = _demo(), default_deployment()
+    w = Workload.from_frame(frame)
+    table = simulate_levers(sample_requests(frame, WhatIf(), 800), dep, w.rate_rps, 1000, 50)
+    assert list(table["lever"]) == ["baseline", "priority_queues", "chunked_prefill", "disaggregate", "split_pools"]
+    base = int(table["gpus"].iloc[0])
+    assert 1 <= base <= 10
+    # every fleet found meets the SLOs it was sized for (the p90 of its slowest view)
+    found = table.dropna(subset=["gpus"])
+    assert (found["ttft_p90_ms"] <= 1000).all() and (found["tpot_p90_ms"].fillna(0) <= 50).all()
+    cites = lever_citations(table)
+    assert set(cites) == {"priority_queues", "chunked_prefill", "disaggregate", "split_pools"}
+    assert all(f"{base} " in c or "cannot" in c for c in cites.values())
+    recs = [Recommendation("split_pools", "ttft", "overall", "Mixed pool.", 0.5),
+            Recommendation("trim_input", "ttft", "overall", "Trim.", 0.4)]
+    cited = cite_simulated(recs, cites)
+    assert cited[0].reason.startswith("Mixed pool. (simulated: one pool per corner") and cited[1] == recs[1]
