@@ -30,6 +30,9 @@ def add_simulate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disaggregate", default=None, metavar="P:D", help="P prefill and D decode replicas")
     p.add_argument("--max-num-seqs", type=int, default=None, help="engine cap on running sequences")
     p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
+    p.add_argument("--calibrate-to-log", action="store_true",
+                   help="fit the fleet's speed to the log's own ttft_ms/tpot_ms (or e2e_ms) on --replicas "
+                        "(today's fleet), then simulate with that correction")
 
 
 def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
@@ -83,6 +86,16 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         if replicas is None and args.disaggregate is None:
             planned = plan(Workload.from_frame(source, rate_rps=args.rate), dep, whatif, ttft_slo, tpot_slo)
             replicas, replicas_source = planned.replicas or 1, "the analytic plan's colocated replicas"
+    calibration = None
+    if getattr(args, "calibrate_to_log", False):
+        if shape_given:
+            raise ValueError("--calibrate-to-log needs a LOG with measured latencies, not --isl/--osl")
+        if args.replicas is None:
+            raise ValueError("--calibrate-to-log needs today's fleet: give --replicas N (and --gpu, --tp, --model)")
+        from shapeviz.capacity.sim_calibrate import fit_to_log
+
+        calibration = fit_to_log(source, dep, args.replicas, requests=args.requests or 1500)
+        dep = calibration.deployment
     result = simulate(
         source, dep, rate_rps=rate, concurrency=args.concurrency, replicas=replicas or 1,
         requests=args.requests, duration_s=args.duration, seed=args.seed, scheduler=args.scheduler,
@@ -94,6 +107,14 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
     document["settings"]["tp_source"] = tp_source
     document["settings"]["replicas_source"] = replicas_source if args.disaggregate is None else "--disaggregate"
     document["workload"] = info
+    if calibration is not None:
+        document["calibration"] = {
+            "label": calibration.label, "compute_scale": calibration.compute_scale,
+            "memory_scale": calibration.memory_scale, "fitted_to": list(calibration.fitted_to),
+            "before": calibration.before.to_dict(orient="records"),
+            "after": calibration.after.to_dict(orient="records"),
+        }
+        document["settings"]["efficiency"] = calibration.describe()
     return document
 
 
@@ -110,7 +131,10 @@ def simulate_text(document: dict[str, Any]) -> str:
              else f"{s['disaggregate'][0]} prefill + {s['disaggregate'][1]} decode replicas")
     load = (f"closed loop of {s['concurrency']} clients" if s["arrivals"] == "closed"
             else f"Poisson {s['rate_rps']:,.3g} req/s" if s["arrivals"] == "poisson" else "the log's own timestamps")
-    lines = [f"simulated: {s['deployment']}, {fleet}, {load}, {d['requests']:,} requests"]
+    method = d["method"] + (f", {d['calibration']['label']}" if "calibration" in d else "")
+    lines = [f"{method}: {s['deployment']}, {fleet}, {load}, {d['requests']:,} requests"]
+    if "calibration" in d:
+        lines.append(s["efficiency"])
     for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
         st = d[name]
         lines.append(f"{name[:-3].upper():5s} ms  mean {_ms(st, 'mean')}  p50 {_ms(st, 'p50')}  "
