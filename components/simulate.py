@@ -24,6 +24,7 @@ from shapeviz.capacity.sim_sweep import (
     sweep_table,
 )
 from shapeviz.capacity.levers import lever_citations, simulate_levers
+from shapeviz.capacity.sim_calibrate import LogCalibration, fit_to_log, latency_columns
 from shapeviz.capacity.simulator import SimResult
 from shapeviz.ingest import LoadedLog
 from shapeviz.recommend import LEVER_LABELS, Recommendation, cite_simulated
@@ -32,6 +33,43 @@ SIM_MULTIPLIERS = (0.5, 1.0, 1.5, 2.0, 3.0)
 RUN_KEY = "simulate_fleet_run"
 LEVERS_KEY = "simulate_levers_run"
 LEVER_REQUESTS = 1000
+CALIBRATE_KEY = "simulate_calibration_run"
+
+
+@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner=False)
+def _calibration(digest: str, dep: Deployment, replicas: int, _log: LoadedLog) -> LogCalibration:
+    return fit_to_log(_log.frame, dep, replicas)
+
+
+def _render_calibration(digest: str, log: LoadedLog, dep: Deployment, replicas: int) -> Deployment | None:
+    """When the log carries latencies: fit today's fleet to them; the calibrated deployment if the user uses it."""
+    if not latency_columns(log.frame) or "timestamp" not in log.frame.columns:
+        return None
+    st.markdown("**Calibrate to your log**: your log carries measured latencies. State today's fleet (the "
+                "sidebar's GPU, model and TP) and fit how fast it really runs.")
+    cols = st.columns([0.3, 0.3, 0.4])
+    today = int(cols[0].number_input("Today's replicas", min_value=1, max_value=10_000, value=replicas, step=1,
+                                     key="calibrate_replicas"))
+    if cols[1].button("Calibrate", icon=":material/tune:", key="calibrate_to_log"):
+        st.session_state[CALIBRATE_KEY] = (digest, dep, today)
+    if st.session_state.get(CALIBRATE_KEY) != (digest, dep, today):
+        return None
+    with st.spinner("Replaying your log on today's fleet…"):
+        try:
+            cal = _calibration(digest, dep, today, log)
+        except ValueError as exc:
+            st.error(f"Calibration: {exc}", icon=":material/error:")
+            return None
+    st.markdown(cal.describe())
+    shown = pd.concat([cal.before.assign(fit="before"), cal.after.assign(fit=cal.label)], ignore_index=True)
+    table(pd.DataFrame({
+        "fit": shown["fit"], "product": shown["product"], "latency": shown["latency"].str.replace("_ms", "").str.upper(),
+        **{c.replace("_", " "): [dash(v, "{:,.0f} ms") for v in shown[c]]
+           for c in ("measured_p50", "simulated_p50", "measured_p90", "simulated_p90")},
+    }))
+    use = cols[2].toggle("Use it below", value=True, key="calibrate_use",
+                         help="Simulate this fleet with the fitted correction (labelled 'calibrated to your log').")
+    return cal.deployment if use else None
 
 
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
@@ -53,6 +91,10 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
                       recommendations: list[Recommendation] | None = None) -> None:
     """Draw "Simulate this fleet": run on request, then the curves, distributions, goodput and disagreements."""
     st.subheader("Simulate this fleet")
+    calibrated = _render_calibration(digest, log, dep, replicas)
+    if calibrated is not None:
+        dep = calibrated
+        st.badge("calibrated to your log", color="green", help="Efficiencies fitted to your log's latencies.")
     st.caption(f"A discrete-event replay of {DEFAULT_POINT_REQUESTS:,} requests drawn from your log on "
                f"{replicas} × TP{dep.tp} replicas ({replicas * dep.tp} GPUs): an iteration-level scheduler with "
                "chunked prefill and a KV pool, Poisson arrivals at each load, step times from the same "

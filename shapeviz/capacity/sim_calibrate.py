@@ -31,7 +31,8 @@ def scaled(dep: Deployment, compute_scale: float = 1.0, memory_scale: float = 1.
     return Deployment(dep.model, dep.gpu, dep.precision, dep.kv_precision, dep.tp, eff)
 
 
-def _latency_columns(frame: pd.DataFrame) -> list[str]:
+def latency_columns(frame: pd.DataFrame) -> list[str]:
+    """The measured latency columns of a log with at least 20 values."""
     return [c for c in LATENCY_COLUMNS if c in frame.columns and frame[c].notna().sum() >= 20]
 
 
@@ -51,7 +52,7 @@ def measured_vs_simulated(frame: pd.DataFrame, result: SimResult, requests: int 
     sim = result.requests
     product = measured["product"].astype(str) if "product" in measured.columns else pd.Series("all", index=measured.index)
     rows = []
-    for metric in _latency_columns(measured):
+    for metric in latency_columns(measured):
         for name in ["all", *sorted(product.unique())] if product.nunique() > 1 else ["all"]:
             mask = np.ones(len(measured), dtype=bool) if name == "all" else (product == name).to_numpy()
             m = measured.loc[mask, metric].astype("float64").dropna()
@@ -99,7 +100,7 @@ def fit_to_log(frame: pd.DataFrame, dep: Deployment, replicas: int, requests: in
     """Fit the compute and memory factors that make the replay of ``frame`` on today's fleet match its latencies."""
     if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
         raise ValueError("calibrating to a log needs its timestamps (to replay its load); map a timestamp column")
-    columns = _latency_columns(frame)
+    columns = latency_columns(frame)
     if not columns:
         raise ValueError("the log carries no measured latencies (ttft_ms, tpot_ms or e2e_ms, at least 20 rows): "
                          "nothing to calibrate to")

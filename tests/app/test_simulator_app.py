@@ -47,3 +47,18 @@ def test_the_levers_are_sized_by_simulation_on_the_page() -> None:
     assert list(levers["lever"])[0] == "today: FCFS, colocated" and len(levers) == 5
     assert not levers.isin(["None", "nan"]).any().any()
     assert any("simulated:" in m.value for m in at.markdown)
+
+
+def test_a_log_with_latencies_is_calibrated_on_the_page(trace) -> None:
+    path = trace("burstgpt/burstgpt3_slice.csv")
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.run()
+    at.file_uploader(key="uploads").set_value((path.name, path.read_bytes(), "text/csv"))
+    at.run()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception, at.exception
+    at.button(key="calibrate_to_log").click().run()
+    assert not at.exception, at.exception
+    assert any(m.value.startswith("calibrated to your log: compute efficiency ×") for m in at.markdown)
+    fit = _table_with(at, "measured p50")
+    assert set(fit["fit"]) == {"before", "calibrated to your log"} and not fit.isin(["None", "nan"]).any().any()
