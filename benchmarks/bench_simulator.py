@@ -116,13 +116,82 @@ def speed() -> None:
         tracemalloc.stop()
         print(f"peak traced memory of the simulation, {size:,} requests: {peak / 2**20:.1f} MiB")
 
+TRACES = {
+    "azure code": "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
+    "azure conv": "azure_llm_2023/AzureLLMInferenceTrace_conv.csv",
+    "burstgpt": "burstgpt/burstgpt_slice.csv",
+    "mooncake conv": "mooncake_fast25/conversation_trace.jsonl.gz",
+    "arxiv summ.": "vidur_arxiv_summarization/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",
+}
+
+
+def traces_vs_analytic(traces: Path) -> None:
+    """Analytic p90 vs simulated p90 on the plan's fleet, at ×0.5, ×1 and ×2 of each trace's peak rate."""
+    from shapeviz.capacity import default_deployment, plan
+    from shapeviz.capacity.serving import WhatIf
+    from shapeviz.capacity.sim_sweep import sample_requests, simulated_point
+    from shapeviz.ingest import load_log
+    from shapeviz.synth import generate
+
+    dep = default_deployment()
+    print("| log | GPUs (plan) | traffic | TTFT p90 analytic | simulated | gap | TPOT p90 analytic | simulated | gap |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    sources = {"demo (20k, seed 0)": None, **TRACES}
+    for name, rel in sources.items():
+        frame = generate(20_000, seed=0) if rel is None else load_log(traces / rel).frame
+        w = Workload.from_frame(frame)
+        p = plan(w, dep)
+        k = p.replicas or 1
+        curve = load_curve(w, dep, multipliers=(0.5, 1.0, 2.0), replicas=k)
+        req = sample_requests(frame, WhatIf(), 1500)
+        for row in curve.itertuples(index=False):
+            s = simulated_point(req, dep, w.rate_rps * row.traffic_multiplier, k, 1000, 50).summary()
+            cells = []
+            for an, sim in ((row.ttft_p90_ms, s["ttft_ms"]["p90"]), (row.tpot_p90_ms, s["tpot_ms"]["p90"])):
+                gap = "" if not (an == an and sim) else f"{sim / an - 1:+.0%}"
+                cells += ["sat." if an != an else f"{an:,.0f}", f"{sim:,.0f}" + (" (grows)" if s["saturated"] else ""), gap]
+            print(f"| {name} | {k * dep.tp} | ×{row.traffic_multiplier:g} | " + " | ".join(cells) + " |")
+
+
+def demo_levers() -> None:
+    """The scheduling levers on the demo, sized by simulation."""
+    from shapeviz.capacity import default_deployment
+    from shapeviz.capacity.levers import lever_citations, simulate_levers
+    from shapeviz.capacity.serving import WhatIf
+    from shapeviz.capacity.sim_sweep import sample_requests
+    from shapeviz.synth import generate
+
+    frame, dep = generate(20_000, seed=0), default_deployment()
+    w = Workload.from_frame(frame)
+    for mult in (1.0, 10.0):
+        t = time.process_time()
+        table = simulate_levers(sample_requests(frame, WhatIf(), 1500), dep, w.rate_rps * mult, 1000, 50)
+        print(f"\ndemo at ×{mult:g} its peak rate ({w.rate_rps * mult:.2f} req/s), {time.process_time() - t:.1f} s CPU:")
+        for r in table.itertuples(index=False):
+            print(f"- {r.label}: {r.gpus if r.gpus == r.gpus and r.gpus is not None else 'cannot meet'} GPUs, "
+                  f"TTFT p90 {r.ttft_p90_ms:,.0f} ms, TPOT p90 {r.tpot_p90_ms:,.1f} ms ({r.detail})")
+        for lever, cite in lever_citations(table).items():
+            print(f"  - {lever}: {cite}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reference", default=str(ROOT.parent / "shared" / "reference"))
     parser.add_argument("--speed", action="store_true")
     parser.add_argument("--analytic", action="store_true")
+    parser.add_argument("--traces", default=None, help="traces folder: analytic vs simulated on each (slow)")
+    parser.add_argument("--levers", action="store_true", help="the scheduling levers on the demo")
+    parser.add_argument("--no-validation", action="store_true")
     args = parser.parse_args()
     ref = Path(args.reference)
+    if args.traces:
+        print("## Analytic vs simulated on the real traces\n")
+        traces_vs_analytic(Path(args.traces))
+    if args.levers:
+        print("\n## Scheduling levers on the demo\n")
+        demo_levers()
+    if args.no_validation:
+        return
 
     on = online_rows(ref, args.analytic)
     print("## Triton / TensorRT-LLM online serving (Poisson at the offered QPS, 500 requests)\n")
