@@ -509,7 +509,8 @@ def simulate(
     ``arrivals``: "trace" (the log's timestamps, compressed by ``whatif.traffic_multiplier``), "poisson" at
     ``rate_rps``, or "closed" with ``concurrency`` clients that each send the next request when the previous one
     completes. Default: "closed" when ``concurrency`` is given, else "poisson" when ``rate_rps`` is given, else
-    "trace". ``requests`` keeps the first N arrivals; ``duration_s`` keeps those arriving within it.
+    "trace". ``requests`` keeps the first N arrivals; ``duration_s`` keeps those arriving within it (open loop;
+    a closed loop issues ``requests`` requests, default max(500, 8·C) when drawn from a Workload).
     ``disaggregate=(P, D)`` (or "P:D") replaces the colocated replicas by P prefill and D decode replicas.
     """
     import time
