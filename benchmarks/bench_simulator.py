@@ -4,7 +4,8 @@
 
 Prints markdown tables: simulated vs measured mean TTFT, mean ITL and throughput for every row of
 ``trtllm_online_serving_h100.csv`` (Poisson arrivals at the offered QPS, 500 requests, as measured) and every NIM
-concurrency row of ``published_h100_mlperf_nim.csv`` (closed loop of C clients), the median and worst errors, the
+concurrency row of ``published_h100_mlperf_nim.csv`` (closed loop of C clients), both TensorRT-LLM engines, so
+prompts are scheduled whole (``chunked_prefill=False``, TensorRT-LLM's default), the median and worst errors, the
 knee (the first load where mean TTFT doubles the lightest load's), and, with ``--analytic``, the analytic
 planner's figures on the same rows. ``--speed`` times a 500-request run and one hour of a 10 req/s log on 8
 replicas (CPU seconds, peak memory of the simulation).
@@ -45,9 +46,9 @@ def online_rows(reference: Path, analytic: bool) -> pd.DataFrame:
         req = fixed_requests(int(r.isl), int(r.osl), 500)
         if math.isinf(qps):  # everything at once: arrivals all at t=0
             req = Requests(req.input_tokens, req.output_tokens, req.cached_tokens, np.zeros(500))
-            res = simulate(req, dep, arrivals="trace")
+            res = simulate(req, dep, arrivals="trace", chunked_prefill=False)
         else:
-            res = simulate(req, dep, rate_rps=qps)
+            res = simulate(req, dep, rate_rps=qps, chunked_prefill=False)
         s = res.summary()
         row = dict(model=model, tp=int(r.tp), isl=int(r.isl), osl=int(r.osl), qps=qps,
                    served=float(r.throughput_req_s), sim_served=s["throughput"]["requests_per_s"],
@@ -71,7 +72,7 @@ def nim_rows(reference: Path) -> pd.DataFrame:
     out = []
     for c, r in wide.iterrows():
         c = int(float(c))
-        s = simulate(fixed_requests(5000, 500, max(500, 8 * c)), dep, concurrency=c).summary()
+        s = simulate(fixed_requests(5000, 500, max(500, 8 * c)), dep, concurrency=c, chunked_prefill=False).summary()
         out.append(dict(concurrency=c, ttft=r["ttft_ms"], sim_ttft=s["ttft_ms"]["mean"], itl=r["itl_ms"],
                         sim_itl=s["itl_ms"]["mean"], tput=r["throughput"],
                         sim_tput=s["throughput"]["output_tokens_per_s"], preemptions=s["preemptions"]))

@@ -30,6 +30,8 @@ def add_simulate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disaggregate", default=None, metavar="P:D", help="P prefill and D decode replicas")
     p.add_argument("--max-num-seqs", type=int, default=None, help="engine cap on running sequences")
     p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
+    p.add_argument("--chunked-prefill", choices=("on", "off"), default="on",
+                   help="off: whole prompts only, as TensorRT-LLM without context chunking (default on, as vLLM)")
     p.add_argument("--calibrate-to-log", action="store_true",
                    help="fit the fleet's speed to the log's own ttft_ms/tpot_ms (or e2e_ms) on --replicas "
                         "(today's fleet), then simulate with that correction")
@@ -101,6 +103,7 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         requests=args.requests, duration_s=args.duration, seed=args.seed, scheduler=args.scheduler,
         router=args.router, disaggregate=args.disaggregate, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, whatif=whatif,
+        chunked_prefill=args.chunked_prefill == "on",
         ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo,
     )
     document: dict[str, Any] = {"command": "simulate", **result.summary()}

@@ -218,8 +218,9 @@ class _Pool:
     """Global per-request arrays and settings shared by the replicas of one simulation."""
 
     def __init__(self, dep: Deployment, req: Requests, max_num_seqs: int, max_batched_tokens: int,
-                 scheduler: str, kv_tokens: int) -> None:
+                 scheduler: str, kv_tokens: int, chunked: bool = True) -> None:
         self.dep = dep
+        self.chunked = chunked
         self.n_in = req.input_tokens
         self.n_out = req.output_tokens
         self.n_cached = req.cached_tokens
@@ -358,6 +359,12 @@ class _Replica:
             c = min(total - done, budget)
             if total - done > 0 and c <= 0:
                 break
+            if not pool.chunked and c < total - done:
+                # whole prompts only (TensorRT-LLM without context chunking): it waits for an iteration with
+                # room, unless no other prompt is in this one (a prompt longer than the budget then runs alone)
+                if budget < pool.budget - b:
+                    break
+                c = total - done
             self._pop()
             self.resume.pop(rid, None)
             free -= total
@@ -501,6 +508,7 @@ def simulate(
     ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
     tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
     kv_fraction: float | None = None,
+    chunked_prefill: bool = True,
     ramp: bool = True,
     progress: Callable[[float], None] | None = None,
 ) -> SimResult:
@@ -512,6 +520,8 @@ def simulate(
     "trace". ``requests`` keeps the first N arrivals; ``duration_s`` keeps those arriving within it (open loop;
     a closed loop issues ``requests`` requests, default max(500, 8·C) when drawn from a Workload).
     ``disaggregate=(P, D)`` (or "P:D") replaces the colocated replicas by P prefill and D decode replicas.
+    ``chunked_prefill=False`` schedules whole prompts only (TensorRT-LLM's default without context chunking):
+    a prompt that does not fit the rest of an iteration's token budget waits for the next iteration.
     """
     import time
 
@@ -591,7 +601,7 @@ def simulate(
         raise ValueError(
             f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
             f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
-    pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens)
+    pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill)
     heap: list[tuple[float, int, int, int]] = []   # (time, tie, request, target pool: 0 front, 1 decode pool)
     tie = 0
     clients = {"next": 0}
@@ -709,6 +719,7 @@ def simulate(
         "replicas": replicas if split is None else None, "disaggregate": list(split) if split else None,
         "scheduler": scheduler, "router": router, "max_num_seqs": int(max_num_seqs),
         "max_num_batched_tokens": int(max_num_batched_tokens), "kv_pool_tokens_per_replica": kv_tokens,
+        "chunked_prefill": bool(chunked_prefill),
         "seed": seed, "whatif": {k: getattr(whatif, k) for k in ("trim_input", "trim_output", "cache_hit",
                                                                    "traffic_multiplier")},
     }

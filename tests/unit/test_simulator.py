@@ -69,6 +69,23 @@ def test_decode_batch_obeys_littles_law() -> None:
     assert b > 10  # a real batch, not one sequence at a time
 
 
+def test_whole_prompt_scheduling_does_not_share_an_iteration_between_two_long_prompts() -> None:
+    """Two 5,000-token prompts queued together: chunked prefill starts the second inside the first one's iteration."""
+    # a short request keeps the replica busy so that both long prompts wait for the same next iteration
+    req = Requests(np.array([100, 5000, 5000]), np.array([50, 2, 2]), np.zeros(3, dtype=np.int64),
+                   np.array([0.0, 0.001, 0.001]))
+    alone = float(prefill_time_s(DEP, 5000)) * 1000
+    whole = simulate(req, DEP, arrivals="trace", chunked_prefill=False).requests
+    chunked = simulate(req, DEP, arrivals="trace").requests
+    service = lambda r: (r["ttft_ms"] - r["queue_ms"]).to_numpy()  # noqa: E731 - from first scheduled to first token
+    assert service(whole)[1] == pytest.approx(alone, rel=0.05)
+    assert whole["ttft_ms"][2] - whole["ttft_ms"][1] == pytest.approx(alone, rel=0.1)
+    assert service(chunked)[1] > 1.3 * alone  # it shares its iteration with ~3,000 tokens of the second prompt
+    # the same work either way: the second prompt's first token comes at the same time, the first one's later
+    assert chunked["ttft_ms"][2] == pytest.approx(whole["ttft_ms"][2], rel=0.01)
+    assert chunked["ttft_ms"][1] > 1.5 * whole["ttft_ms"][1]
+
+
 def test_kv_pool_exhaustion_preempts_and_every_request_still_finishes() -> None:
     small = simulate(fixed_requests(4000, 1500, 60), DEP, concurrency=40, kv_fraction=0.03)
     roomy = simulate(fixed_requests(4000, 1500, 60), DEP, concurrency=40)
@@ -161,7 +178,8 @@ def test_trtllm_online_serving_rows_below_saturation(reference) -> None:
     for r in rows.itertuples(index=False):
         model = "llama-3.1-70b" if "70B" in r.model else "llama-3.1-8b"
         dep = Deployment(model, "h100-sxm", "bf16", None, int(r.tp))
-        s = simulate(fixed_requests(int(r.isl), int(r.osl), 500), dep, rate_rps=float(r.qps_offered)).summary()
+        s = simulate(fixed_requests(int(r.isl), int(r.osl), 500), dep, rate_rps=float(r.qps_offered),
+                     chunked_prefill=False).summary()
         errors += [s["ttft_ms"]["mean"] / r.mean_ttft_ms - 1, s["itl_ms"]["mean"] / r.mean_itl_ms - 1]
     assert len(errors) >= 20
     assert float(np.median(np.abs(errors))) <= 0.20
@@ -172,8 +190,8 @@ def test_nim_sweep_explodes_past_concurrency_100(reference) -> None:
     nim = pub[pub["source_id"].str.startswith("nim") & (pub["metric"] == "ttft_ms")]
     measured = dict(zip(nim["concurrency_or_batch"].astype(float), nim["value"].astype(float)))
     dep = Deployment("llama-3.3-70b", "h100-sxm", "fp8", None, 2)
-    sim = {c: simulate(fixed_requests(5000, 500, max(500, 8 * c)), dep, concurrency=c).summary()["ttft_ms"]["mean"]
-           for c in (50, 100, 150)}
+    sim = {c: simulate(fixed_requests(5000, 500, max(500, 8 * c)), dep, concurrency=c,
+                       chunked_prefill=False).summary()["ttft_ms"]["mean"] for c in (50, 100, 150)}
     assert measured[100.0] > 5 * measured[50.0] and sim[100] > 3 * sim[50]
     assert sim[150] > 3 * sim[100]
     assert sim[150] == pytest.approx(measured[150.0], rel=0.25)
