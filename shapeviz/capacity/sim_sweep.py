@@ -109,16 +109,18 @@ def latency_load_figure(table: pd.DataFrame, ttft_slo_ms: float, tpot_slo_ms: fl
                 showlegend=first, line=dict(color=ANALYTIC_COLOR, dash=dash_style, width=1.5),
                 hovertemplate=f"×%{{x}} traffic: analytic {metric.upper()} {q} %{{y:,.0f}} ms<extra></extra>",
             ), row=1, col=col)
-        fig.add_hline(y=slo, line=dict(color=SLO_COLOR, dash="dash"), row=1, col=col,
-                      annotation_text=f"SLO {slo:,.0f} ms", annotation_position="top left")
+        # a trace, not add_hline: on a log axis plotly places a shape's annotation at 10^value
+        fig.add_trace(go.Scatter(x=[float(x.min()), float(x.max())], y=[slo, slo], mode="lines",
+                                 line=dict(color=SLO_COLOR, dash="dash"), name="SLO", legendgroup="slo",
+                                 showlegend=first, hovertemplate=f"SLO {slo:,.0f} ms<extra></extra>"), row=1, col=col)
         fig.update_yaxes(title_text="ms", type="log", row=1, col=col)
         fig.update_xaxes(title_text="traffic multiplier (× today's peak)", row=1, col=col)
     sat = table.loc[table["sim_saturated"], "traffic_multiplier"]
     note = f"simulated queue grows without bound from ×{sat.min():g}" if len(sat) else "no simulated saturation in this range"
-    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=80, b=50),
+    fig.update_layout(height=height + 60, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=80, b=110),
                       title=dict(text=f"Simulated latency against load on {gpus} GPUs<br><sup>{note}; log scale</sup>",
                                  x=0.01),
-                      legend=dict(orientation="h", y=1.2, x=1, xanchor="right"))
+                      legend=dict(orientation="h", y=-0.28, x=0, xanchor="left"))
     return fig
 
 
@@ -135,8 +137,12 @@ def distribution_figure(result: SimResult, ttft_slo_ms: float, tpot_slo_ms: floa
                                      hovertemplate="%{y:.0%} of requests ≤ %{x:,.0f} ms<extra></extra>"),
                           row=1, col=col)
             met = float((v <= slo).mean())
-            fig.add_vline(x=slo, line=dict(color=SLO_COLOR, dash="dash"), row=1, col=col,
-                          annotation_text=f"SLO: {met:.0%} within", annotation_position="bottom right")
+            fig.add_trace(go.Scatter(x=[slo, slo], y=[0.0, 1.0], mode="lines", showlegend=False,
+                                     line=dict(color=SLO_COLOR, dash="dash"),
+                                     hovertemplate=f"SLO {slo:,.0f} ms: {met:.0%} of requests within<extra></extra>"),
+                          row=1, col=col)
+            fig.add_annotation(x=float(np.log10(slo)), y=0.05, text=f"SLO: {met:.0%} within", showarrow=False,
+                               xanchor="left", font=dict(color=SLO_COLOR), row=1, col=col)
         fig.update_xaxes(title_text="ms", type="log", row=1, col=col)
         fig.update_yaxes(title_text="share of requests", tickformat=".0%", range=[0, 1.02], row=1, col=col)
     fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=50),
