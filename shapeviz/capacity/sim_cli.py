@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from shapeviz.capacity.physics import DEFAULT_TPOT_SLO_MS
-from shapeviz.capacity.plan_cli import _deployment
+from shapeviz.capacity.plan_cli import deployment_from_args
 from shapeviz.capacity.serving import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.capacity.simulator import ROUTERS, SCHEDULERS, fixed_requests, simulate
 
@@ -45,7 +45,7 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         raise ValueError(f"--concurrency must be ≥ 1, got {args.concurrency}")
     if args.replicas is not None and args.replicas < 1:
         raise ValueError(f"--replicas must be ≥ 1, got {args.replicas}")
-    dep, tp_source = _deployment(args)
+    dep, tp_source = deployment_from_args(args)
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     ttft_slo = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
     tpot_slo = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
