@@ -15,12 +15,17 @@ from shapeviz.cli import main
 DEP = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
 
 
-def test_mixed_step_reduces_to_the_prefill_and_decode_physics() -> None:
-    """One source of truth: a lone prompt costs prefill_time_s, a decode-only step costs decode_step_s."""
+@pytest.mark.parametrize("dep", [
+    DEP,
+    Deployment("qwen3-235b-a22b", "h100-sxm", "fp8", tp=8, ep=8, attention_dp=True),
+    Deployment("gpt-oss-120b", "h100-sxm", None, tp=1),
+], ids=["dense-tp2", "moe-dep8", "mxfp4-moe"])
+def test_mixed_step_reduces_to_the_prefill_and_decode_physics(dep: Deployment) -> None:
+    """One source of truth: a lone prompt costs prefill_time_s, a decode-only step costs decode_step_s (any layout)."""
     for n in (16, 500, 4000):
-        assert mixed_step_s(DEP, np.array([n]), np.array([0]), 0, 0.0) == pytest.approx(float(prefill_time_s(DEP, n)))
+        assert mixed_step_s(dep, np.array([n]), np.array([0]), 0, 0.0) == pytest.approx(float(prefill_time_s(dep, n)))
     for b, c in ((1, 100.0), (32, 2000.0), (300, 9000.0)):
-        assert mixed_step_s(DEP, np.array([]), np.array([]), b, c) == pytest.approx(float(decode_step_s(DEP, b, c)))
+        assert mixed_step_s(dep, np.array([]), np.array([]), b, c) == pytest.approx(float(decode_step_s(dep, b, c)))
     # chunking a prompt costs at least as much as prefilling it at once (each chunk pays the fixed costs)
     whole = mixed_step_s(DEP, np.array([4000]), np.array([0]), 0, 0.0)
     halves = mixed_step_s(DEP, np.array([2000]), np.array([0]), 0, 0.0) + mixed_step_s(DEP, np.array([4000]), np.array([2000]), 0, 0.0)
