@@ -2,7 +2,7 @@
 
 For each lever (priority queues, a smaller prefill chunk, disaggregated prefill/decode pools, one pool per
 workload corner) ``simulate_levers`` finds the fewest GPUs whose simulated p90 TTFT and TPOT meet the SLOs and
-whose queue keeps up, next to the same search for today's FCFS colocated fleet. ``lever_citations`` turns the
+whose queue keeps up, next to the same sizing of today's FCFS colocated fleet. ``lever_citations`` turns the
 table into the sentence the recommendations cite ("split pools: 18 → 12 GPUs at the same p90 SLOs").
 """
 from __future__ import annotations

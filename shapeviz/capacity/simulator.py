@@ -520,7 +520,7 @@ def simulate(
     ``rate_rps``, or "closed" with ``concurrency`` clients that each send the next request when the previous one
     completes. Default: "closed" when ``concurrency`` is given, else "poisson" when ``rate_rps`` is given, else
     "trace". ``requests`` keeps the first N arrivals; ``duration_s`` keeps those arriving within it (open loop;
-    a closed loop issues ``requests`` requests, default max(500, 8·C) when drawn from a Workload).
+    a closed loop sends ``requests`` requests, default max(500, 8·C) when drawn from a Workload).
     ``disaggregate=(P, D)`` (or "P:D") replaces the colocated replicas by P prefill and D decode replicas.
     ``chunked_prefill=False`` schedules whole prompts only (TensorRT-LLM's default without context chunking):
     a prompt that does not fit the rest of an iteration's token budget waits for the next iteration.
