@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from components.context import page_context, rate_chart, workload
+from components.simulate import render_simulation
 from components.widgets import badge, chart, table
 from shapeviz.capacity import load_curve
 from shapeviz.capacity.compare import compare_deployments, compare_whatif, winners
@@ -87,6 +88,8 @@ curve = load_curve(w, dep, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms, tpot_sl
 chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve")
 st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
            "headroom a planner buys.")
+render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, w.rate_rps * ctx.whatif.traffic_multiplier,
+                  int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve, ctx.analysis.recommendations)
 
 if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"

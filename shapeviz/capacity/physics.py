@@ -804,3 +804,66 @@ def max_throughput(
 def today() -> str:
     """ISO date, for stamping a calibration."""
     return date.today().isoformat()
+
+
+@lru_cache(maxsize=64)
+def _compute_rates(dep: Deployment, spread: bool, decode: bool) -> tuple[float, float, float]:
+    """Seconds per FLOP of each part (dense, experts, attention): ``_compute_s`` is linear in its parts, so the
+    simulator's many iterations read three numbers instead of re-deriving each GPU rate every time."""
+    return tuple(float(_compute_s(dep, *unit, spread=spread, decode=decode))  # type: ignore[return-value]
+                 for unit in ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)))
+
+
+@lru_cache(maxsize=32_768)
+def _pass_costs(dep: Deployment, tokens: int) -> tuple[float, float]:
+    """(weight bytes read on the busiest GPU, collective seconds) of one pass over ``tokens`` tokens, memoised."""
+    t = np.asarray(float(tokens))
+    return float(_weight_read_bytes_per_gpu(dep, t)), float(communication_s(dep, t))
+
+
+@lru_cache(maxsize=64)
+def _iteration_constants(dep: Deployment) -> tuple[float, float, float, float]:
+    """(HBM bytes/s, fixed seconds per iteration, seconds per sequence, extra seconds of a prefill pass)."""
+    e = dep.eff
+    return dep.hbm_bytes_per_gpu, _fixed_s(dep), e.sequence_overhead_us * 1e-6, e.prefill_overhead_ms * 1e-3
+
+
+def mixed_step_s(
+    dep: Deployment,
+    chunk_end: np.ndarray,
+    chunk_start: np.ndarray,
+    decode_batch: float,
+    decode_context: float,
+) -> float:
+    """Time of one engine iteration that prefills prompt chunks ``[start, end)`` and decodes ``decode_batch`` sequences.
+
+    The same roofline as ``prefill_time_s`` and ``decode_step_s`` on the combined batch (chunked prefill, as vLLM
+    and TensorRT-LLM run it): every chunk's FLOP parts (attention over its prefix) plus the decodes' against one
+    weight read plus the decodes' KV, one collective over all tokens, the fixed costs once. With no decodes and
+    one whole prompt it equals ``prefill_time_s``; with no chunks it equals ``decode_step_s`` (unit-tested).
+    """
+    m = dep.model
+    end = np.asarray(chunk_end, dtype=np.float64)
+    start = np.asarray(chunk_start, dtype=np.float64)
+    new = float(np.sum(end - start))
+    b = float(decode_batch)
+    compute = 0.0
+    if new > 0:
+        parts = [float(np.sum(x)) for x in _prefill_flop_parts(dep, end, start)]
+        # one prompt alone runs as prefill_time_s does (on its own GPU under attention-DP); a batch spreads
+        rates = _compute_rates(dep, not (end.size == 1 and b == 0), False)
+        compute += sum(x * r for x, r in zip(parts, rates))
+    kv = 0.0
+    if b > 0:
+        c = np.asarray(float(decode_context))
+        experts = 2.0 * _active_expert_params(m)
+        dense = 2.0 * (_active_body_params(m) - _active_expert_params(m) + _lm_head_params(m))
+        attention = m.layers * m.attention_flops_per_context_token(decode=True) * _effective_context(m, c)
+        rates = _compute_rates(dep, True, True)
+        compute += b * (dense * rates[0] + experts * rates[1] + float(attention) * rates[2])
+        kv = b * float(dep.kv_bytes_per_gpu(c))
+    weights, collective = _pass_costs(dep, int(round(new + b)))
+    hbm, fixed, per_sequence, prefill_extra = _iteration_constants(dep)
+    memory = (weights + kv) / hbm
+    fixed += b * per_sequence + (prefill_extra if new > 0 else 0.0)
+    return max(compute, memory) + collective + fixed
