@@ -9,7 +9,8 @@ one clear line):
 - **guidellm** benchmark report JSON (guidellm 0.8.1 ``--output kind=json``; metadata version 2):
   ``benchmarks[].config.strategy`` ({type_, rate}) and ``benchmarks[].metrics.<name>.successful``
   ({mean, median, percentiles: {p50, p90, ...}}) for ``time_to_first_token_ms``, ``inter_token_latency_ms``,
-  ``requests_per_second``, ``output_tokens_per_second``; one load level per benchmark.
+  ``output_token_count`` (total_sum), ``request_totals``, and the benchmark's ``duration`` (s); one level per
+  benchmark, its rate = completed requests / duration.
 - the **log**: ``ttft_ms`` / ``tpot_ms`` of the canonical frame, per band of per-minute request rate.
 
 The plan side is a *plan reference* (``plan_reference``): the planned p50/p90 TTFT and TPOT on the planned
@@ -191,10 +192,13 @@ def parse_aiperf(document: Mapping[str, Any], source: str = "aiperf") -> list[Me
     out_thr = document.get("output_token_throughput")
     count = document.get("request_count")
     schedule = "its own timing"
-    cfg = document.get("input_config")
-    rate = _dig(cfg, ("loadgen", "request_rate")) or _dig(cfg, ("load", "request_rate"))
-    if _num(rate) is not None:
-        schedule = f"{float(rate):g} req/s target"
+    # aiperf 0.13 records the load phases it ran in input_config.phases ({type, rate, ...}).
+    phases = _dig(document, ("input_config", "phases"))
+    profiling = [p for p in phases if isinstance(p, Mapping) and p.get("kind", "profiling") == "profiling"] \
+        if isinstance(phases, list) else []
+    if profiling:
+        kind, rate = profiling[0].get("type"), _num(profiling[0].get("rate"))
+        schedule = f"{kind} {rate:g} req/s target" if rate else str(kind or schedule)
     return [MeasuredLevel(
         tool="aiperf", source=source, label=f"aiperf, {schedule}",
         rate_rps=_num(thr.get("avg")),
@@ -239,15 +243,24 @@ def parse_guidellm(document: Mapping[str, Any], source: str = "guidellm") -> lis
         label = f"guidellm {kind}" + (f" {rate:g} req/s" if rate else f" {streams} streams" if streams else "")
         ttft, itl = _successful(m, "time_to_first_token_ms"), _successful(m, "inter_token_latency_ms")
         totals = m.get("request_totals")
+        done = _num(totals.get("successful")) if isinstance(totals, Mapping) else None
+        duration = _num(b.get("duration"))
+        # Achieved rate: completed requests over the measured window (guidellm's own requests_per_second mean
+        # is a mean over its time buckets; it is the fallback).
+        rate_rps = (done / duration if done is not None and duration else
+                    _num(_successful(m, "requests_per_second").get("mean")))
+        out_sum = _num(_successful(m, "output_token_count").get("total_sum"))
+        out_tps = (out_sum / duration if out_sum is not None and duration else
+                   _num(_successful(m, "output_tokens_per_second").get("mean")))
         levels.append(MeasuredLevel(
             tool="guidellm", source=source, label=label,
-            rate_rps=_num(_successful(m, "requests_per_second").get("mean")),
+            rate_rps=rate_rps,
             ttft_p50_ms=_num(_dig(ttft, ("percentiles", "p50"))) or _num(ttft.get("median")),
             ttft_p90_ms=_num(_dig(ttft, ("percentiles", "p90"))),
             tpot_p50_ms=_num(_dig(itl, ("percentiles", "p50"))) or _num(itl.get("median")),
             tpot_p90_ms=_num(_dig(itl, ("percentiles", "p90"))),
-            output_tokens_per_s=_num(_successful(m, "output_tokens_per_second").get("mean")),
-            requests=int(totals["successful"]) if isinstance(totals, Mapping) and _num(totals.get("successful")) is not None else None,
+            output_tokens_per_s=out_tps,
+            requests=int(done) if done is not None else None,
             version=str(version) if version else None,
         ))
     return levels

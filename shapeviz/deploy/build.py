@@ -115,6 +115,7 @@ def config_dict(c: EngineConfig) -> dict[str, Any]:
         "gpus_per_replica": c.gpus_per_replica, "gpu": c.gpu_name, "command": c.command,
         "model": _setting_dict(c.model), "args": [asdict(a) for a in c.args], "argv": c.argv(),
         "yaml_options": c.plain_yaml_options() or None, "notes": list(c.notes),
+        "defaults_kept": [{"setting": d.flag, "value": d.value, "source": d.source, "why": d.why} for d in c.defaults],
         "shell": c.shell(), "yaml": c.trtllm_yaml() or None,
     }
 

@@ -48,6 +48,7 @@ class EngineConfig:
     args: tuple[Arg, ...]
     yaml_options: dict[str, Any] = field(default_factory=dict)       # nested; leaves are Setting
     notes: tuple[str, ...] = ()
+    defaults: tuple[Arg, ...] = ()   # settings left at the engine's default on purpose: rendered as comments only
 
     @property
     def command(self) -> str:
@@ -86,6 +87,7 @@ class EngineConfig:
         head += [f"# note: {_comment(n)}" for n in self.notes]
         width = max((len(_arg_text(a)) for a in self.args), default=0) + 2
         lines = [f"  {_arg_text(a).ljust(width)}# {a.source}: {_comment(a.why)}" for a in self.args]
+        lines += [f"  # {_comment(d.flag)}: {_comment(d.value)} ({d.source}: {_comment(d.why)})" for d in self.defaults]
         model = " ".join(shlex.quote(m) for m in self.model_args())
         call = f'{self.command} {model + " " if model else ""}"${{args[@]}}"'
         return "\n".join([*head, "args=(", *lines, ")", f"exec {call}", ""])
@@ -155,9 +157,12 @@ def vllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT
     if role != "decode":
         args.append(Arg("--enable-chunked-prefill", None, "assumed",
                         "prompts are cut into chunks of max-num-batched-tokens that share steps with decodes"))
+    defaults: list[Arg] = []
     if s.prefix_caching.value is not None:
         flag = "--enable-prefix-caching" if s.prefix_caching.value else "--no-enable-prefix-caching"
         args.append(Arg(flag, None, s.prefix_caching.source, s.prefix_caching.why))
+    else:
+        defaults.append(Arg("prefix caching", "vLLM's default kept", s.prefix_caching.source, s.prefix_caching.why))
     mem = s.memory["vllm_gpu_memory_utilization"]
     args.append(Arg("--gpu-memory-utilization", _num(mem.value), mem.source, mem.why))
     if role in ("prefill", "decode"):
@@ -165,7 +170,7 @@ def vllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT
                                                            separators=(",", ":")),
                         "assumed", "NIXL KV transfer between the prefill and decode pools (llm-d's P/D setup)"))
     return EngineConfig("vllm", role, pool.replicas, int(s.tp.value), s.gpu_name, s.model_path, tuple(args),
-                        notes=_role_notes(role))
+                        notes=_role_notes(role), defaults=tuple(defaults))
 
 
 def sglang_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT_PORT) -> EngineConfig:
@@ -187,15 +192,19 @@ def sglang_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
                         pool.max_batched_tokens.why))
         args.append(Arg("--max-prefill-tokens", str(pool.max_batched_tokens.value), pool.max_batched_tokens.source,
                         "one prefill batch holds at most one chunk (the same budget)"))
+    defaults: list[Arg] = []
     if s.prefix_caching.value is False:
         args.append(Arg("--disable-radix-cache", None, s.prefix_caching.source, s.prefix_caching.why))
+    else:  # the radix (prefix) cache is on unless disabled
+        defaults.append(Arg("prefix caching", "on (SGLang's radix cache, its default)", s.prefix_caching.source,
+                            s.prefix_caching.why))
     mem = s.memory["sglang_mem_fraction_static"]
     args.append(Arg("--mem-fraction-static", _num(mem.value), mem.source, mem.why))
     if role in ("prefill", "decode"):
         args.append(Arg("--disaggregation-mode", role, "estimated", f"the plan's {role} pool"))
         args.append(Arg("--disaggregation-transfer-backend", "nixl", "assumed", "NIXL KV transfer (mooncake also works)"))
     return EngineConfig("sglang", role, pool.replicas, int(s.tp.value), s.gpu_name, s.model_path, tuple(args),
-                        notes=_role_notes(role))
+                        notes=_role_notes(role), defaults=tuple(defaults))
 
 
 def trtllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT_PORT) -> EngineConfig:
@@ -221,8 +230,12 @@ def trtllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
     kv: dict[str, Any] = {
         "dtype": Setting("fp8" if s.kv_precision.value == "fp8" else "auto", s.kv_precision.source, s.kv_precision.why),
     }
+    defaults: list[Arg] = []
     if s.prefix_caching.value is not None:
         kv["enable_block_reuse"] = Setting(bool(s.prefix_caching.value), s.prefix_caching.source, s.prefix_caching.why)
+    else:
+        defaults.append(Arg("prefix caching", "TensorRT-LLM's default kept (KV block reuse on)", s.prefix_caching.source,
+                            s.prefix_caching.why))
     options: dict[str, Any] = {"kv_cache_config": kv}
     if role in ("prefill", "decode"):
         options["cache_transceiver_config"] = {
@@ -232,7 +245,7 @@ def trtllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
         notes.append("FP8 weights come from the checkpoint in TensorRT-LLM: point MODEL at an FP8-quantised "
                      "checkpoint of this model (e.g. a ModelOpt FP8 export)")
     return EngineConfig("trtllm", role, pool.replicas, int(s.tp.value), s.gpu_name, s.model_path, tuple(args),
-                        yaml_options=options, notes=tuple(notes))
+                        yaml_options=options, notes=tuple(notes), defaults=tuple(defaults))
 
 
 RENDERERS = {"vllm": vllm_config, "sglang": sglang_config, "trtllm": trtllm_config}

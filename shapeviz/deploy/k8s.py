@@ -67,6 +67,7 @@ def _deployment(app: str, cfg: EngineConfig, port: int) -> list[str]:
         else:
             out.append(f"            - {_q(a.flag)}")
             out.append(f"            - {_q(a.value)}  # {a.source}: {_comment(a.why)}")
+    out += [f"            # {_comment(d.flag)}: {_comment(d.value)} ({d.source}: {_comment(d.why)})" for d in cfg.defaults]
     out += [
         "          ports:",
         f"            - containerPort: {port}  # assumed: the --port above",

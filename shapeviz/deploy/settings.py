@@ -135,9 +135,10 @@ def memory_settings(dep: Deployment) -> dict[str, Setting]:
 
 def _prefix_setting(prefix: PrefixSignal | None) -> Setting:
     if prefix is None or prefix.hit_ratio_tokens is None:
-        return Setting(None, "assumed", "the log shows no block hashes, cached tokens or sessions, so prefix reuse "
-                                        "cannot be seen: the engine's default is kept")
-    source = {"measured": "measured", "simulated": "measured", "assumed": "assumed"}.get(prefix.provenance, "estimated")
+        return Setting(None, "assumed", "no block hashes, cached tokens or sessions show prefix reuse (or the plan is "
+                                        "a fixed --isl/--osl shape): the engine's default is kept")
+    # Reported cached tokens are measured; a replay of the log's block hashes or its sessions is an estimate.
+    source = {"measured": "measured", "assumed": "assumed"}.get(prefix.provenance, "estimated")
     ratio = prefix.hit_ratio_tokens
     on = ratio >= PREFIX_REUSE_ON
     how = {"block_hashes": "prefix-block hashes replayed through an ideal cache",
@@ -163,6 +164,9 @@ def serving_settings(
     if not (math.isfinite(max_context_tokens) and max_context_tokens >= 1):
         raise ValueError(f"max_context_tokens={max_context_tokens!r} must be a token count ≥ 1")
     notes: list[str] = []
+    if model_path is not None and (not model_path.strip() or len(model_path) > 1000
+                                   or any(ord(ch) < 32 or ord(ch) == 127 for ch in model_path)):
+        raise ValueError("--model-path must be a checkpoint path or repo id on one line (no control characters)")
     repo = model_repo(dep.model.id)
     if model_path:
         path = Setting(model_path, "assumed", "set by the user (--model-path)")
