@@ -316,8 +316,12 @@ def log_levels(frame: pd.DataFrame, bands: int = LOG_RATE_BANDS, source: str = "
     rows, minute = rows.loc[complete], minute[complete]
     busy = np.flatnonzero(rates > 0)
     band_of_minute = np.full(rates.size, -1)
-    edges = np.unique(np.quantile(rates[busy], np.linspace(0, 1, bands + 1)))
-    band_of_minute[busy] = np.clip(np.searchsorted(edges, rates[busy], side="right") - 1, 0, max(edges.size - 2, 0))
+    distinct = np.unique(rates[busy])
+    if distinct.size <= bands:   # few distinct rates: one band each
+        band_of_minute[busy] = np.searchsorted(distinct, rates[busy])
+    else:                        # equal numbers of minutes per band, by rank of their rate
+        order = busy[np.argsort(rates[busy], kind="stable")]
+        band_of_minute[order] = np.arange(order.size) * bands // order.size
     n_bands = int(band_of_minute.max()) + 1
     out = []
     for b in range(n_bands):
