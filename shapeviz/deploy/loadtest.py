@@ -21,6 +21,7 @@ GUIDELLM_VERSION = "0.8.1"
 DURATION_S = 600          # assumed: ten minutes per rate level, long enough for p90s of a few thousand requests
 KNEE_GRID = np.geomspace(0.05, 20.0, 161)   # traffic multipliers searched for the knee (±4% steps)
 TRACE_FILE = "replay_mooncake.jsonl"
+_PWD = "\x00trace\x00"   # placeholder for the trace path, written as "$PWD"/file
 
 
 @dataclass(frozen=True)
@@ -76,13 +77,17 @@ def aiperf_command(level: LoadLevel, *, model: str, url: str, trace: str = TRACE
     """``aiperf profile`` replaying the trace's token counts at a level (or its timestamps for ``replay``)."""
     out_dir = f"results/aiperf-{level.name}"
     words = ["aiperf", "profile", "--model", model, "--url", url, "--endpoint-type", "chat", "--streaming",
-             "--tokenizer", model, "--input-file", trace, "--custom-dataset-type", "mooncake_trace"]
+             "--tokenizer", model, "--input-file", _PWD, "--custom-dataset-type", "mooncake_trace",
+             # Real servers stop at end-of-sequence; the trace's output lengths are only reached without it.
+             "--extra-inputs", "ignore_eos:true"]
     if level.rate_rps is None:
         words += ["--fixed-schedule"]
     else:
         words += ["--no-fixed-schedule", "--request-rate", _rate(level.rate_rps), "--benchmark-duration", str(duration_s)]
     words += ["--output-artifact-dir", out_dir]
-    return LoadTestCommand("aiperf", level, " ".join(shlex.quote(w) for w in words), f"{out_dir}/profile_export_aiperf.json")
+    # aiperf 0.13 refused a relative --input-file in our runs, so the trace is given from the current folder.
+    text = " ".join(f'"$PWD"/{shlex.quote(trace)}' if w == _PWD else shlex.quote(w) for w in words)
+    return LoadTestCommand("aiperf", level, text, f"{out_dir}/profile_export_aiperf.json")
 
 
 def guidellm_command(level: LoadLevel, *, model: str, url: str, trace: str = TRACE_FILE,
@@ -124,7 +129,8 @@ def readme_section(commands: list[LoadTestCommand], *, planned_rps: float, knee_
         "(other versions may name their options differently).",
         f"Planned rate: {planned_rps:,.3g} req/s on {replicas or '?'} colocated replica(s); knee (estimated: highest rate "
         f"meeting p90 TTFT {ttft_slo_ms:,.0f} ms and TPOT {tpot_slo_ms:,.0f} ms): {knee_text}.",
-        "Set MODEL and the URL to your deployment; the token counts come from the trace, the prompts are synthetic.",
+        "Replace the model name and http://localhost:8000 with your deployment's; the token counts come from the trace, the prompts "
+        "are synthetic.",
         "",
     ]
     for c in commands:
