@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from components.context import page_context, rate_chart, workload
+from components.measured import plan_vs_measured
 from components.widgets import badge, chart, table
 from shapeviz.capacity import load_curve
 from shapeviz.capacity.compare import compare_deployments, compare_whatif, winners
@@ -92,6 +93,8 @@ if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"
     chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate")
     badge("measured")
+
+plan_vs_measured(ctx, "capacity", after)
 
 st.subheader("Compare deployments")
 st.caption(f"Every GPU, precision and TP that holds {dep.model.name}, planned for this workload and the what-if, "

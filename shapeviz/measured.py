@@ -490,3 +490,33 @@ def read_results(paths: Iterable[str | Path]) -> list[MeasuredLevel]:
             path = inner
         levels.extend(parse_result(path.read_bytes(), path.name))
     return levels
+
+
+# --- the chart ----------------------------------------------------------------------------------------------------
+_TOOL_MARKERS = {"aiperf": "diamond", "guidellm": "square", "log": "circle", "simulator": "x"}
+
+
+def measured_figure(curve: pd.DataFrame, document: Mapping[str, Any], planned_rps: float, ttft_slo_ms: float,
+                    tpot_slo_ms: float) -> Any:
+    """The planned latency-vs-load chart with each measured level drawn at its rate (× the planned rate)."""
+    from shapeviz.figures import _escape, load_curve_figure
+
+    fig = load_curve_figure(curve, ttft_slo_ms, tpot_slo_ms)
+    rows = [r for r in document.get("levels", []) if r.get("rate_rps")]
+    for tool, symbol in _TOOL_MARKERS.items():
+        mine = [r for r in rows if r.get("tool") == tool]
+        if not mine:
+            continue
+        x = [r["rate_rps"] / planned_rps for r in mine]
+        labels = [_escape(f"{r['level']} ({r['source']})") for r in mine]
+        for col, metric in ((1, "ttft"), (2, "tpot")):
+            for q, filled in (("p50", False), ("p90", True)):
+                y = [r.get(f"measured_{metric}_{q}_ms") for r in mine]
+                fig.add_scatter(
+                    x=x, y=y, mode="markers", name=f"measured {q} ({tool})", legendgroup=f"m-{tool}-{q}",
+                    showlegend=col == 1, text=labels,
+                    marker=dict(symbol=symbol if filled else f"{symbol}-open", size=10, color="#D55E00"),
+                    hovertemplate=f"%{{text}}<br>×%{{x:.2f}} of the planned rate: measured {metric.upper()} {q} "
+                                  "%{y:,.1f} ms<extra></extra>",
+                    row=1, col=col)
+    return fig
