@@ -1,4 +1,4 @@
-"""The command line: ``python -m shapeviz summary | plan | report | config | check``.
+"""The command line: ``python -m shapeviz summary | plan | simulate | report | config | check``.
 
 User mistakes (a missing file, an unknown column, an unknown GPU) end with one line on stderr and exit code 2,
 never a traceback.
@@ -50,6 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan_options(plan)
     _add_common(plan)
     plan.set_defaults(handler=cmd_plan)
+
+    simulate = sub.add_parser("simulate", help="replay a log or a fixed shape on a fleet (discrete-event simulation)")
+    simulate.add_argument("logs", nargs="*", metavar="LOG")
+    _add_plan_options(simulate)
+    from shapeviz.capacity.sim_cli import add_simulate_options
+
+    add_simulate_options(simulate)
+    _add_common(simulate)
+    simulate.set_defaults(handler=cmd_simulate)
 
     report = sub.add_parser("report", help="write the PNG/CSV/HTML report bundle for a log")
     report.add_argument("logs", nargs="+", metavar="LOG")
@@ -119,6 +128,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     document = plan_document(args, mapping=_parse_mapping(args.map))
     _emit(document, args.json, plan_text(document))
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """``simulate``: latency under load from the discrete-event simulator."""
+    from shapeviz.capacity.sim_cli import simulate_document, simulate_text
+
+    document = simulate_document(args, mapping=_parse_mapping(args.map))
+    _emit(document, args.json, simulate_text(document))
     return 0
 
 

@@ -541,3 +541,39 @@ def max_throughput(
 def today() -> str:
     """ISO date, for stamping a calibration."""
     return date.today().isoformat()
+
+
+def mixed_step_s(
+    dep: Deployment,
+    chunk_end: np.ndarray,
+    chunk_start: np.ndarray,
+    decode_batch: float,
+    decode_context: float,
+) -> float:
+    """Time of one engine iteration that prefills prompt chunks ``[start, end)`` and decodes ``decode_batch`` sequences.
+
+    The same roofline as ``prefill_time_s`` and ``decode_step_s`` on the combined batch (chunked prefill, as vLLM
+    and TensorRT-LLM run it): every chunk's FLOPs (attention over its prefix) plus the decodes' FLOPs against one
+    weight read plus the decodes' KV, one all-reduce of all tokens, the fixed costs once. With no decodes and one
+    whole prompt it equals ``prefill_time_s``; with no chunks it equals ``decode_step_s``.
+    """
+    m = dep.model
+    end = np.asarray(chunk_end, dtype=np.float64)
+    start = np.asarray(chunk_start, dtype=np.float64)
+    new = float(np.sum(end - start))
+    b = float(decode_batch)
+    flops = float(np.sum(prefill_flops(dep, end, start))) if new > 0 else 0.0
+    kv = 0.0
+    if b > 0:
+        c = np.asarray(float(decode_context))
+        # decode FLOPs per token: the expression of decode_step_s (kept in step with it by a unit test)
+        flops += b * float(2.0 * (_active_body_params(m) + _lm_head_params(m))
+                           + 4.0 * m.layers * m.heads * m.head_dim * _effective_context(m, c))
+        kv = b * float(dep.kv_bytes_per_gpu(c))
+    tokens = new + b
+    compute = flops / (dep.tp * dep.matmul_flops_per_gpu)
+    memory = (float(_weight_read_bytes_per_gpu(dep, np.asarray(tokens))) + kv) / dep.hbm_bytes_per_gpu
+    fixed = _fixed_s(dep) + b * dep.eff.sequence_overhead_us * 1e-6
+    if new > 0:
+        fixed += dep.eff.prefill_overhead_ms * 1e-3
+    return max(compute, memory) + float(allreduce_s(dep, tokens)) + fixed

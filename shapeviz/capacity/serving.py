@@ -9,7 +9,10 @@ Queueing, in one paragraph: each replica's prefills form an M/G/1 queue (Pollacz
 ``λ·E[S²] / (2(1−ρ))``, which rises sharply as the prefill utilisation ρ nears 1); the wait is 0 with
 probability 1−ρ and exponential otherwise. Decoding sequences follow Little's law, ``B̄ = λ·E[output]·TPOT``,
 and their number at any instant is Poisson (M/G/∞), which gives the TPOT spread. Colocated decode only runs
-when no prefill does, so its TPOT is stretched by ``1/(1−ρ)``.
+when no prefill does, so its TPOT is stretched by ``1/(1−ρ)``. A prompt runs inside an engine iteration that
+also decodes the running batch (iteration-level scheduling), so its TTFT adds the wait for the iteration under
+way (uniform over one TPOT) and the batch's share of its own iteration (``physics.mixed_step_s``); the
+discrete-event simulator (``simulator.py``) is the check on all of this.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from shapeviz.capacity.physics import (
     DEFAULT_TPOT_SLO_MS,
     Deployment,
     decode_step_s,
+    mixed_step_s,
     prefill_time_s,
     prefill_work_s,
     request_gpu_seconds,
@@ -299,6 +303,8 @@ class _Evaluator:
     batch_grid: np.ndarray
     step_grid_s: np.ndarray      # decode step time over batch_grid at context_mean
     batch_limit: float           # KV pool and engine cap at the mean context
+    mixed_batch_s: np.ndarray    # decode batches at which a prompt's extra cost in a mixed iteration is known
+    mixed_extra_s: np.ndarray    # how much longer a mean prompt's iteration is with that decode batch in it
 
     @classmethod
     def build(cls, w: Workload, dep: Deployment, extra_latency_s: np.ndarray | float = 0.0) -> "_Evaluator":
@@ -310,8 +316,14 @@ class _Evaluator:
         limit = float(min(dep.max_batch_kv(context), dep.eff.max_batch))
         grid = np.arange(1.0, max(limit, 1.0) + 1.0)
         s_lat, s_w = _sketch(latency, w.weight)
+        # Iteration-level engines run a prompt inside an iteration that also decodes the running batch, so its
+        # first token waits for that batch's share of the iteration (small while the prefill is compute-bound).
+        n_mean, p_mean = w.mean(n), w.mean(p)
+        alone = mixed_step_s(dep, np.array([n_mean]), np.array([p_mean]), 0, 0.0)
+        mb = np.unique(np.round(np.geomspace(1.0, max(limit, 1.0), 16)))
+        extra = np.array([mixed_step_s(dep, np.array([n_mean]), np.array([p_mean]), b, context) - alone for b in mb])
         return cls(dep, w.rate_rps, s_lat, s_w, w.mean(work), w.mean(work**2), out_mean, context, grid,
-                   decode_step_s(dep, grid, context), limit)
+                   decode_step_s(dep, grid, context), limit, mb, np.maximum(extra, 0.0))
 
     def step_s(self, batch: np.ndarray) -> np.ndarray:
         """Decode step time at a (fractional) batch, interpolated on the grid."""
@@ -350,19 +362,28 @@ class _Evaluator:
                        tpot_p90_s=np.where(has_root, tpot90, np.inf),
                        decode_pressure=np.where(rho < 1, lam * self.output_mean / capacity, np.inf),
                        kv_fill=np.where(has_root, batch / max(self.batch_limit, 1e-9), np.inf))
-            residual = np.where(has_root, self.step_s(batch) / 2.0 * np.minimum(batch, 1.0), 0.0) if prefill else 0.0
+            # A prompt waits for the iteration under way (half of one, on average) and then shares its own
+            # iteration with the decode batch; both vanish as the batch empties. (The residual alone, with the
+            # prefill assumed to pre-empt decoding, put TTFT at the knee at half of what the simulator and the
+            # published Triton/TensorRT-LLM sweep show.)
+            shared = np.interp(np.where(has_root, batch, 1.0), self.mixed_batch_s, self.mixed_extra_s)
+            presence = np.where(has_root, np.minimum(batch, 1.0), 0.0)
+            iteration = np.where(has_root, tpot50, 0.0) * presence
+            residual = (np.where(has_root, tpot50 / 2.0 + shared, 0.0) * presence) if prefill else 0.0
+            shared = shared * presence
         else:
             residual = 0.0
+            iteration = shared = np.zeros_like(lam)
         if prefill:
             ok = rho < 1
             wait = np.where(ok, lam * self.work_sq_mean_s2 / (2.0 * np.maximum(1.0 - rho, 1e-9)), np.inf)
             wait_total = np.where(ok, wait + residual, 0.0)
             mean = float(np.dot(self.weight, self.latency_s)) + wait_total
             out["ttft_mean_s"] = np.where(ok, mean, np.inf)
-            # the decode-step residual is paid by everyone: add it after the quantiles of prefill + wait
-            shift = np.where(ok, wait_total - wait, 0.0)
+            # the iteration residual is paid by everyone, uniform over one iteration: its q-quantile is q of one
             for q in quantiles:
                 value = _ttft_quantiles(self.latency_s, self.weight, np.where(ok, rho, 0.5), np.where(ok, wait, 0.0), q)
+                shift = np.where(ok, q * iteration + shared, 0.0)
                 out[f"ttft_p{round(q * 100)}_s"] = np.where(ok, value + shift, np.inf)
         return out
 
