@@ -39,15 +39,12 @@ def _medians(evaluated: pd.DataFrame, title: str) -> None:
 
 
 def _holdout(rows: pd.DataFrame, fit_gpus: list[str], check_gpus: list[str], evaluations: int) -> float:
-    train = rows[rows["gpu"].isin(fit_gpus)]
     t0 = time.perf_counter()
-    result = cal.fit(train, max_evaluations=evaluations)
-    test = cal.evaluate(rows[rows["gpu"].isin(check_gpus)], result.efficiency)
-    ok = test[test["skip"] == ""]
-    median = float(ok["error"].abs().median())
-    print(f"\n== fit on {', '.join(fit_gpus)} ({result.rows_used} rows, {time.perf_counter() - t0:.0f} s) "
+    median, judged = cal.holdout(rows, fit_gpus, check_gpus, max_evaluations=evaluations)
+    ok = judged[judged["skip"] == ""]
+    print(f"\n== fit on {', '.join(fit_gpus)} from a neutral start ({time.perf_counter() - t0:.0f} s) "
           f"-> held-out {', '.join(check_gpus)}: median |error| {median:.1%} over {len(ok)} rows ==")
-    print(cal.summarize(test).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
+    print(cal.summarize(judged).to_string(index=False, float_format=lambda v: f"{v:.1%}"))
     return median
 
 
@@ -57,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder holding calibration/ (default: ../shared/reference beside the repo)")
     parser.add_argument("--write", action="store_true", help="refit on every usable row and store data/efficiency.json")
     parser.add_argument("--logo", action="store_true", help="also run leave-one-GPU-out fits")
-    parser.add_argument("--evaluations", type=int, default=500, help="Nelder-Mead evaluations per round")
+    parser.add_argument("--evaluations", type=int, default=500, help="Nelder-Mead evaluations per round of the full fit")
+    parser.add_argument("--holdout-evaluations", type=int, default=cal.HOLDOUT_EVALUATIONS,
+                        help="the same for the held-out fits (default: the budget the test recomputes)")
     parser.add_argument("--quiet", action="store_true", help="medians only, no row-by-row table")
     args = parser.parse_args(argv)
 
@@ -87,10 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     gpus = sorted(rows.loc[rows["skip"] == "", "gpu"].dropna().unique())
     h100 = [g for g in gpus if g.startswith("h100")]
     others = [g for g in gpus if g not in h100]
-    holdout["fit_h100_check_a100"] = _holdout(rows, h100, others, args.evaluations)
+    holdout["fit_h100_check_a100"] = _holdout(rows, h100, others, args.holdout_evaluations)
     if args.logo:
         for g in gpus:
-            holdout[f"leave_out_{g}"] = _holdout(rows, [x for x in gpus if x != g], [g], args.evaluations)
+            holdout[f"leave_out_{g}"] = _holdout(rows, [x for x in gpus if x != g], [g], args.holdout_evaluations)
 
     if result is not None:
         cal.write_efficiency(result, evaluated, holdout)
