@@ -16,8 +16,9 @@ from shapeviz.deploy.build import longest_context, prefix_signal
 from shapeviz.deploy.flags import check_value
 from shapeviz.deploy.settings import SOURCES
 from shapeviz.ingest import load_log
+from tests.needs import require_module
 
-yaml = pytest.importorskip("yaml")
+yaml = require_module("yaml", "the emitted manifest and TensorRT-LLM options are checked by parsing them as YAML")
 
 ENGINES = ("vllm", "sglang", "trtllm")
 DEP = Deployment(get_model("llama-3.1-70b"), get_gpu("h100-sxm"), "fp8", tp=2)
