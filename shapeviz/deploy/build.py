@@ -27,10 +27,13 @@ def prefix_signal(frame: pd.DataFrame, whatif: WhatIf = WhatIf()) -> PrefixSigna
 
     if whatif.cache_hit is not None:
         return PrefixSignal(float(whatif.cache_hit), "set by user", "assumed")
-    if prefix._has_hashes(frame):
-        # The unbounded hit ratio is all the config needs; the LRU curve would cost far more on a large log.
-        r = prefix.block_reuse(frame, curve=False)
-        return PrefixSignal(float(r.hit_ratio_tokens), "block_hashes", "simulated")
+    if "hash_ids" in frame.columns:
+        try:
+            # The unbounded hit ratio is all the config needs; the LRU curve would cost far more on a large log.
+            r = prefix.block_reuse(frame, curve=False)
+            return PrefixSignal(float(r.hit_ratio_tokens), "block_hashes", "simulated")
+        except ValueError:  # a hash_ids column without any blocks: fall through to the other signals
+            pass
     reported = prefix.reported_hit_ratio(frame)
     if reported is not None:
         return PrefixSignal(float(reported["hit_ratio_tokens"]), "reported_cached_tokens", "measured")

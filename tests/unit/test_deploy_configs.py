@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model, plan
+from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model
 from shapeviz.deploy import check_args, check_command, check_yaml_keys, deployment_bundle, load_flags
 from shapeviz.deploy.build import longest_context, prefix_signal
 from shapeviz.deploy.flags import check_value

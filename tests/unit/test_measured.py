@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model, load_curve, plan
+from shapeviz.capacity import Deployment, Workload, get_gpu, get_model, load_curve, plan
 from shapeviz.cli import main
 from shapeviz.ingest import load_log
 from shapeviz.measured import (
