@@ -1058,7 +1058,7 @@ def report_files(
         files[f"{name}.csv"] = safe_csv_bytes(table)
     files["replay_mooncake.jsonl"] = replay_jsonl(replay)
     files["replay_vidur.csv"] = replay_vidur_csv(replay)
-    deploy = _deploy_files(log, w, dep, cmp.after, whatif, ttft, tpot, notes)
+    deploy = _deploy_files(log, w, dep, cmp.after, whatif, ttft, tpot, notes, getattr(analysis, "prefix", None))
     if deploy is not None:
         files.update(deploy.files)
     readme = _readme(["README.txt", *files], memo, notes, deploy).encode("utf-8")
@@ -1066,12 +1066,13 @@ def report_files(
 
 
 def _deploy_files(log: LoadedLog, w: Workload, dep: Deployment, after: Any, whatif: WhatIf, ttft: float,
-                  tpot: float, notes: list[str]) -> Any:
+                  tpot: float, notes: list[str], prefix_reuse: Any = None) -> Any:
     """Engine configs, manifests, plan.json and load-test commands (shapeviz.deploy); a note if they cannot be built."""
     from shapeviz.deploy.bundle import deploy_files
 
     try:
-        deploy = deploy_files(log.frame, w, dep, after, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot)
+        deploy = deploy_files(log.frame, w, dep, after, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
+                              prefix_reuse=prefix_reuse)
     except ValueError as exc:
         notes.append(f"No serving configs or load-test commands in this bundle: {exc}.")
         return None

@@ -43,6 +43,13 @@ def prefix_signal(frame: pd.DataFrame, whatif: WhatIf = WhatIf()) -> PrefixSigna
     return None
 
 
+def prefix_signal_from(reuse: Any) -> PrefixSignal | None:
+    """The signal from a ``shapeviz.prefix.PrefixReuse`` already computed (the report's analysis has one)."""
+    if reuse is None or getattr(reuse, "hit_ratio_tokens", None) is None or reuse.method == "none":
+        return None
+    return PrefixSignal(float(reuse.hit_ratio_tokens), str(reuse.method), str(reuse.provenance))
+
+
 def longest_context(frame: pd.DataFrame, whatif: WhatIf = WhatIf()) -> float:
     """The longest input + output of any request, after the what-if's trims."""
     n = frame["input_tokens"].to_numpy(dtype=np.float64) * (1.0 - whatif.trim_input)

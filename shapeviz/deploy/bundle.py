@@ -9,7 +9,13 @@ import pandas as pd
 
 from shapeviz.capacity.physics import Deployment
 from shapeviz.capacity.serving import Plan, WhatIf, Workload
-from shapeviz.deploy.build import ENGINE_CHOICES, deployment_bundle, longest_context, prefix_signal
+from shapeviz.deploy.build import (
+    ENGINE_CHOICES,
+    deployment_bundle,
+    longest_context,
+    prefix_signal,
+    prefix_signal_from,
+)
 from shapeviz.deploy.engines import ENGINE_NAMES
 from shapeviz.deploy.flags import engine_spec
 from shapeviz.deploy.loadtest import knee_rate, load_levels, loadtest_commands, readme_section
@@ -29,8 +35,12 @@ class DeployFiles:
 
 
 def deploy_files(frame: pd.DataFrame, workload: Workload, dep: Deployment, after: Plan, *, whatif: WhatIf,
-                 ttft_slo_ms: float, tpot_slo_ms: float, tp_source: str | None = None) -> DeployFiles:
-    """Scripts per engine and pool, manifests per engine and layout, plan.json and the load-test commands."""
+                 ttft_slo_ms: float, tpot_slo_ms: float, tp_source: str | None = None,
+                 prefix_reuse: object | None = None) -> DeployFiles:
+    """Scripts per engine and pool, manifests per engine and layout, plan.json and the load-test commands.
+
+    ``prefix_reuse``: the log's ``shapeviz.prefix.PrefixReuse`` when the caller has it (the report's analysis).
+    """
     from shapeviz.capacity.physics import smallest_tp
     from shapeviz.measured import plan_reference
 
@@ -40,7 +50,11 @@ def deploy_files(frame: pd.DataFrame, workload: Workload, dep: Deployment, after
     files: dict[str, bytes] = {}
     describe: dict[str, str] = {}
     notes: list[str] = []
-    prefix = prefix_signal(frame, whatif)
+    # The analysis has replayed the block hashes already: reuse its figure rather than replaying them again.
+    if prefix_reuse is not None and whatif.cache_hit is None:
+        prefix = prefix_signal_from(prefix_reuse)
+    else:
+        prefix = prefix_signal(frame, whatif)
     context = longest_context(frame, whatif)
     replicas = int(after.replicas or 1)
     knee, _ = knee_rate(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, replicas)

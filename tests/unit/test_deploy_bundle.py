@@ -98,3 +98,17 @@ def test_commands_quote_what_the_shell_would_split_and_refuse_what_guidellm_woul
         loadtest_commands(levels, model="a,b")
     with pytest.raises(ValueError, match="http"):
         loadtest_commands(levels, model="m", url="localhost:8000")
+
+
+def test_the_bundle_reuses_the_analysis_prefix_figure_and_gets_the_same_configs(traces):
+    from shapeviz.deploy.bundle import deploy_files
+    from shapeviz.prefix import prefix_reuse
+
+    frame = load_log(traces / "mooncake_fast25" / "synthetic_trace.jsonl").frame
+    w = Workload.from_frame(frame)
+    after = plan(w, DEP)
+    kw = dict(whatif=WhatIf(), ttft_slo_ms=1000, tpot_slo_ms=50)
+    fresh = deploy_files(frame, w, DEP, after, **kw)
+    reused = deploy_files(frame, w, DEP, after, prefix_reuse=prefix_reuse(frame), **kw)
+    assert fresh.files == reused.files
+    assert "--enable-prefix-caching" in fresh.files["serve_vllm_colocated.sh"].decode()
