@@ -123,7 +123,8 @@ def check_from_args(args: argparse.Namespace, mapping: dict[str, str] | None = N
                          "for the planned fleet, so they agree only if that is the same fleet")
         levels.extend(found)
     if not levels:
-        raise ValueError("no measured levels: give aiperf/guidellm result files and/or --log LOG with latencies")
+        why = f" ({notes[0]})" if notes else ""
+        raise ValueError(f"no measured levels{why}: give aiperf/guidellm result files and/or --log LOG with latencies")
     if reference.point_only:
         notes.append("the plan gives one point (its planned rate): only levels within 10% of that rate are compared; "
                      "a report bundle's plan.json or `config --json` carries the whole curve")
