@@ -78,10 +78,18 @@ def plane_base(digest: str, corners: tuple[int, int, int], _log: LoadedLog) -> t
 
 
 @st.cache_resource(max_entries=64)
-def deployment_for(model: str, gpu: str, precision: str, kv_precision: str | None, tp: int | None) -> Deployment:
-    """The deployment the sidebar describes; TP 'auto' is the smallest that fits with room for KV."""
-    return Deployment(get_model(model), get_gpu(gpu), precision, kv_precision,
-                      tp=tp or smallest_tp(model, gpu, precision, kv_precision))
+def deployment_for(model: str, gpu: str, precision: str, kv_precision: str | None, tp: int | None,
+                   layout: str = "tp") -> Deployment:
+    """The deployment the sidebar describes; TP 'auto' is the smallest that fits with room for KV.
+
+    ``layout``: "tp", "tp+ep" (experts over all the replica's GPUs) or "dep" (attention-DP with that EP).
+    """
+    adp = layout == "dep" and get_model(model).is_moe
+    expert_parallel = layout in ("tp+ep", "dep") and get_model(model).is_moe
+    if tp is None:
+        tp = smallest_tp(model, gpu, precision, kv_precision, ep=None if expert_parallel else 1, attention_dp=adp)
+    return Deployment(get_model(model), get_gpu(gpu), precision, kv_precision, tp=tp,
+                      ep=tp if expert_parallel else 1, attention_dp=adp)
 
 
 def page_context() -> PageContext:
@@ -100,7 +108,7 @@ def page_context() -> PageContext:
         st.info("Upload a request log in the sidebar, or pick the demo or a scenario.")
         st.stop()
     try:
-        dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp)
+        dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp, s.layout)
     except ValueError as exc:
         st.error(f"Deployment: {exc}", icon=":material/memory:")
         st.stop()

@@ -97,7 +97,8 @@ if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
 plan_vs_measured(ctx, "capacity", after)
 
 st.subheader("Compare deployments")
-st.caption(f"Every GPU, precision and TP that holds {dep.model.name}, planned for this workload and the what-if, "
+st.caption(f"Every GPU, precision and layout (TP; DEP for MoE; FP4 where the GPU runs it) that holds {dep.model.name}, "
+           "planned for this workload and the what-if, "
            "each GPU at its catalogue price (an assumption).")
 if st.button("Compare all deployments", icon=":material/compare_arrows:"):
     table_all = compare_deployments(w, dep.model.id, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms,
@@ -109,7 +110,7 @@ if st.button("Compare all deployments", icon=":material/compare_arrows:"):
         cols = st.columns(len(best))
         for col, (title, r) in zip(cols, best.items()):
             col.metric(title[0].upper() + title[1:], f"{r['gpus']}× {r['gpu']}",
-                       f"{r['precision'].upper()} TP{r['tp']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
+                       f"{r['precision'].upper()} {r['layout']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
                        delta_color="off")
     table(table_all.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
     badge("estimated")

@@ -100,9 +100,19 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--osl", type=int, help="fixed output length (tokens), instead of a log")
     p.add_argument("--model", default="llama-3.1-70b")
     p.add_argument("--gpu", default="h100-sxm")
-    p.add_argument("--precision", choices=("fp8", "bf16"), default="fp8")
-    p.add_argument("--kv-precision", choices=("fp8", "bf16"), default=None)
-    p.add_argument("--tp", type=int, default=None, help="tensor parallelism (default: smallest that fits)")
+    # Choices spelled out so that building the parser imports no pandas; data/precisions.csv defines them.
+    p.add_argument("--precision", choices=("bf16", "fp16", "fp8", "nvfp4", "fp4", "mxfp4"), default=None,
+                   help="weight precision (default: the model's native checkpoint, e.g. mxfp4 for gpt-oss; else fp8)")
+    p.add_argument("--kv-precision", choices=("fp8", "bf16"), default=None,
+                   help="KV-cache precision (default: fp8 for fp8/fp4 weights, bf16 for bf16)")
+    p.add_argument("--tp", type=int, default=None,
+                   help="GPUs per replica, tensor parallel (default: smallest that fits with room for KV)")
+    p.add_argument("--ep", type=int, default=None, metavar="N",
+                   help="MoE models: experts split over N of the replica's GPUs "
+                        "(default 1; with --attention-dp all of them, i.e. DEP)")
+    p.add_argument("--attention-dp", action="store_true",
+                   help="MoE models: attention data parallel, each GPU serves its own sequences; "
+                        "the expert layers exchange tokens (DEP when --ep equals --tp)")
     p.add_argument("--rate", type=float, default=None, help="request rate, req/s (default: the log's peak)")
     p.add_argument("--ttft-slo-ms", type=float, default=None)
     p.add_argument("--tpot-slo-ms", type=float, default=None)

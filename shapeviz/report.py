@@ -1117,14 +1117,13 @@ def _write(bundle: Bundle, out_dir: str | Path) -> list[Path]:
 
 def write_report_from_args(args: Any, mapping: dict[str, str] | None = None) -> list[Path]:
     """``python -m shapeviz report LOG --out DIR [plan options]``: load, plan, write the bundle, list the files."""
-    from shapeviz.capacity import get_gpu, get_model, smallest_tp
     from shapeviz.summary import load_logs
 
     if getattr(args, "isl", None) is not None or getattr(args, "osl", None) is not None:
         raise ValueError("--isl/--osl describe a fixed shape for `plan`; `report` reads the shape from the LOG files")
-    model, gpu = get_model(args.model), get_gpu(args.gpu)
-    tp = args.tp or smallest_tp(model, gpu, args.precision, args.kv_precision)
-    dep = Deployment(model, gpu, args.precision, args.kv_precision, tp)
+    from shapeviz.capacity.plan_cli import deployment_from_args
+
+    dep, _ = deployment_from_args(args)  # the shared plan options: precision, TP, --ep, --attention-dp
     whatif = WhatIf(trim_input=args.trim_input, trim_output=args.trim_output, cache_hit=args.cache_hit,
                     traffic_multiplier=args.traffic)
     folder = Path(args.out)

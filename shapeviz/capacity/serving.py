@@ -313,7 +313,7 @@ class _Evaluator:
         work = prefill_work_s(dep, n, p)
         out_mean = w.mean(m)
         context = w.mean(m * (n + m / 2.0)) / out_mean if out_mean > 0 else w.mean(n)
-        limit = float(min(dep.max_batch_kv(context), dep.eff.max_batch))
+        limit = float(min(dep.max_batch_kv(context), dep.max_batch))
         grid = np.arange(1.0, max(limit, 1.0) + 1.0)
         s_lat, s_w = _sketch(latency, w.weight)
         # Iteration-level engines run a prompt inside an iteration that also decodes the running batch, so its
@@ -550,8 +550,8 @@ def plan(
     if dep.tp > 8 and "nvl72" not in dep.gpu.scaleup_link.lower():
         notes.append(f"TP{dep.tp} spans more than one 8-GPU node: the model assumes the scale-up link between all "
                      "of them, so all-reduce costs are optimistic")
-    if dep.fp8_emulated:
-        notes.append(f"{dep.gpu.name} has no FP8 tensor cores: FP8 weights save memory and bandwidth, but matmuls run at BF16 rate")
+    if dep.emulation_note:
+        notes.append(dep.emulation_note)
 
     demand_source = ("assumed" if w.rate_source == "assumed" else
                      "measured" if (w.rate_source == "measured" and whatif.is_identity) else "estimated")
@@ -627,9 +627,9 @@ def _assumptions(dep: Deployment, w: Workload, whatif: WhatIf, ttft_slo_ms: floa
         "precision": dep.precision,
         "kv_precision": dep.kv_precision,
         "compute_precision": dep.compute_precision,
-        "fp8_note": ("no FP8 tensor cores: FP8 weights and KV are stored and read as 1 byte, "
-                     "matmuls run at the BF16 rate") if dep.fp8_emulated else None,
+        "fp8_note": dep.emulation_note,
         "tp": dep.tp,
+        "layout": dep.layout,
         "efficiency": {name: {"value": value, "source": e.sources.get(name, "")} for name, value in e.to_dict().items()},
         "efficiency_fitted_on": e.fitted_on,
         "slo": {"ttft_p90_ms": ttft_slo_ms, "tpot_p90_ms": tpot_slo_ms,

@@ -187,3 +187,24 @@ def test_a_log_whose_rows_are_all_dropped_says_why_in_one_line() -> None:
     assert not at.exception, at.exception
     [error] = at.error
     assert "broken.csv" in error.value and "negative_tokens 1" in error.value and "not_a_number 1" in error.value
+
+
+def test_the_sidebar_offers_the_layouts_and_precisions_that_fit_the_model_and_gpu() -> None:
+    """A MoE model on H200 can be planned as DEP8; B200 offers NVFP4; gpt-oss opens in its native MXFP4."""
+    at = _app()
+    assert "layout" not in [s.key for s in at.selectbox]  # dense Llama: no MoE layout to choose
+    at.selectbox(key="model").set_value("qwen3-235b-a22b").run()
+    at.selectbox(key="gpu").set_value("h200").run()
+    assert "nvfp4" not in at.selectbox(key="precision").options  # Hopper has no FP4 tensor cores
+    at.selectbox(key="tp").set_value(8).run()
+    at.selectbox(key="layout").set_value("dep").run()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert any("DEP8" in str(m.value) for m in at.markdown) or any("DEP8" in str(c.value) for c in at.caption)
+    at.selectbox(key="gpu").set_value("b200").run()
+    assert "nvfp4" in at.selectbox(key="precision").options
+    at.selectbox(key="model").set_value("gpt-oss-120b").run()
+    at.selectbox(key="gpu").set_value("h100-sxm").run()
+    assert at.selectbox(key="precision").value == "mxfp4"
+    assert not at.exception, at.exception
