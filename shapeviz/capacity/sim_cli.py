@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from shapeviz.capacity.physics import DEFAULT_TPOT_SLO_MS
-from shapeviz.capacity.plan_cli import _deployment
+from shapeviz.capacity.plan_cli import deployment_from_args as _deployment
 from shapeviz.capacity.serving import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.capacity.simulator import ROUTERS, SCHEDULERS, fixed_requests, simulate
 

@@ -25,9 +25,9 @@ from shapeviz.deploy.loadtest import knee_rate
 
 def _inputs(args: argparse.Namespace, mapping: dict[str, str] | None):
     """Deployment, workload, what-if and the log-derived facts (longest context, prefix reuse, frame)."""
-    from shapeviz.capacity.plan_cli import _deployment, _workload
+    from shapeviz.capacity.plan_cli import _workload, deployment_from_args
 
-    dep, _ = _deployment(args)
+    dep, _ = deployment_from_args(args)
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     logs = list(getattr(args, "logs", None) or [])
     if logs and (args.isl is not None or args.osl is not None):
