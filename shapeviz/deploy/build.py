@@ -134,7 +134,7 @@ def settings_dict(s: ServingSettings) -> dict[str, Any]:
     """The serving settings as plain JSON."""
     out: dict[str, Any] = {
         "model_id": s.model_id, "gpu": s.gpu_name,
-        **{k: _setting_dict(getattr(s, k)) for k in ("model_path", "tp", "precision", "kv_precision",
+        **{k: _setting_dict(getattr(s, k)) for k in ("model_path", "tp", "ep", "attention_dp", "precision", "kv_precision",
                                                      "max_model_len", "prefix_caching", "rate_rps")},
         "memory": {k: _setting_dict(v) for k, v in s.memory.items()},
         "pools": {role: {"replicas": _setting_dict(p.replicas), "max_num_seqs": _setting_dict(p.max_num_seqs),

@@ -7,6 +7,7 @@ comment per value, and ``trtllm_yaml()`` the extra LLM-API options TensorRT-LLM 
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,7 +143,24 @@ def vllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT
     """``vllm serve`` for one pool of the plan."""
     pool = _pool(s, role)
     args = _common(s, "vllm", port)
-    args.append(Arg("--tensor-parallel-size", str(s.tp.value), s.tp.source, s.tp.why))
+    notes = list(_role_notes(role))
+    if s.attention_dp.value:
+        # vLLM's DEP: one attention rank per GPU (data parallel), experts spread over all of them.
+        args.append(Arg("--tensor-parallel-size", "1", s.attention_dp.source, "attention data-parallel: no TP inside"))
+        args.append(Arg("--data-parallel-size", str(s.tp.value), s.attention_dp.source,
+                        f"attention data-parallel over the replica's {s.tp.value} GPUs ({s.attention_dp.why})"))
+        args.append(Arg("--enable-expert-parallel", None, s.ep.source, "experts spread over the data-parallel ranks"))
+        if s.ep.value != s.tp.value:
+            notes.append(f"vLLM spreads experts over all {s.tp.value} GPUs with attention DP; the plan's EP{s.ep.value} "
+                         "cannot be set separately")
+    else:
+        args.append(Arg("--tensor-parallel-size", str(s.tp.value), s.tp.source, s.tp.why))
+        if s.ep.value > 1:
+            args.append(Arg("--enable-expert-parallel", None, s.ep.source,
+                            f"expert parallelism over the TP group ({s.ep.why})"))
+            if s.ep.value != s.tp.value:
+                notes.append(f"vLLM's expert parallelism spans the whole TP{s.tp.value} group; the plan's "
+                             f"EP{s.ep.value} cannot be set separately")
     if s.precision.value == "fp8":
         args.append(Arg("--quantization", "fp8", s.precision.source,
                         "FP8 weights as planned: vLLM quantises a BF16 checkpoint at load (or point MODEL at an FP8 one)"))
@@ -151,7 +169,14 @@ def vllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT
     args.append(Arg("--kv-cache-dtype", "fp8" if s.kv_precision.value == "fp8" else "auto", s.kv_precision.source,
                     s.kv_precision.why + (" (auto = the weights' dtype)" if s.kv_precision.value != "fp8" else "")))
     args.append(Arg("--max-model-len", str(s.max_model_len.value), s.max_model_len.source, s.max_model_len.why))
-    args.append(Arg("--max-num-seqs", str(pool.max_num_seqs.value), pool.max_num_seqs.source, pool.max_num_seqs.why))
+    if s.attention_dp.value:
+        # Each data-parallel rank is its own engine with its own scheduler: the replica's cap is split between them.
+        per_rank = max(1, math.ceil(int(pool.max_num_seqs.value) / int(s.tp.value)))
+        args.append(Arg("--max-num-seqs", str(per_rank), pool.max_num_seqs.source,
+                        f"per data-parallel rank: the replica's {pool.max_num_seqs.value} / {s.tp.value}; "
+                        + pool.max_num_seqs.why))
+    else:
+        args.append(Arg("--max-num-seqs", str(pool.max_num_seqs.value), pool.max_num_seqs.source, pool.max_num_seqs.why))
     args.append(Arg("--max-num-batched-tokens", str(pool.max_batched_tokens.value), pool.max_batched_tokens.source,
                     pool.max_batched_tokens.why))
     if role != "decode":
@@ -170,7 +195,7 @@ def vllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT
                                                            separators=(",", ":")),
                         "assumed", "NIXL KV transfer between the prefill and decode pools (llm-d's P/D setup)"))
     return EngineConfig("vllm", role, pool.replicas, int(s.tp.value), s.gpu_name, s.model_path, tuple(args),
-                        notes=_role_notes(role), defaults=tuple(defaults))
+                        notes=tuple(notes), defaults=tuple(defaults))
 
 
 def sglang_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT_PORT) -> EngineConfig:
@@ -179,6 +204,11 @@ def sglang_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
     args = [Arg("--model-path", str(s.model_path.value), s.model_path.source, s.model_path.why)]
     args += _common(s, "sglang", port)
     args.append(Arg("--tp-size", str(s.tp.value), s.tp.source, s.tp.why))
+    if s.ep.value > 1:
+        args.append(Arg("--ep-size", str(s.ep.value), s.ep.source, s.ep.why))
+    if s.attention_dp.value:
+        args.append(Arg("--enable-dp-attention", None, s.attention_dp.source, s.attention_dp.why))
+        args.append(Arg("--dp-size", str(s.tp.value), s.attention_dp.source, "one attention rank per GPU of the replica"))
     if s.precision.value == "fp8":
         args.append(Arg("--quantization", "fp8", s.precision.source, "FP8 weights as planned (online FP8 of a BF16 checkpoint)"))
     else:
@@ -213,6 +243,8 @@ def trtllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
     args = _common(s, "trtllm", port)
     args.append(Arg("--backend", "pytorch", "assumed", "TensorRT-LLM's default PyTorch backend (no engine build step)"))
     args.append(Arg("--tp_size", str(s.tp.value), s.tp.source, s.tp.why))
+    if s.ep.value > 1:
+        args.append(Arg("--ep_size", str(s.ep.value), s.ep.source, s.ep.why))
     args.append(Arg("--max_batch_size", str(pool.max_num_seqs.value), pool.max_num_seqs.source, pool.max_num_seqs.why))
     args.append(Arg("--max_num_tokens", str(pool.max_batched_tokens.value), pool.max_batched_tokens.source,
                     pool.max_batched_tokens.why))
@@ -237,6 +269,8 @@ def trtllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
         defaults.append(Arg("prefix caching", "TensorRT-LLM's default kept (KV block reuse on)", s.prefix_caching.source,
                             s.prefix_caching.why))
     options: dict[str, Any] = {"kv_cache_config": kv}
+    if s.attention_dp.value:
+        options["enable_attention_dp"] = Setting(True, s.attention_dp.source, s.attention_dp.why)
     if role in ("prefill", "decode"):
         options["cache_transceiver_config"] = {
             "backend": Setting("DEFAULT", "assumed", "TensorRT-LLM's default KV transfer backend between pools")}

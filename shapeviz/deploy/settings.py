@@ -68,6 +68,8 @@ class ServingSettings:
     gpu_name: str
     model_path: Setting
     tp: Setting
+    ep: Setting                  # expert-parallel GPUs of a replica (1: experts sharded like the rest by TP)
+    attention_dp: Setting        # attention data-parallel across the replica's GPUs (DEP when ep == tp)
     precision: Setting
     kv_precision: Setting
     max_model_len: Setting
@@ -177,6 +179,11 @@ def serving_settings(
     tp = Setting(dep.tp, "assumed" if tp_source == "assumed" else "estimated",
                  "set by the user" if tp_source == "assumed"
                  else f"smallest TP whose {dep.gpu.name} GPUs hold the {dep.precision.upper()} weights with room for KV")
+    ep_value, adp = int(getattr(dep, "ep", 1) or 1), bool(getattr(dep, "attention_dp", False))
+    ep = Setting(ep_value, "assumed", "the plan's expert parallelism (set by the user, or none)" if dep.model.is_moe
+                 else "a dense model has no experts to spread")
+    attention_dp = Setting(adp, "assumed", "the plan's attention data parallelism (set by the user)" if adp
+                           else "attention is tensor-parallel (the default)")
     precision = Setting(dep.precision, "assumed", "the plan's weight precision (a choice; FP8 on GPUs with FP8 tensor cores)")
     kv_precision = Setting(dep.kv_precision, "assumed", "the plan's KV-cache precision (a choice)")
 
@@ -247,7 +254,8 @@ def serving_settings(
     rate = Setting(plan.rate_rps, "measured" if plan.rate_source == "measured" else "assumed",
                    f"the planned request rate ({plan.rate_source})")
     return ServingSettings(
-        model_id=dep.model.id, gpu_name=dep.gpu.name, model_path=path, tp=tp, precision=precision,
+        model_id=dep.model.id, gpu_name=dep.gpu.name, model_path=path, tp=tp, ep=ep, attention_dp=attention_dp,
+        precision=precision,
         kv_precision=kv_precision, max_model_len=max_model_len, prefix_caching=_prefix_setting(prefix),
         memory=memory_settings(dep), rate_rps=rate, pools=pools, notes=notes,
     )

@@ -231,3 +231,27 @@ def test_user_text_cannot_break_out_of_a_comment_or_an_argument():
     assert docs[0]["spec"]["template"]["spec"]["containers"][0]["args"][0] == evil
     assert json.loads(json.dumps(cfg.argv()))  # plain strings only
     assert np.isfinite(bundle.settings.memory["sglang_mem_fraction_static"].value)
+
+
+@pytest.mark.parametrize("engine, expected", [
+    ("vllm", {"--data-parallel-size": "8", "--enable-expert-parallel": None, "--tensor-parallel-size": "1"}),
+    ("sglang", {"--ep-size": "8", "--enable-dp-attention": None, "--dp-size": "8", "--tp-size": "8"}),
+    ("trtllm", {"--ep_size": "8", "--tp_size": "8"}),
+])
+def test_an_moe_plan_with_expert_and_attention_data_parallelism(engine, expected):
+    dep = Deployment(get_model("deepseek-v3"), get_gpu("h200"), "fp8", tp=8, ep=8, attention_dp=True)
+    w = Workload.fixed(2000, 500, rate_rps=5)
+    b = deployment_bundle(w, dep, engine=engine, ttft_slo_ms=1000, tpot_slo_ms=50, max_context_tokens=2500,
+                          context_source="assumed", layout="colocated")
+    cfg = b.configs["colocated"][0]
+    assert _all_problems(cfg) == []
+    argv = cfg.argv()
+    for flag, value in expected.items():
+        assert flag in argv and (value is None or argv[argv.index(flag) + 1] == value), flag
+    if engine == "trtllm":
+        assert cfg.plain_yaml_options()["enable_attention_dp"] is True
+    if engine == "vllm":   # vLLM's cap is per data-parallel rank
+        cap = b.settings.pools["colocated"].max_num_seqs.value
+        assert int(argv[argv.index("--max-num-seqs") + 1]) == -(-cap // 8)
+    dense = _shape_bundle(engine).configs["colocated"][0].argv()
+    assert not {"--ep-size", "--ep_size", "--enable-expert-parallel", "--enable-dp-attention"} & set(dense)
