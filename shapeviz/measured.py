@@ -61,6 +61,9 @@ def plan_reference(workload: Workload, dep: Deployment, the_plan: Plan, *, whati
         "mean_input_tokens": w.mean_input, "mean_output_tokens": w.mean_output,
         "slo": {"ttft_p90_ms": ttft_slo_ms, "tpot_p90_ms": tpot_slo_ms},
         "planned": {"ttft_ms": asdict(the_plan.ttft_ms), "tpot_ms": asdict(the_plan.tpot_ms)},
+        "layout": "colocated",
+        "disaggregated_point": {k: (the_plan.disaggregated or {}).get(k)
+                                for k in ("prefill_replicas", "decode_replicas", "ttft_ms", "tpot_ms")},
         "source": "estimated: shapeviz capacity model on the planned colocated fleet (M/G/1 prefill queue per "
                   "replica, Little's law and a Poisson decode batch); null past saturation",
         "curve": rows.to_dict(orient="records"),
@@ -80,6 +83,7 @@ class PlanReference:
     mean_output_tokens: float | None
     curve: pd.DataFrame                 # rate_rps + METRICS; may be a single row (the planned point)
     point_only: bool
+    disaggregated: Mapping[str, Any] | None = None   # the split pools' planned point, when the plan has one
 
     def at(self, rate_rps: float | None) -> dict[str, float | None]:
         """Planned p50/p90 TTFT and TPOT at a request rate (None past saturation or off a point-only plan)."""
@@ -133,7 +137,7 @@ def read_plan_reference(document: Mapping[str, Any], name: str = "plan") -> Plan
         return PlanReference(str(doc.get("deployment", "")), _req_num(doc.get("rate_rps"), name, "rate_rps"),
                              doc.get("replicas"), doc.get("gpus"), _req_num(slo.get("ttft_p90_ms"), name, "slo"),
                              _req_num(slo.get("tpot_p90_ms"), name, "slo"), _num(doc.get("mean_output_tokens")),
-                             curve.astype(np.float64), False)
+                             curve.astype(np.float64), False, doc.get("disaggregated_point"))
     plan_doc = doc.get("plan_after") if isinstance(doc.get("plan_after"), Mapping) else doc
     if isinstance(plan_doc.get("ttft_ms"), Mapping) and "rate_rps" in plan_doc:
         slo = plan_doc.get("assumptions", {}).get("slo", {}) or doc.get("slo", {})
@@ -391,6 +395,13 @@ def check_document(reference: PlanReference, levels: list[MeasuredLevel], notes:
     met = table[["meets_ttft_slo", "meets_tpot_slo"]].stack().dropna() if not table.empty else pd.Series(dtype=bool)
     fleet_ok = None if met.empty else bool(met.astype(bool).all())
     calibration = {k: (summary[k]["median_ratio"] if summary.get(k) else None) for k in ("ttft_p90_ms", "tpot_p50_ms")}
+    notes = list(notes)
+    d = reference.disaggregated or {}
+    if d.get("prefill_replicas") and isinstance(d.get("ttft_ms"), Mapping) and isinstance(d.get("tpot_ms"), Mapping):
+        notes.append(
+            f"planned figures are for the colocated fleet; a disaggregated fleet ({d['prefill_replicas']} prefill + "
+            f"{d['decode_replicas']} decode replicas) was planned at {reference.rate_rps:,.3g} req/s for TTFT p90 "
+            f"{_fmt(d['ttft_ms'].get('p90'))} ms and TPOT p90 {_fmt(d['tpot_ms'].get('p90'))} ms")
     return json_safe({
         "command": "check",
         "plan": {"deployment": reference.description, "rate_rps": reference.rate_rps, "replicas": reference.replicas,
@@ -408,6 +419,11 @@ def check_document(reference: PlanReference, levels: list[MeasuredLevel], notes:
         },
         "notes": list(notes),
     })
+
+
+def _fmt(v: Any) -> str:
+    x = _num(v)
+    return "n/a" if x is None else f"{x:,.0f}"
 
 
 def check_text(document: Mapping[str, Any]) -> str:

@@ -170,6 +170,9 @@ def test_check_command_end_to_end(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert [row["tool"] for row in doc["levels"]] == ["aiperf", "guidellm", "guidellm"]
     assert doc["plan"]["replicas"] == config["settings"]["pools"]["colocated"]["replicas"]["value"]
+    # The curve is the colocated fleet's; the split pools' planned point is named for a disaggregated fleet.
+    split = config["plan_reference"]["disaggregated_point"]
+    assert any(f"{split['prefill_replicas']} prefill + {split['decode_replicas']} decode" in n for n in doc["notes"])
     assert main(["check", str(plan_file), *results]) == 0
     text = capsys.readouterr().out
     assert "TTFT p90" in text and "aiperf" in text
