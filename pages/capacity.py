@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from components.context import page_context, rate_chart, workload
+from components.measured import plan_vs_measured
 from components.simulate import render_simulation
 from components.widgets import badge, chart, table
 from shapeviz.capacity import load_curve
@@ -95,6 +96,8 @@ if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"
     chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate")
     badge("measured")
+
+plan_vs_measured(ctx, "capacity", after)
 
 st.subheader("Compare deployments")
 st.caption(f"Every GPU, precision and layout (TP; DEP for MoE; FP4 where the GPU runs it) that holds {dep.model.name}, "

@@ -6,6 +6,7 @@ from dataclasses import astuple
 import streamlit as st
 
 from components.context import PageContext, page_context, workload
+from components.measured import plan_vs_measured
 from components.widgets import badge
 from shapeviz.report import Bundle, browser_path, report_files
 
@@ -53,6 +54,9 @@ st.markdown(
     "- **Replay traces** of the what-if workload: Mooncake/guidellm-style JSONL (`timestamp` ms, `input_length`, "
     "`output_length`, `hash_ids` when kept) and a Vidur-style CSV (`arrived_at`, `num_prefill_tokens`, "
     "`num_decode_tokens`).\n"
+    "- **Serving configs** of the plan: launch scripts for vLLM, SGLang and TensorRT-LLM and Kubernetes manifests "
+    "(colocated and disaggregated), every value saying where it came from; **plan.json** and the aiperf/guidellm "
+    "commands (in the README) that load-test the fleet at the planned rate and at the knee.\n"
     "- **summary.json** and a **README.txt** that says how each file was made."
 )
 
@@ -102,3 +106,5 @@ else:
     badge("estimated")
     st.caption("Every number in the memo says whether it is measured from the log, estimated by the capacity model "
                "or assumed; the assumptions are listed at its end.")
+
+plan_vs_measured(ctx, "report")

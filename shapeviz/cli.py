@@ -1,4 +1,4 @@
-"""The command line: ``python -m shapeviz summary | plan | simulate | report``.
+"""The command line: ``python -m shapeviz summary | plan | simulate | report | config | check``.
 
 User mistakes (a missing file, an unknown column, an unknown GPU) end with one line on stderr and exit code 2,
 never a traceback.
@@ -71,6 +71,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(report)
     _add_engine(report)
     report.set_defaults(handler=cmd_report)
+
+    config = sub.add_parser("config", help="engine flags (vLLM, SGLang, TensorRT-LLM) and a Kubernetes manifest of the plan")
+    config.add_argument("logs", nargs="*", metavar="LOG")
+    config.add_argument("--engine", choices=("vllm", "sglang", "trtllm"), default="vllm")
+    config.add_argument("--layout", choices=("all", "colocated", "disaggregated"), default="all",
+                        help="colocated, disaggregated (prefill + decode pools) or all the plan supports (default)")
+    config.add_argument("--k8s", action="store_true", help="also print a Kubernetes manifest of the fleet")
+    config.add_argument("--model-path", default=None, help="checkpoint or Hugging Face repo id to serve")
+    config.add_argument("--port", type=int, default=8000)
+    config.add_argument("--app", default="llm", help="name prefix of the Kubernetes objects")
+    _add_plan_options(config)
+    _add_common(config)
+    config.set_defaults(handler=cmd_config)
+
+    check = sub.add_parser("check", help="plan vs measured: aiperf/guidellm results (and the log's latencies)")
+    check.add_argument("plan", metavar="PLAN_JSON", help="a report bundle's plan.json or `config --json` output")
+    check.add_argument("results", nargs="*", metavar="RESULTS",
+                       help="aiperf profile_export_aiperf.json (or its folder) and guidellm JSON reports")
+    check.add_argument("--log", action="append", metavar="LOG", help="a request log with ttft_ms/tpot_ms to compare too")
+    _add_common(check)
+    check.set_defaults(handler=cmd_check)
     return parser
 
 
@@ -161,6 +182,25 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     files = write_report_from_args(args, mapping=_parse_mapping(args.map))
     _emit({"files": [str(f) for f in files]}, args.json, "\n".join(str(f) for f in files))
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """``config``: engine launch scripts (and with ``--k8s`` a manifest), every value with its source."""
+    from shapeviz.deploy.cli import config_document, config_text
+
+    document = config_document(args, mapping=_parse_mapping(args.map))
+    _emit(document, args.json, config_text(document))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """``check``: measured TTFT/TPOT and throughput per load level against the plan."""
+    from shapeviz.deploy.cli import check_from_args
+    from shapeviz.measured import check_text
+
+    document = check_from_args(args, mapping=_parse_mapping(args.map))
+    _emit(document, args.json, check_text(document))
     return 0
 
 
