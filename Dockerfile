@@ -3,13 +3,14 @@ FROM python:3.11-slim
 
 # chromium renders PNG exports server-side (kaleido drives the system browser; nothing is downloaded at run time).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends chromium fonts-dejavu-core \
+ && apt-get install -y --no-install-recommends chromium fonts-dejavu-core make \
  && rm -rf /var/lib/apt/lists/*
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 BROWSER_PATH=/usr/bin/chromium
+# The same Make targets as on a workstation; the venv lives outside /app so the image's user cannot change it.
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 BROWSER_PATH=/usr/bin/chromium PIP_NO_CACHE_DIR=1 VENV=/opt/venv
 WORKDIR /app
-COPY requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt
+COPY Makefile requirements.txt ./
+RUN make deps
 
 COPY app.py ./
 COPY components ./components
@@ -23,5 +24,5 @@ USER shapeviz
 
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)" || exit 1
-ENTRYPOINT ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]
+  CMD /opt/venv/bin/python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)" || exit 1
+ENTRYPOINT ["/opt/venv/bin/streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]

@@ -1,25 +1,50 @@
 # One way to run, one way to test. `make run` and `make test` work on a fresh Debian/Ubuntu machine with
-# Python 3.11+; `make test` is exactly what CI runs (.ci/run).
-PYTHON ?= python3
+# Python 3.11+, including a stock system python that refuses global installs (PEP 668): everything Python goes
+# into a project virtual environment, `.venv/` (ignored by git). `make test` is exactly what CI runs (.ci/run).
+#
+# PYTHON: the interpreter the venv is made from (the newest python3.1x >= 3.11 on PATH, else python3).
+# VENV:   where the venv lives; point several checkouts at one with `make test VENV=/path/to/venv`.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+            command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+            2>/dev/null && { echo $$p; break; }; done)
+VENV ?= .venv
+PY := $(VENV)/bin/python
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends
 
-.PHONY: run test deps test-deps system-deps
+.PHONY: run test venv deps test-deps system-deps
 
 run: deps
-	$(PYTHON) -m streamlit run app.py
+	$(PY) -m streamlit run app.py
 
 test: test-deps
-	$(PYTHON) -m pytest
+	$(PY) -m pytest
 
-deps:
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+deps: $(VENV)/.deps
 
-test-deps: system-deps
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+test-deps: system-deps $(VENV)/.test-deps
+
+# The venv. A stock Debian/Ubuntu python lacks ensurepip until its `python3.X-venv` package is installed.
+$(PY):
+	@test -n "$(PYTHON)" || { echo "make: no Python 3.11+ on PATH (install python3, or pass PYTHON=...)" >&2; exit 2; }
+	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	  rm -rf $(VENV); \
+	  ver=$$($(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")'); \
+	  echo "make: installing Debian's python$$ver-venv so that $(PYTHON) can make a virtual environment"; \
+	  $(SUDO) apt-get update -qq && $(APT) python$$ver-venv && $(PYTHON) -m venv $(VENV); }
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+
+# Stamps: reinstall only when a requirements file changes.
+$(VENV)/.deps: requirements.txt | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+$(VENV)/.test-deps: requirements.txt requirements-dev.txt | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $@ $(VENV)/.deps
 
 # PNG export (kaleido) and the browser tests (playwright) drive the system chromium: Debian's package, never a
 # browser download.
 system-deps:
 	@command -v chromium >/dev/null 2>&1 || { \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; }
+	  $(SUDO) apt-get update -qq && $(APT) chromium fonts-dejavu-core; }

@@ -18,10 +18,13 @@ from shapeviz.capacity import (Deployment, WhatIf, Workload, balance_ratio, get_
                                slo_range)
 from shapeviz.capacity.physics import smallest_tp
 from shapeviz.figures import plane_figure, product_colors, rate_figure
-from shapeviz.ingest import IngestError, LoadedLog
+from shapeviz.ingest import LoadedLog
 from shapeviz.report import inert_figure
 from shapeviz.shapes import Corners
-from shapeviz.summary import Analysis, analyze
+from shapeviz.sketch import full_frame_max_rows
+from shapeviz.sketch import SketchedLog, report_log
+from shapeviz.sketch import rate_over_time as sketch_rate_over_time
+from shapeviz.summary import Analysis, analyze, analyze_sketch
 from shapeviz.text import md_literal
 
 
@@ -40,6 +43,20 @@ class PageContext:
         return self.dataset.log.frame
 
     @property
+    def session_frame(self):  # noqa: ANN201 - a pandas DataFrame
+        """Rows for session analyses: every turn of the sketch's sampled sessions when the log is sketch-only."""
+        sketch = self.dataset.sketch
+        if sketch is not None and sketch.sessions is not None:
+            return sketch.sessions.canonical()
+        return self.dataset.log.frame
+
+    @property
+    def report_log(self) -> LoadedLog:
+        """The log the report bundle draws: the dataset's, or for a sketch-only log its sample without timestamps."""
+        sketch = self.dataset.sketch
+        return report_log(sketch) if sketch is not None else self.dataset.log
+
+    @property
     def whatif(self) -> WhatIf:
         """The what-if levers of the sidebar (the log's own prefix-cache share, untouched, means "as logged")."""
         s = self.settings
@@ -53,10 +70,19 @@ CLUSTER_K = "cluster_k"
 MATERIAL_SHARE_PCT = "material_share_pct"
 
 
+def _analyze(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
+             material_share: float, log: LoadedLog) -> Analysis:
+    sketch = data.sketch_of(digest)
+    if sketch is not None:   # a log too big to keep whole: every analysis from its sketch
+        return analyze_sketch(SketchedLog(sketch), corners=Corners(*corners), deployment=deployment, k=k,
+                              material_share=material_share)
+    return analyze(log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share)
+
+
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Analysing the log…")
 def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
               material_share: float, _log: LoadedLog) -> Analysis:
-    return analyze(_log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share)
+    return _analyze(digest, corners, deployment, k, material_share, _log)
 
 
 # The demo and scenarios are the same for everyone: their analysis is shared between sessions, so a second
@@ -64,19 +90,25 @@ def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment
 @st.cache_resource(max_entries=16, ttl=24 * 3600, show_spinner="Analysing the log…")
 def _shared_analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
                      material_share: float, _log: LoadedLog) -> Analysis:
-    return analyze(_log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share)
+    return _analyze(digest, corners, deployment, k, material_share, _log)
 
 
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
 def workload(digest: str, _log: LoadedLog) -> Workload:
     """The log binned into weighted points, once per dataset: a slider move never touches rows."""
-    return Workload.from_frame(_log.frame)
+    sketch = data.sketch_of(digest)
+    return Workload.from_sketch(sketch) if sketch is not None else Workload.from_frame(_log.frame)
 
 
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
 def rate_chart(digest: str, freq: str, _log: LoadedLog) -> go.Figure:
     """Request rate over time per product (inert), once per dataset: it reads every row, never on a slider move."""
-    rates = rate_over_time(_log.frame, freq)
+    sketch = data.sketch_of(digest)
+    if sketch is not None:
+        minutes = max(1, round(pd.Timedelta(freq) / pd.Timedelta(minutes=1)))
+        rates = sketch_rate_over_time(sketch, f"{minutes}min")   # a sketch keeps whole minutes
+    else:
+        rates = rate_over_time(_log.frame, freq)
     return inert_figure(rate_figure(rates, product_colors(rates["product"].unique())))
 
 
@@ -102,10 +134,18 @@ def plane(digest: str, corners: tuple[int, int, int], deployment: Deployment, ca
 
 
 @st.cache_resource(max_entries=64)
-def deployment_for(model: str, gpu: str, precision: str, kv_precision: str | None, tp: int | None) -> Deployment:
-    """The deployment the sidebar describes; TP 'auto' is the smallest that fits with room for KV."""
-    return Deployment(get_model(model), get_gpu(gpu), precision, kv_precision,
-                      tp=tp or smallest_tp(model, gpu, precision, kv_precision))
+def deployment_for(model: str, gpu: str, precision: str, kv_precision: str | None, tp: int | None,
+                   layout: str = "tp") -> Deployment:
+    """The deployment the sidebar describes; TP 'auto' is the smallest that fits with room for KV.
+
+    ``layout``: "tp", "tp+ep" (experts over all the replica's GPUs) or "dep" (attention-DP with that EP).
+    """
+    adp = layout == "dep" and get_model(model).is_moe
+    expert_parallel = layout in ("tp+ep", "dep") and get_model(model).is_moe
+    if tp is None:
+        tp = smallest_tp(model, gpu, precision, kv_precision, ep=None if expert_parallel else 1, attention_dp=adp)
+    return Deployment(get_model(model), get_gpu(gpu), precision, kv_precision, tp=tp,
+                      ep=tp if expert_parallel else 1, attention_dp=adp)
 
 
 def page_context() -> PageContext:
@@ -114,7 +154,7 @@ def page_context() -> PageContext:
     s = sidebar.settings()
     try:
         dataset = data.current_dataset()
-    except IngestError as exc:
+    except ValueError as exc:   # IngestError, or a server path outside the allowed roots: one line, no traceback
         st.error(md_literal(exc), icon=":material/error:")
         st.info("Fix the file, map the columns by hand under **Column mapping** in the load report, or pick the "
                 "demo in the sidebar.")
@@ -124,7 +164,7 @@ def page_context() -> PageContext:
         st.info("Upload a request log in the sidebar, or pick the demo or a scenario.")
         st.stop()
     try:
-        dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp)
+        dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp, s.layout)
     except ValueError as exc:
         st.error(f"Deployment: {md_literal(exc)}", icon=":material/memory:")
         st.stop()
@@ -141,6 +181,11 @@ def page_context() -> PageContext:
         st.stop()
     _sync_cache_default(dataset.digest, analysis, workload(dataset.digest, dataset.log))
     _show_slo_hint(analysis.profile.overall.dominant_shape)
+    if dataset.sketch is not None:
+        st.info(f"{dataset.sketch.requests:,} requests: more than {full_frame_max_rows():,}, so this page works from "
+                f"the log's workload sketch (binned counts and token sums; quantiles within one 15 % bin). Points, "
+                f"clusters and the report's rows come from a uniform sample of {len(dataset.log.frame):,} "
+                "requests; sessions are left out.", icon=":material/insights:")
     return PageContext(dataset, analysis, dep, s)
 
 

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from shapeviz.ingest import LoadedLog, load_log
+from shapeviz.ingest.roots import allowed_roots, resolve_server_paths
+from shapeviz.sketch import WorkloadSketch, full_frame_max_rows, merge_all, sketch_log
 from shapeviz.synth import SCENARIOS, generate, scenario, write_log
 
 DEMO_REQUESTS = 20_000
@@ -21,7 +25,9 @@ SCENARIO_REQUESTS = 6_000
 SOURCE_KEY = "dataset"
 UPLOAD_KEY = "uploads"
 MAPPING_KEY = "mapping_override"
+SERVER_KEY = "server_pattern"
 _FILE_DIGESTS = "_file_digests"
+_SKETCH = "_sketch_of_dataset"
 
 DATASETS: dict[str, str] = {
     "demo": "Demo mix (synthetic)",
@@ -30,6 +36,7 @@ DATASETS: dict[str, str] = {
     "shared_pool": "Both on one replica",
     "mixed_product": "Mixed product",
     "upload": "Your upload",
+    "server": "Logs on the server",
 }
 
 
@@ -41,6 +48,9 @@ class Dataset:
     digest: str
     label: str
     synthetic: bool
+    # Set when the log has more than FULL_FRAME_MAX_ROWS requests: then ``log.frame`` is the sketch's bounded
+    # uniform sample (for the plane's points), and every analysis runs from the sketch.
+    sketch: WorkloadSketch | None = field(default=None, compare=False)
 
 
 @st.cache_resource(max_entries=8, ttl=24 * 3600, show_spinner="Generating the demo log…")
@@ -52,14 +62,50 @@ def _load_generated(kind: str, seed: int = 0) -> LoadedLog:
     return load_log(buffer.getvalue(), name=f"{kind}.parquet")
 
 
-@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner="Reading your log…")
-def _load_uploads(digest: str, mapping_items: tuple[tuple[str, str], ...],
-                  _files: tuple[UploadedFile, ...]) -> LoadedLog:
+def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
+                 keep_frame_rows: int | None = None) -> tuple[LoadedLog, WorkloadSketch | None]:
+    """Stream each source; every row while the logs are small, else their merged sketch and its sample."""
     from shapeviz.ingest import combine
 
-    mapping = dict(mapping_items) or None
-    logs = [load_log(f.getvalue(), name=f.name, mapping=mapping) for f in _files]
-    return logs[0] if len(logs) == 1 else combine(logs)
+    sketched = [sketch_log(source, name=name, mapping=mapping, keep_frame_rows=keep_frame_rows)
+                for source, name in sources]
+    if all(s.frame is not None for s in sketched):
+        logs = [LoadedLog(s.frame, s.report) for s in sketched]
+        return (logs[0] if len(logs) == 1 else combine(logs)), None
+    sketch = merge_all(s.sketch for s in sketched)
+    return LoadedLog(sketch.sample_frame(), sketch.report), sketch
+
+
+@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner="Reading your log…")
+def _load_uploads(digest: str, mapping_items: tuple[tuple[str, str], ...], keep_frame_rows: int,
+                  _files: tuple[UploadedFile, ...]) -> tuple[LoadedLog, WorkloadSketch | None]:
+    # the upload widget's own buffer is streamed: its bytes are never copied into a second object
+    return load_sources([(f, f.name) for f in _files], dict(mapping_items) or None, keep_frame_rows)
+
+
+@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner="Reading the logs on the server…")
+def _load_server(digest: str, mapping_items: tuple[tuple[str, str], ...], keep_frame_rows: int,
+                 paths: tuple[str, ...]) -> tuple[LoadedLog, WorkloadSketch | None]:
+    return load_sources([(Path(p), Path(p).name) for p in paths], dict(mapping_items) or None, keep_frame_rows)
+
+
+def server_roots() -> list[Path]:
+    """Allowed roots for server-side logs: ``SHAPEVIZ_ALLOWED_ROOTS``, or ``[shapeviz] allowed_roots`` in secrets."""
+    configured: list[str] = []
+    try:
+        section = st.secrets.get("shapeviz", {})
+        configured = list(section.get("allowed_roots", []))
+    except (FileNotFoundError, KeyError, AttributeError, TypeError):
+        pass   # no secrets file: the environment variable alone decides
+    except Exception:   # streamlit raises its own error for an unparsable secrets file: the option stays off
+        configured = []
+    return allowed_roots(configured=configured)
+
+
+def sketch_of(digest: str) -> WorkloadSketch | None:
+    """The sketch of the current dataset when it is sketch-only (None when every row is kept)."""
+    held = st.session_state.get(_SKETCH)
+    return held[1] if held and held[0] == digest else None
 
 
 def upload_digest(files: list[UploadedFile]) -> str:
@@ -90,9 +136,33 @@ def current_dataset() -> Dataset | None:
         mapping = tuple(sorted((st.session_state.get(MAPPING_KEY) or {}).items()))
         digest = upload_digest(list(uploaded)) + ("-" + hashlib.sha256(repr(mapping).encode()).hexdigest()[:6]
                                                   if mapping else "")
-        log = _load_uploads(digest, mapping, tuple(uploaded))
+        # the threshold is part of the key: the same upload under another threshold is another load
+        log, sketch = _load_uploads(digest, mapping, full_frame_max_rows(), tuple(uploaded))
         label = ", ".join(f.name for f in uploaded)
-        return Dataset(log, digest, label, synthetic=False)
+        return _remember(Dataset(log, _mode(digest, sketch), label, synthetic=False, sketch=sketch))
+    if kind == "server":
+        pattern = str(st.session_state.get(SERVER_KEY) or "")
+        if not pattern.strip():
+            return None
+        paths = tuple(str(p) for p in resolve_server_paths(pattern, server_roots()))
+        mapping = tuple(sorted((st.session_state.get(MAPPING_KEY) or {}).items()))
+        # content changes show in size and mtime: a rewritten log is read again
+        stamp = repr([(p, Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in paths]) + repr(mapping)
+        digest = "srv-" + hashlib.sha256(stamp.encode()).hexdigest()[:16]
+        log, sketch = _load_server(digest, mapping, full_frame_max_rows(), paths)
+        label = pattern.strip() + (f" ({len(paths)} files)" if len(paths) > 1 else "")
+        return _remember(Dataset(log, _mode(digest, sketch), label, synthetic=False, sketch=sketch))
     if kind not in SCENARIOS and kind != "demo":
         kind = "demo"
     return Dataset(_load_generated(kind), f"gen-{kind}", DATASETS[kind], synthetic=True)
+
+
+def _remember(dataset: Dataset) -> Dataset:
+    # one sketch per session (the current dataset's): the cached loaders own the memory, this is a pointer
+    st.session_state[_SKETCH] = (dataset.digest, dataset.sketch) if dataset.sketch is not None else None
+    return dataset
+
+
+def _mode(digest: str, sketch: WorkloadSketch | None) -> str:
+    # the analyses are cached per digest: a log seen whole and the same log seen as a sketch are two entries
+    return digest + "-sketch" if sketch is not None else digest

@@ -11,6 +11,7 @@ import streamlit as st
 
 from components import data
 from shapeviz.capacity import get_gpu, get_model, list_gpus, list_models
+from shapeviz.capacity.compare import precisions_for
 from shapeviz.ingest import DEFAULT_LIMITS
 from shapeviz.ingest.limits import human_bytes
 from shapeviz.shapes import Corners
@@ -25,6 +26,7 @@ DEFAULTS: dict[str, object] = {
     "precision": "fp8",
     "kv_precision": "same",
     "tp": "auto",
+    "layout": "tp",
     "ttft_slo_ms": 1000,
     "tpot_slo_ms": 50,
     "gpu_hour_usd": None,
@@ -51,6 +53,7 @@ class Settings:
     ttft_slo_ms: float
     tpot_slo_ms: float
     gpu_hour_usd: float
+    layout: str = "tp"           # "tp", "tp+ep" or "dep" (MoE models only)
 
 
 PENDING_CACHE_HIT = "_pending_cache_hit_pct"
@@ -73,6 +76,12 @@ def _on_upload() -> None:
         st.session_state[data.MAPPING_KEY] = {}
 
 
+def _on_server_pattern() -> None:
+    if str(st.session_state.get(data.SERVER_KEY) or "").strip():
+        st.session_state[data.SOURCE_KEY] = "server"
+        st.session_state[data.MAPPING_KEY] = {}
+
+
 def _on_gpu_change() -> None:
     price = get_gpu(str(st.session_state["gpu"])).usd_per_gpu_hour
     if price:
@@ -82,7 +91,9 @@ def _on_gpu_change() -> None:
 def render_data_source() -> None:
     """Scenarios next to the upload: one click shows the idea before anyone uploads."""
     st.sidebar.markdown("### Data")
-    options = [k for k in data.DATASETS if k != "upload" or st.session_state.get(data.UPLOAD_KEY)]
+    roots = data.server_roots()
+    options = [k for k in data.DATASETS if (k != "upload" or st.session_state.get(data.UPLOAD_KEY))
+               and (k != "server" or roots)]
     if st.session_state.get(data.SOURCE_KEY) not in options:
         st.session_state[data.SOURCE_KEY] = "demo"
     st.sidebar.radio(
@@ -98,6 +109,13 @@ def render_data_source() -> None:
               f"{human_bytes(DEFAULT_LIMITS.max_decompressed_bytes)} decompressed, "
               f"{DEFAULT_LIMITS.max_rows:,} rows."),
     )
+    if roots:   # only when the operator allowed folders on the server (SHAPEVIZ_ALLOWED_ROOTS or secrets)
+        st.sidebar.text_input(
+            "Or logs on the server", key=data.SERVER_KEY, on_change=_on_server_pattern,
+            placeholder="logs/2024-05-*.parquet",
+            help="A file, folder or glob under an allowed root: " + ", ".join(r.name or str(r) for r in roots)
+                 + ". Read where they are, streamed; nothing is uploaded.",
+        )
 
 
 def render_corners() -> None:
@@ -106,6 +124,26 @@ def render_corners() -> None:
         st.number_input("Long input from (tokens)", 64, 1_000_000, key="long_input", step=512)
         st.number_input("Long output from (tokens)", 16, 1_000_000, key="long_output", step=128)
         st.number_input("Short output below (tokens)", 2, 100_000, key="short_output", step=8)
+
+
+LAYOUTS = {"tp": "Tensor parallel (TP)", "tp+ep": "TP + expert parallel (EP)",
+           "dep": "Attention-DP + EP (DEP)"}
+
+
+def _fit_deployment_choices() -> None:
+    """Keep the precision and layout valid for the chosen model and GPU (before their widgets are drawn)."""
+    model, gpu = get_model(str(st.session_state["model"])), str(st.session_state["gpu"])
+    if st.session_state.get("precision") not in precisions_for(model, gpu):
+        st.session_state["precision"] = model.native_precision or "fp8"
+    if not model.is_moe:
+        st.session_state["layout"] = "tp"
+
+
+def _on_model_change() -> None:
+    # A model that ships in its own format (gpt-oss: MXFP4) opens in it; the others keep the user's choice.
+    native = get_model(str(st.session_state["model"])).native_precision
+    if native:
+        st.session_state["precision"] = native
 
 
 def render_whatif() -> None:
@@ -120,14 +158,25 @@ def render_whatif() -> None:
                            "when it carries block hashes, cached-token counts or sessions.")
     st.sidebar.slider("Traffic ×", 0.25, 10.0, key="traffic", step=0.25)
     with st.sidebar.expander("Deployment", expanded=True):
-        st.selectbox("Model", list_models(), key="model", format_func=lambda m: get_model(m).name)
+        st.selectbox("Model", list_models(), key="model", format_func=lambda m: get_model(m).name,
+                     on_change=_on_model_change)
         st.selectbox("GPU", list_gpus(), key="gpu", format_func=lambda g: get_gpu(g).name, on_change=_on_gpu_change)
+        _fit_deployment_choices()
+        model = get_model(str(st.session_state["model"]))
         left, right = st.columns(2)
-        left.selectbox("Weights", ["fp8", "bf16"], key="precision", help="Weight precision.")
+        left.selectbox("Weights", precisions_for(model, str(st.session_state["gpu"])), key="precision",
+                       help="Weight precision (block scales included: NVFP4 4.5 bits, MXFP4 4.25). 4-bit formats are "
+                            "offered where the GPU has FP4 tensor cores, or as the model's own checkpoint "
+                            "(gpt-oss MXFP4 on Hopper runs weight-only at the BF16 rate).")
         right.selectbox("KV cache", ["same", "fp8", "bf16"], key="kv_precision",
                         help="KV-cache precision; 'same' follows the weights.")
-        st.selectbox("Tensor parallel", ["auto", 1, 2, 4, 8, 16], key="tp",
-                     help="GPUs per replica; auto is the smallest that holds the weights with room for KV.")
+        st.selectbox("GPUs per replica", ["auto", 1, 2, 4, 8, 16], key="tp",
+                     help="Tensor-parallel size; auto is the smallest that holds the weights with room for KV.")
+        if model.is_moe:
+            st.selectbox("MoE layout", list(LAYOUTS), key="layout", format_func=LAYOUTS.get,
+                         help="TP splits every weight; EP keeps whole experts on each GPU; DEP also gives each GPU "
+                              "its own sequences (attention replicated, no MLA KV copies), exchanging tokens with "
+                              "the expert layers. DEP needs 2 GPUs or more.")
         st.number_input("$ per GPU-hour", 0.0, 100.0, key="gpu_hour_usd", step=0.1, format="%.2f",
                         help="An assumption: set your own contract price.")
     with st.sidebar.expander("SLOs (p90)", expanded=True):
@@ -160,4 +209,5 @@ def settings() -> Settings:
         tp=None if tp == "auto" else int(tp),
         ttft_slo_ms=float(s["ttft_slo_ms"]), tpot_slo_ms=float(s["tpot_slo_ms"]),
         gpu_hour_usd=float(s["gpu_hour_usd"]),
+        layout=str(s.get("layout", "tp")),
     )

@@ -5,6 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from components.context import page_context, rate_chart, workload
+from components.measured import plan_vs_measured
+from components.simulate import render_simulation
 from components.widgets import MISSING, badge, chart, table
 from shapeviz.capacity import load_curve
 from shapeviz.capacity.compare import compare_deployments, compare_whatif, winners
@@ -93,14 +95,19 @@ curve = load_curve(w, dep, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms, tpot_sl
 chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve", inert=True)
 st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
            "headroom a planner buys.")
+render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, w.rate_rps * ctx.whatif.traffic_multiplier,
+                  int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve, ctx.analysis.recommendations)
 
 if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"
     chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate", inert=True)
     badge("measured")
 
+plan_vs_measured(ctx, "capacity", after)
+
 st.subheader("Compare deployments")
-st.caption(f"Every GPU, precision and TP that holds {dep.model.name}, planned for this workload and the what-if, "
+st.caption(f"Every GPU, precision and layout (TP; DEP for MoE; FP4 where the GPU runs it) that holds {dep.model.name}, "
+           "planned for this workload and the what-if, "
            "each GPU at its catalogue price (an assumption).")
 if st.button("Compare all deployments", icon=":material/compare_arrows:"):
     table_all = compare_deployments(w, dep.model.id, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms,
@@ -112,7 +119,7 @@ if st.button("Compare all deployments", icon=":material/compare_arrows:"):
         cols = st.columns(len(best))
         for col, (title, r) in zip(cols, best.items()):
             col.metric(title[0].upper() + title[1:], f"{r['gpus']}× {r['gpu']}",
-                       f"{r['precision'].upper()} TP{r['tp']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
+                       f"{r['precision'].upper()} {r['layout']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
                        delta_color="off")
     table(table_all.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
     badge("estimated")

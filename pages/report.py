@@ -6,6 +6,7 @@ from dataclasses import astuple
 import streamlit as st
 
 from components.context import PageContext, page_context, workload
+from components.measured import plan_vs_measured
 from components.widgets import badge
 from shapeviz.report import Bundle, browser_path, report_files
 from shapeviz.text import md_literal
@@ -22,7 +23,7 @@ s = ctx.settings
 def _bundle(digest: str, settings: tuple, png: bool, _ctx: PageContext) -> tuple[Bundle, bytes]:
     """The bundle and its zip, once per dataset and settings (the key is the digest and the sidebar values)."""
     bundle = report_files(
-        _ctx.dataset.log, corners=_ctx.settings.corners, deployment=_ctx.deployment, whatif=_ctx.whatif,
+        _ctx.report_log, corners=_ctx.settings.corners, deployment=_ctx.deployment, whatif=_ctx.whatif,
         ttft_slo_ms=_ctx.settings.ttft_slo_ms, tpot_slo_ms=_ctx.settings.tpot_slo_ms,
         gpu_hour_usd=_ctx.settings.gpu_hour_usd, png=png, analysis=_ctx.analysis,
         workload=workload(_ctx.dataset.digest, _ctx.dataset.log),
@@ -54,6 +55,9 @@ st.markdown(
     "- **Replay traces** of the what-if workload: Mooncake/guidellm-style JSONL (`timestamp` ms, `input_length`, "
     "`output_length`, `hash_ids` when kept) and a Vidur-style CSV (`arrived_at`, `num_prefill_tokens`, "
     "`num_decode_tokens`).\n"
+    "- **Serving configs** of the plan: launch scripts for vLLM, SGLang and TensorRT-LLM and Kubernetes manifests "
+    "(colocated and disaggregated), every value saying where it came from; **plan.json** and the aiperf/guidellm "
+    "commands (in the README) that load-test the fleet at the planned rate and at the knee.\n"
     "- **summary.json** and a **README.txt** that says how each file was made."
 )
 
@@ -103,3 +107,5 @@ else:
     badge("estimated")
     st.caption("Every number in the memo says whether it is measured from the log, estimated by the capacity model "
                "or assumed; the assumptions are listed at its end.")
+
+plan_vs_measured(ctx, "report")

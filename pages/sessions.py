@@ -14,7 +14,7 @@ from shapeviz.sessions import has_sessions, session_table, ttft_by_turn, turn_pr
 from shapeviz.text import md_literal
 
 ctx = page_context()
-frame, dep, analysis = ctx.frame, ctx.deployment, ctx.analysis
+frame, dep, analysis = ctx.session_frame, ctx.deployment, ctx.analysis  # sketch-only: the sampled sessions
 kv_per_token = dep.kv_bytes_per_token
 colors = product_colors(frame["product"].astype(str).unique())
 

@@ -942,7 +942,7 @@ def _figures(log: LoadedLog, analysis: Any, dep: Deployment, whatif: WhatIf, w: 
     return {k: inert_figure(v) for k, v in figures.items()}, captions, curve
 
 
-def _readme(files: Sequence[str], m: _Memo, notes: Sequence[str]) -> str:
+def _readme(files: Sequence[str], m: _Memo, notes: Sequence[str], deploy: Any = None) -> str:
     describe = {
         "README.txt": "this file: what each file is and how it was made",
         "report.html": "the capacity memo: one self-contained page (opens without network)",
@@ -971,7 +971,7 @@ def _readme(files: Sequence[str], m: _Memo, notes: Sequence[str]) -> str:
         "",
         "Files",
         "-----",
-        *(f"{name}: {describe.get(name, '')}" for name in files),
+        *(f"{name}: {describe.get(name) or (deploy.describe.get(name, '') if deploy else '')}" for name in files),
         "",
         "CSV cells that a spreadsheet would run as a formula (starting with = + - @, tab or carriage return) start",
         "with a single quote; numbers are written as numbers.",
@@ -985,6 +985,8 @@ def _readme(files: Sequence[str], m: _Memo, notes: Sequence[str]) -> str:
     ]
     if m.replay.hash_ids is None and "hash_ids" not in m.log.frame.columns:
         lines.append("hash_ids are omitted: the log has no prefix-block hashes.")
+    if deploy is not None:
+        lines += ["", *deploy.readme]
     if notes:
         lines += ["", "Notes", "-----", *notes]
     return "\n".join(lines) + "\n"
@@ -1056,8 +1058,25 @@ def report_files(
         files[f"{name}.csv"] = safe_csv_bytes(table)
     files["replay_mooncake.jsonl"] = replay_jsonl(replay)
     files["replay_vidur.csv"] = replay_vidur_csv(replay)
-    readme = _readme(["README.txt", *files], memo, notes).encode("utf-8")
+    deploy = _deploy_files(log, w, dep, cmp.after, whatif, ttft, tpot, notes, getattr(analysis, "prefix", None))
+    if deploy is not None:
+        files.update(deploy.files)
+    readme = _readme(["README.txt", *files], memo, notes, deploy).encode("utf-8")
     return Bundle({"README.txt": readme, **files}, tuple(notes))
+
+
+def _deploy_files(log: LoadedLog, w: Workload, dep: Deployment, after: Any, whatif: WhatIf, ttft: float,
+                  tpot: float, notes: list[str], prefix_reuse: Any = None) -> Any:
+    """Engine configs, manifests, plan.json and load-test commands (shapeviz.deploy); a note if they cannot be built."""
+    from shapeviz.deploy.bundle import deploy_files
+
+    try:
+        deploy = deploy_files(log.frame, w, dep, after, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
+                              prefix_reuse=prefix_reuse)
+    except ValueError as exc:
+        notes.append(f"No serving configs or load-test commands in this bundle: {exc}.")
+        return None
+    return deploy
 
 
 def build_bundle(log: LoadedLog, **kwargs: Any) -> bytes:
@@ -1098,22 +1117,34 @@ def _write(bundle: Bundle, out_dir: str | Path) -> list[Path]:
 
 def write_report_from_args(args: Any, mapping: dict[str, str] | None = None) -> list[Path]:
     """``python -m shapeviz report LOG --out DIR [plan options]``: load, plan, write the bundle, list the files."""
-    from shapeviz.capacity import get_gpu, get_model, smallest_tp
     from shapeviz.summary import load_logs
 
     if getattr(args, "isl", None) is not None or getattr(args, "osl", None) is not None:
         raise ValueError("--isl/--osl describe a fixed shape for `plan`; `report` reads the shape from the LOG files")
-    model, gpu = get_model(args.model), get_gpu(args.gpu)
-    tp = args.tp or smallest_tp(model, gpu, args.precision, args.kv_precision)
-    dep = Deployment(model, gpu, args.precision, args.kv_precision, tp)
+    from shapeviz.capacity.plan_cli import deployment_from_args
+
+    dep, _ = deployment_from_args(args)  # the shared plan options: precision, TP, --ep, --attention-dp
     whatif = WhatIf(trim_input=args.trim_input, trim_output=args.trim_output, cache_hit=args.cache_hit,
                     traffic_multiplier=args.traffic)
     folder = Path(args.out)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {str(folder)!r} is a file; give a folder for the report (it is created if missing)")
-    log = load_logs(args.logs, mapping)
+    extra: dict[str, Any] = {}
+    if getattr(args, "engine", "embedded") == "dask":
+        # logs beyond one machine: analysis and workload from the Dask-built sketch, figures from its sample
+        from shapeviz.distributed import sketch_paths
+        from shapeviz.sketch import SketchedLog, report_log
+        from shapeviz.summary import analyze_sketch
+
+        sketch = sketch_paths(args.logs, mapping=mapping or None, scheduler=args.scheduler, workers=args.workers)
+        log = report_log(sketch)
+        extra = {"analysis": analyze_sketch(SketchedLog(sketch), deployment=dep),
+                 "workload": Workload.from_sketch(sketch, rate_rps=args.rate)}
+    else:
+        log = load_logs(args.logs, mapping)
     bundle = report_files(log, deployment=dep, whatif=whatif, ttft_slo_ms=args.ttft_slo_ms,
-                          tpot_slo_ms=args.tpot_slo_ms, gpu_hour_usd=args.gpu_hour_usd, rate_rps=args.rate)
+                          tpot_slo_ms=args.tpot_slo_ms, gpu_hour_usd=args.gpu_hour_usd, rate_rps=args.rate,
+                          **extra)
     for note in bundle.notes:
         print(f"shapeviz report: {note}", file=sys.stderr)
     return _write(bundle, folder)

@@ -8,20 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
 
-from shapeviz.capacity.serving import per_minute_rates
-from shapeviz.clusters import ClusterResult, find_clusters
 from shapeviz.ingest import LoadedLog, LoadReport, combine, load_log
 from shapeviz.plain import json_safe
-from shapeviz.prefix import PrefixReuse, prefix_reuse
-from shapeviz.recommend import Recommendation, recommend
-from shapeviz.sessions import AgentVerdict, detect_agents, session_summary
 from shapeviz.shapes import (DEFAULT_CORNERS, OVERALL, SHAPES, Corners, ShapeProfile, ShapeStats, request_gpu_time,
                              resolve_deployment, shape_profile)
+
+if TYPE_CHECKING:   # imported where used: a sketch-only summary never loads scikit-learn's k-means machinery twice
+    from shapeviz.clusters import ClusterResult
+    from shapeviz.prefix import PrefixReuse
+    from shapeviz.recommend import Recommendation
+    from shapeviz.sessions import AgentVerdict
+    from shapeviz.sketch import SketchedLog
 
 SCHEMA_VERSION = 1
 
@@ -48,6 +50,8 @@ def traffic(frame: pd.DataFrame) -> Traffic:
     n = len(frame)
     if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
         return Traffic(n, None, None, None, None, None, None)
+    from shapeviz.capacity.serving import per_minute_rates
+
     ts = frame["timestamp"].dropna()
     start, end = ts.min(), ts.max()
     span = (end - start).total_seconds()
@@ -85,6 +89,10 @@ def analyze(
     kv_bytes_per_token: float | None = None,
 ) -> Analysis:
     """Run every analysis of a loaded log once (shape, clusters, sessions, prefix reuse, recommendations)."""
+    from shapeviz.clusters import find_clusters
+    from shapeviz.prefix import prefix_reuse
+    from shapeviz.sessions import detect_agents, session_summary
+
     frame = log.frame
     if len(frame) == 0:
         r = log.report
@@ -102,12 +110,68 @@ def analyze(
     sessions = session_summary(frame)
     agents = detect_agents(frame)
     hit = None
+    recs = _recommendations(profile, clusters, prefix, agents)
+    return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs)
+
+
+def _recommendations(profile: ShapeProfile, clusters: ClusterResult, prefix: PrefixReuse,
+                     agents: dict[str, AgentVerdict]) -> list[Recommendation]:
+    from shapeviz.recommend import recommend
+
+    hit = None
     if prefix.hit_ratio_tokens is not None:
         hit = {p: d["hit_ratio_tokens"] for p, d in prefix.per_product.items() if d.get("hit_ratio_tokens") is not None}
         hit[OVERALL] = prefix.hit_ratio_tokens
-    recs = recommend(profile, clusters, prefix_hit_ratio=hit,
+    return recommend(profile, clusters, prefix_hit_ratio=hit,
                      agent_products=[p for p, a in agents.items() if a.is_agent])
-    return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs)
+
+
+def analyze_sketch(
+    sketched: SketchedLog,
+    *,
+    corners: Corners = DEFAULT_CORNERS,
+    deployment: object | None = None,
+    k: int | None = None,
+    material_share: float = 0.15,
+    kv_bytes_per_token: float | None = None,
+) -> Analysis:
+    """Every analysis from a workload sketch (a log too big to keep whole): the same ``Analysis``, from bins.
+
+    Shape profile and GPU-time come from the bins, clusters from the bounded sample, block-hash prefix reuse from
+    the sampled block ids (else reported cached tokens in the sample), sessions and agents from the hash-sampled
+    sessions (a note says which).
+    """
+    from shapeviz.prefix import prefix_reuse
+    from shapeviz.sketch import clusters_from_sketch, shape_profile_from_sketch, traffic_from_sketch
+
+    sketch = sketched.sketch
+    if sketch.requests == 0:   # the same one-line refusal as ``analyze`` gives an empty frame
+        analyze(LoadedLog(pd.DataFrame({"input_tokens": [], "output_tokens": []}), sketch.report))
+    profile = shape_profile_from_sketch(sketch, corners, deployment)
+    clusters = clusters_from_sketch(sketch, k, corners=corners, deployment=deployment, material_share=material_share)
+    if kv_bytes_per_token is None:
+        kv_bytes_per_token = resolve_deployment(deployment).kv_bytes_per_token
+    prefix = _prefix_from_blocks(sketch) or prefix_reuse(sketch.sample_frame(), kv_bytes_per_token=kv_bytes_per_token)
+    sessions, agents = None, {}
+    left_out: str | None = None   # the log has no session ids: nothing is left out
+    if sketch.sessions is not None:
+        from shapeviz.sessions import detect_agents, session_summary
+
+        sampled = sketch.sessions.canonical()
+        sessions = session_summary(sampled)
+        agents = detect_agents(sampled)
+        if sessions is not None and sketch.sessions.rate < 1.0:
+            sessions["count"] = int(round(sessions["count"] / sketch.sessions.rate))
+            left_out = (f"sessions estimated from every turn of a hash sample of "
+                        f"{sampled['session_id'].nunique():,} sessions ({sketch.sessions.rate:.1%} of them)")
+        else:
+            left_out = "sessions from every turn of every session (workload sketch)"
+    recs = _recommendations(profile, clusters, prefix, agents)
+    report = sketch.report
+    report = LoadReport(report.source, report.format, report.compression, report.rows_read, report.rows_kept,
+                        dict(report.dropped), dict(report.mapping),
+                        [*report.notes, *sketched.notes, *([left_out] if left_out else [])])
+    return Analysis(report, traffic_from_sketch(sketch), profile, clusters, prefix, sessions, agents, recs)
 
 
 def _stats_dict(stats: ShapeStats, mixed: set[str], name_key: bool) -> dict[str, Any]:
@@ -168,15 +232,62 @@ def summary_document(analysis: Analysis) -> dict[str, Any]:
     return json_safe(document)
 
 
+def _prefix_from_blocks(sketch: Any) -> PrefixReuse | None:
+    """Block-hash reuse from the sketch's bottom-k sample of block ids (None when the log has no hashes)."""
+    from shapeviz.prefix import DEFAULT_BLOCK_SIZE, PrefixReuse
+
+    blocks = sketch.blocks
+    if blocks is None or blocks.hit_ratio_blocks is None:
+        return None
+    exact = blocks.rate >= 1.0
+    return PrefixReuse(
+        method="block_hashes", provenance="simulated" if exact else "estimated",
+        definition=(f"Share of prompt blocks ({DEFAULT_BLOCK_SIZE} tokens each) whose prefix hash appeared in an "
+                    "earlier request, through an ideal cache that starts empty and never evicts; token-weighted "
+                    "≈ reused blocks × block size / input tokens."),
+        hit_ratio_blocks=float(blocks.hit_ratio_blocks), hit_ratio_tokens=blocks.hit_ratio_tokens(DEFAULT_BLOCK_SIZE),
+        requests=blocks.with_hashes, block_size=DEFAULT_BLOCK_SIZE,
+        notes=[("every block id counted (workload sketch)" if exact else
+                f"estimated from a SHARDS sample of {len(blocks.ids):,} block ids ({blocks.rate:.2%} of ids) in the "
+                "workload sketch"), "no capacity curve from a sketch: it needs the order of every access"],
+    )
+
+
 def load_logs(paths: Sequence[str | Path], mapping: dict[str, str] | None = None) -> LoadedLog:
     """One or several log files as one loaded log (several files keep their products apart)."""
     logs = [load_log(p, mapping=mapping or None) for p in paths]
     return logs[0] if len(logs) == 1 else combine(logs)
 
 
+def analyze_paths(paths: Sequence[str | Path], mapping: dict[str, str] | None = None, *, engine: str = "embedded",
+                  scheduler: str | None = None, workers: int | None = None, **kwargs: Any) -> Analysis:
+    """Load and analyse logs: every row while they fit (``sketch.FULL_FRAME_MAX_ROWS``), else from the sketch.
+
+    ``engine="dask"`` builds the sketch per partition on a Dask cluster (``scheduler`` address, else a local
+    cluster of ``workers`` processes) and merges on this process.
+    """
+    from shapeviz.sketch import SketchedLog, merge_all, sketch_log
+
+    if engine == "dask":
+        from shapeviz.distributed import sketch_paths
+
+        sketch = sketch_paths(paths, mapping=mapping, scheduler=scheduler, workers=workers)
+        where = f"the Dask cluster at {scheduler}" if scheduler else "a local Dask cluster"
+        return analyze_sketch(SketchedLog(sketch, None, [f"{sketch.requests:,} requests: analysed from the workload "
+                                                         f"sketch, built per partition on {where}"]), **kwargs)
+    if engine != "embedded":
+        raise ValueError(f"unknown engine {engine!r}: use 'embedded' or 'dask'")
+    sketched = [sketch_log(p, mapping=mapping or None) for p in paths]
+    if all(s.frame is not None for s in sketched):
+        logs = [LoadedLog(s.frame, s.report) for s in sketched]
+        return analyze(logs[0] if len(logs) == 1 else combine(logs), **kwargs)
+    merged = merge_all(s.sketch for s in sketched)
+    return analyze_sketch(SketchedLog(merged, None, [n for s in sketched for n in s.notes]), **kwargs)
+
+
 def summarize(paths: Sequence[str | Path], mapping: dict[str, str] | None = None, **kwargs: Any) -> dict[str, Any]:
-    """``summary`` of the command line: load, analyse, document."""
-    return summary_document(analyze(load_logs(paths, mapping), **kwargs))
+    """``summary`` of the command line: load (streamed), analyse, document."""
+    return summary_document(analyze_paths(paths, mapping, **kwargs))
 
 
 def _q(d: dict[str, float]) -> str:

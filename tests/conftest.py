@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.needs import skip_or_fail
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -24,14 +26,7 @@ def reference_dir() -> Path:
 def _require(path: Path, what: str) -> Path:
     if path.exists():
         return path
-    _skip_or_fail(f"{what} not found at {path} (set SHAPEVIZ_TRACES / SHAPEVIZ_REFERENCE to point at it)")
-
-
-def _skip_or_fail(reason: str) -> None:
-    # CI always has the real data and the system chromium: there, a missing one is a broken set-up.
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must have it: {reason}")
-    pytest.skip(reason)
+    skip_or_fail(f"{what} not found at {path} (set SHAPEVIZ_TRACES / SHAPEVIZ_REFERENCE to point at it)")
 
 
 @pytest.fixture(scope="session")
@@ -64,4 +59,4 @@ def chromium() -> str:
     try:
         return browser_path()
     except ValueError as exc:
-        _skip_or_fail(str(exc))
+        skip_or_fail(str(exc))

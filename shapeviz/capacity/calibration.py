@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from shapeviz.capacity.catalogue import get_gpu, get_model
+from shapeviz.capacity.catalogue import DATA_DIR, get_gpu, get_model
 from shapeviz.capacity.physics import (
     EFFICIENCY_PATH,
     Deployment,
@@ -39,12 +39,15 @@ FILES = {
     "published": "published_h100_mlperf_nim.csv",
 }
 
+# Published rows on GPUs and precisions the fit never sees (H200, B200, GB200; NVFP4/MXFP4): judged only.
+HELDOUT_PATH = DATA_DIR / "heldout_max_throughput.csv"
+
 # TensorRT-LLM v0.9 tables say "LLaMA 7B/70B": those are Llama-2 (the doc's own footnote).
 MODEL_ALIASES = {"llama 7b": "llama-2-7b", "llama 70b": "llama-2-70b"}
 
 FITTED = ("mfu", "mbu", "step_overhead_ms", "prefill_overhead_ms", "layer_overhead_us", "sequence_overhead_us",
           "allreduce_latency_us",
-          "allreduce_bus_efficiency", "memory_reserve_gib")
+          "allreduce_bus_efficiency", "memory_reserve_gib", "weight_only_efficiency")
 BOUNDS: dict[str, tuple[float, float]] = {
     "mfu": (0.2, 1.0),
     "mbu": (0.3, 0.98),
@@ -55,6 +58,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "allreduce_latency_us": (1.0, 100.0),
     "allreduce_bus_efficiency": (0.05, 1.0),
     "memory_reserve_gib": (0.5, 12.0),
+    "weight_only_efficiency": (0.1, 1.0),
 }
 KIND_WEIGHT = {"max_throughput": 2.0, "static_throughput": 1.0, "ttft_bs1": 1.0, "online_ttft": 0.5,
                "online_itl": 0.5, "nim_ttft": 0.5, "nim_itl": 0.5}
@@ -82,6 +86,22 @@ def _precision(text: str) -> str:
     return "fp8" if "fp8" in str(text).lower() else "bf16"
 
 
+def _layout(label: object, num_gpus: int, tp: int) -> tuple[int, int, bool]:
+    """(GPUs per replica, ep, attention_dp) from a table's layout label: "DEP4 = attention-DP + EP over 4 GPUs"."""
+    text = str(label) if isinstance(label, str) else ""
+    if text.upper().startswith("DEP"):
+        return int(num_gpus), int(num_gpus), True
+    return int(tp), 1, False
+
+
+def _native_rows(frame: pd.DataFrame) -> None:
+    """gpt-oss runs its native MXFP4 checkpoint whatever the table's column says, KV 'auto' (BF16) on Hopper."""
+    gptoss = frame["model_name"].astype(str).str.lower().str.startswith("gpt-oss")
+    frame.loc[gptoss, "precision"] = "mxfp4"
+    hopper = frame["gpu"].isin(["h100-sxm", "h200", "h100-pcie"])
+    frame.loc[gptoss & hopper & frame["kv_precision"].isna(), "kv_precision"] = "bf16"
+
+
 def reference_rows(reference_dir: str | Path) -> pd.DataFrame:
     """All published measurements as one tidy frame: kind, deployment, shape, measured value, skip reason."""
     folder = Path(reference_dir) / "calibration" if (Path(reference_dir) / "calibration").is_dir() else Path(reference_dir)
@@ -92,13 +112,11 @@ def reference_rows(reference_dir: str | Path) -> pd.DataFrame:
 
     mt = pd.read_csv(folder / FILES["max_throughput"])
     for r in mt.itertuples(index=False):
-        skip = ""
-        if isinstance(r.ep_or_dep, str) and r.ep_or_dep:
-            skip = "attention data parallel + expert parallel (DEP) is not modelled"
-        elif int(r.pp) != 1:
-            skip = "pipeline parallelism is not modelled"
+        skip = "pipeline parallelism is not modelled" if int(r.pp) != 1 else ""
+        gpus, ep, adp = _layout(r.ep_or_dep, int(r.num_gpus), int(r.tp))
         rows.append(dict(kind="max_throughput", gpu_name=r.gpu, model_name=r.model, precision=_precision(r.precision),
-                         tp=int(r.tp), isl=float(r.isl), osl=float(r.osl), batch=np.nan, rate_rps=np.nan,
+                         tp=gpus, ep=ep, attention_dp=adp,
+                         isl=float(r.isl), osl=float(r.osl), batch=np.nan, rate_rps=np.nan,
                          measured=float(r.throughput_tokens_per_s), unit="output tok/s per replica",
                          version=str(r.source_version), skip=skip))
 
@@ -138,9 +156,22 @@ def reference_rows(reference_dir: str | Path) -> pd.DataFrame:
                              unit="output tok/s", version="MLPerf v4.1",
                              skip="input lengths of the OpenOrca set are not in the reference file"))
 
-    frame = pd.DataFrame(rows)
+    frame = _finish(pd.DataFrame(rows))
+    return frame
+
+
+def _finish(frame: pd.DataFrame) -> pd.DataFrame:
+    """Resolve ids, fill the layout columns, mark rows the catalogue cannot represent."""
+    for column, default in (("ep", 1), ("attention_dp", False), ("kv_precision", None)):
+        if column not in frame:
+            frame[column] = default
+    frame["ep"] = frame["ep"].fillna(1).astype(int)
+    frame["attention_dp"] = frame["attention_dp"].fillna(False).astype(bool)
+    frame["kv_precision"] = frame["kv_precision"].astype(object).where(frame["kv_precision"].notna(), None)
     frame["gpu"] = [_gpu_id(g) for g in frame["gpu_name"]]
     frame["model"] = [_model_id(m) for m in frame["model_name"]]
+    _native_rows(frame)
+    frame["family"] = ["moe" if isinstance(m, str) and get_model(m).is_moe else "dense" for m in frame["model"]]
     no_model = frame["model"].isna() & (frame["skip"] == "")
     frame.loc[no_model, "skip"] = "model not in the catalogue"
     no_gpu = frame["gpu"].isna() & (frame["skip"] == "")
@@ -148,11 +179,26 @@ def reference_rows(reference_dir: str | Path) -> pd.DataFrame:
     return frame
 
 
+def heldout_rows(path: str | Path = HELDOUT_PATH) -> pd.DataFrame:
+    """Published max-throughput rows on GPUs/precisions outside the fit (``data/heldout_max_throughput.csv``)."""
+    table = pd.read_csv(path)
+    frame = pd.DataFrame({
+        "kind": "max_throughput", "gpu_name": table["gpu"], "model_name": table["model"],
+        "precision": table["precision"], "kv_precision": table["kv_precision"], "tp": table["tp"].astype(int),
+        "ep": table["ep"].astype(int), "attention_dp": table["attention_dp"].astype(bool),
+        "isl": table["isl"].astype(float), "osl": table["osl"].astype(float), "batch": np.nan, "rate_rps": np.nan,
+        # the table is per GPU; the model predicts one replica
+        "measured": table["output_tokens_per_s_per_gpu"].astype(float) * table["tp"].astype(int),
+        "unit": "output tok/s per replica", "version": table["table_label"], "skip": "",
+    })
+    return _finish(frame)
+
+
 @dataclass(frozen=True)
 class _Group:
     """Rows of one deployment, as plain arrays (so a fit evaluation does no pandas work)."""
 
-    key: tuple[str, str, str, int]
+    key: tuple[str, str, str, int, int, bool, str]
     index: np.ndarray
     kind: np.ndarray
     isl: np.ndarray
@@ -164,7 +210,8 @@ class _Group:
 def _groups(rows: pd.DataFrame) -> list[_Group]:
     usable = rows[rows["skip"] == ""]
     out = []
-    for key, group in usable.groupby(["gpu", "model", "precision", "tp"], sort=False):
+    usable = usable.assign(kv=usable["kv_precision"].fillna(""))
+    for key, group in usable.groupby(["gpu", "model", "precision", "tp", "ep", "attention_dp", "kv"], sort=False):
         out.append(_Group(tuple(key), rows.index.get_indexer(group.index), group["kind"].to_numpy(dtype=str),
                           group["isl"].to_numpy(dtype=float), group["osl"].to_numpy(dtype=float),
                           group["batch"].to_numpy(dtype=float), group["rate_rps"].to_numpy(dtype=float)))
@@ -176,9 +223,9 @@ def _predict_groups(groups: list[_Group], n_rows: int, eff: Efficiency) -> np.nd
 
     out = np.full(n_rows, np.nan)
     for g in groups:
-        gpu, model, precision, tp = g.key
+        gpu, model, precision, tp, ep, adp, kv = g.key
         try:
-            dep = Deployment(model, gpu, precision, None, int(tp), eff)
+            dep = Deployment(model, gpu, precision, kv or None, int(tp), eff, ep=int(ep), attention_dp=bool(adp))
         except ValueError:
             out[g.index] = 0.0  # the model says the weights do not fit: an error of -100%, kept visible
             continue
@@ -237,6 +284,12 @@ def _loss_function(rows: pd.DataFrame) -> Callable[[Efficiency], float]:
     return loss
 
 
+def _has_weight_only_rows(rows: pd.DataFrame) -> bool:
+    """Whether any row runs 4-bit weights on a GPU without FP4 tensor cores (what weight_only_efficiency scales)."""
+    four_bit = rows["precision"].isin(["nvfp4", "mxfp4"])
+    return bool(four_bit.any() and any(not get_gpu(g).has_fp4 for g in rows.loc[four_bit, "gpu"].dropna().unique()))
+
+
 def _to_unit(name: str, value: float) -> float:
     lo, hi = BOUNDS[name]
     x = (value - lo) / (hi - lo)
@@ -246,7 +299,8 @@ def _to_unit(name: str, value: float) -> float:
 
 def _from_unit(name: str, z: float) -> float:
     lo, hi = BOUNDS[name]
-    return lo + (hi - lo) / (1.0 + math.exp(-z))
+    # The logistic written with tanh: exp(-z) overflows once the simplex wanders far out (|z| > 709).
+    return lo + (hi - lo) * 0.5 * (1.0 + math.tanh(0.5 * z))
 
 
 @dataclass(frozen=True)
@@ -257,6 +311,7 @@ class Fit:
     loss: float
     rows_used: int
     gpus: tuple[str, ...]
+    parameters: tuple[str, ...] = FITTED  # the ones this fit moved; the others kept their stored values
 
 
 def fit(
@@ -274,6 +329,9 @@ def fit(
     usable = rows[rows["skip"] == ""]
     if usable.empty:
         raise ValueError("no usable calibration rows: check the reference folder and the catalogue ids")
+    # A parameter no row depends on is a flat direction that stalls Nelder-Mead: fit it only when rows need it.
+    if not _has_weight_only_rows(usable):
+        parameters = tuple(p for p in parameters if p != "weight_only_efficiency")
     calls = [0]
     loss_of = _loss_function(usable)
 
@@ -291,7 +349,33 @@ def fit(
                           options={"maxfev": max_evaluations, "xatol": 1e-3, "fatol": 1e-5, "adaptive": True})
         z = result.x
     best = start.replace(**{name: _from_unit(name, float(v)) for name, v in zip(parameters, result.x)})
-    return Fit(best, float(result.fun), int(len(usable)), tuple(sorted(usable["gpu"].dropna().unique())))
+    return Fit(best, float(result.fun), int(len(usable)), tuple(sorted(usable["gpu"].dropna().unique())),
+               tuple(parameters))
+
+
+# The held-out check's budget: what the benchmark reports and the test recomputes, so the two are one figure.
+HOLDOUT_EVALUATIONS = 300
+HOLDOUT_RESTARTS = 1
+
+
+def neutral_start(base: Efficiency | None = None) -> Efficiency:
+    """Every fitted parameter at the middle of its bounds: a start that knows nothing of any GPU's rows."""
+    base = base or load_efficiency()
+    return base.replace(**{name: _from_unit(name, 0.0) for name in FITTED})
+
+
+def holdout(rows: pd.DataFrame, fit_gpus: list[str], check_gpus: list[str],
+            max_evaluations: int = HOLDOUT_EVALUATIONS, restarts: int = HOLDOUT_RESTARTS) -> tuple[float, pd.DataFrame]:
+    """Fit on ``fit_gpus`` only, from a neutral start, and judge on ``check_gpus``: (median |error|, their rows).
+
+    The start matters: starting from the stored parameters (fitted on every GPU) would leak the held-out rows
+    into the fit through the starting point.
+    """
+    result = fit(rows[rows["gpu"].isin(fit_gpus)], start=neutral_start(), max_evaluations=max_evaluations,
+                 restarts=restarts)
+    judged = evaluate(rows[rows["gpu"].isin(check_gpus)], result.efficiency)
+    ok = judged[judged["skip"] == ""]
+    return float(ok["error"].abs().median()), judged
 
 
 def summarize(evaluated: pd.DataFrame) -> pd.DataFrame:
@@ -304,8 +388,39 @@ def summarize(evaluated: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([table, per_gpu, overall], ignore_index=True)
 
 
+def within(evaluated: pd.DataFrame, factor: float = 2.0) -> float:
+    """Share of usable rows whose prediction is within ``factor``× of the measurement."""
+    ok = evaluated[evaluated["skip"] == ""]
+    ratio = ok["predicted"] / ok["measured"]
+    return float(((ratio >= 1.0 / factor) & (ratio <= factor)).mean()) if len(ok) else float("nan")
+
+
+def by_family_precision(evaluated: pd.DataFrame, by: tuple[str, ...] = ("family", "precision")) -> pd.DataFrame:
+    """Rows, median and mean |error|, median signed error and share within 2× per group (usable rows only)."""
+    ok = evaluated[evaluated["skip"] == ""].assign(abs_error=lambda d: d["error"].abs(),
+                                                   in2x=lambda d: (d["predicted"] / d["measured"]).between(0.5, 2.0))
+    table = ok.groupby(list(by)).agg(rows=("error", "size"), median_abs=("abs_error", "median"),
+                                     mean_abs=("abs_error", "mean"), median_signed=("error", "median"),
+                                     within_2x=("in2x", "mean"))
+    return table.reset_index()
+
+
+def judged_summary(judged: pd.DataFrame) -> dict[str, float]:
+    """Headline figures on the held-out rows: MoE or 4-bit rows, and dense FP8 rows."""
+    ok = judged[judged["skip"] == ""]
+    target = ok[(ok["family"] == "moe") | ok["precision"].isin(["nvfp4", "mxfp4"])]
+    dense_fp8 = ok[(ok["family"] == "dense") & (ok["precision"] == "fp8")]
+    return {
+        "moe_or_fp4_rows": int(len(target)),
+        "moe_or_fp4_median_abs_error": round(float(target["error"].abs().median()), 4),
+        "moe_or_fp4_within_2x": round(within(target), 4),
+        "dense_fp8_rows": int(len(dense_fp8)),
+        "dense_fp8_median_abs_error": round(float(dense_fp8["error"].abs().median()), 4),
+    }
+
+
 def write_efficiency(result: Fit, evaluated: pd.DataFrame, holdout: dict[str, float],
-                     path: Path = EFFICIENCY_PATH) -> None:
+                     path: Path = EFFICIENCY_PATH, judged: dict[str, float] | None = None) -> None:
     """Store the fitted parameters with the date, the data used, the errors and how to refit."""
     e = result.efficiency
     ok = evaluated[evaluated["skip"] == ""]
@@ -314,8 +429,11 @@ def write_efficiency(result: Fit, evaluated: pd.DataFrame, holdout: dict[str, fl
     for name, value in e.to_dict().items():
         entry: dict[str, Any] = {"value": round(float(value), 4) if name != "max_batch" else int(value),
                                  "unit": UNITS[name]}
-        if name in FITTED:
+        if name in result.parameters:
             entry["source"] = f"fitted {today()} on {result.rows_used} published measurements; prior: {priors[name]}"
+            entry["bounds"] = list(BOUNDS[name])
+        elif name in FITTED:  # kept from an earlier fit: its stored source says when and on what
+            entry["source"] = e.sources.get(name) or priors[name]
             entry["bounds"] = list(BOUNDS[name])
         else:
             entry["source"] = priors[name]
@@ -325,6 +443,7 @@ def write_efficiency(result: Fit, evaluated: pd.DataFrame, holdout: dict[str, fl
                    "every GPU. 'fitted' parameters come from shapeviz/capacity/calibration.py; the others are "
                    "published settings or assumptions, each with its source."),
         "fitted_on": today(),
+        "judged_on": "data/heldout_max_throughput.csv (H200, B200, GB200; NVFP4/MXFP4): never used by the fit",
         "how_to_refit": "python benchmarks/bench_calibration.py --write  (reads ../shared/reference or --reference DIR)",
         "data": {
             "files": sorted(FILES.values()),
@@ -337,6 +456,10 @@ def write_efficiency(result: Fit, evaluated: pd.DataFrame, holdout: dict[str, fl
             "median_abs_error_all": round(float(ok["error"].abs().median()), 4),
             "median_abs_error_by_gpu": {g: round(float(v), 4) for g, v in ok.groupby("gpu")["error"].apply(lambda s: s.abs().median()).items()},
             "holdout_median_abs_error": {k: round(float(v), 4) for k, v in holdout.items()},
+            "holdout_how": ("fit on the named GPUs only, from a neutral start (every fitted parameter at the middle "
+                            "of its bounds), Nelder-Mead with the budget of shapeviz.capacity.calibration.holdout; "
+                            "judged on the GPUs left out"),
+            "judged_on_unseen_gpus": judged or {},
         },
         "parameters": parameters,
     }
@@ -362,6 +485,8 @@ UNITS = {
     "kv_transfer_gbps": "GB/s between a prefill and a decode replica",
     "mamf_fraction_default": "MAMF / dense spec peak",
     "mamb_fraction_default": "measured max achievable bandwidth / spec bandwidth",
+    "expert_imbalance": "busiest expert-parallel rank's token load / the mean",
+    "weight_only_efficiency": "fraction of the BF16 matmul rate reached by weight-only (dequantise-in-kernel) matmuls",
 }
 
 PRIOR_SOURCES = {
@@ -382,4 +507,11 @@ PRIOR_SOURCES = {
     "kv_transfer_gbps": "Mooncake Transfer Engine: 87 GB/s on 4x200 Gbps RoCE (kvcache-ai/Mooncake README @3b5a5941)",
     "mamb_fraction_default": "ai-dynamo/aiconfigurator systems/*.yaml mem_bw_empirical_scaling_factor 0.8 @095f58a5",
     "mamf_fraction_default": "assumption: median MAMF/spec of the measured GPUs (H100 0.80/0.71, A100 0.87, B200 0.78)",
+    "expert_imbalance": "assumption, not fitted: the busiest EP rank gets 20% more tokens than the mean, the low end of "
+                        "the 1.2-1.8 max/mean routing skew quoted for real workloads (impala-blog.pages.dev EPLB widget); "
+                        "NVIDIA/TensorRT-LLM docs/source/blogs/tech_blog/blog4_Scaling_Expert_Parallelism_in_TensorRT-LLM.md "
+                        "shows EP-rank imbalance is common and dataset dependent; the published benchmarks use random tokens",
+    "weight_only_efficiency": "MXFP4 on Hopper runs W4A16 (TensorRT-LLM QuantAlgo W4A16_MXFP4, Triton MoE backend per the "
+                              "perf-overview llm_options): weights converted to BF16 in registers before the tensor cores; "
+                              "only the H100 gpt-oss rows constrain it",
 }

@@ -15,7 +15,6 @@ import pandas as pd
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
-PRECISIONS: dict[str, int] = {"bf16": 2, "fp8": 1}  # bytes per weight or per KV element
 GIB = 2**30
 MIB = 2**20
 
@@ -34,6 +33,8 @@ class GPU:
     fp8_tflops: float | None    # None: no FP8 tensor cores (A100, A10G)
     mamf_bf16_tflops: float | None  # measured maximum achievable matmul FLOPS, when published
     mamf_fp8_tflops: float | None
+    fp4_tflops: float | None    # dense FP4 (NVFP4/MXFP4 block-scaled) tensor-core peak; None: no FP4 tensor cores
+    sfu_exp_per_s: float | None  # softmax exponentials per second (SMs × 16 × clock); None: not catalogued
     scaleup_gbps: float         # unidirectional GB/s per GPU on the tensor-parallel link
     scaleup_link: str
     usd_per_gpu_hour: float     # an assumption, see price_source
@@ -45,6 +46,15 @@ class GPU:
     def has_fp8(self) -> bool:
         """Whether the GPU has FP8 tensor cores."""
         return self.fp8_tflops is not None
+
+    @property
+    def has_fp4(self) -> bool:
+        """Whether the GPU has FP4 (block-scaled) tensor cores (Blackwell)."""
+        return self.fp4_tflops is not None
+
+    def has_tensor_cores_for(self, kind: str) -> bool:
+        """Whether the GPU has tensor cores for ``kind`` ("bf16", "fp8" or "fp4")."""
+        return {"bf16": True, "fp8": self.has_fp8, "fp4": self.has_fp4}[kind]
 
     @property
     def nvlink_class(self) -> bool:
@@ -75,6 +85,23 @@ class Model:
     sliding_layer_fraction: float
     source: str
     notes: str
+    moe_layers: int = 0          # layers with routed experts (the others are dense); 0 for dense models
+    four_bit_scope: str = "body"  # what a 4-bit checkpoint quantizes: "body" (all linear layers) or "experts"
+    native_precision: str | None = None  # the precision the model ships in, if not BF16 (gpt-oss: mxfp4)
+    mla_latent_dim: int = 0      # MLA: compressed KV latent per layer (DeepSeek 512); 0 for GQA
+    mla_rope_dim: int = 0        # MLA: decoupled RoPE key dims per layer (DeepSeek 64)
+
+    def attention_flops_per_context_token(self, decode: bool) -> float:
+        """Attention-score FLOPs (QKᵀ and PV) per layer per query token per context token.
+
+        GQA/MHA: ``4·H·d_h``. MLA decode runs "absorbed" over the cached latent: ``2·H·(d_c + d_r) + 2·H·d_c``;
+        MLA prefill expands the heads: ``2·H·(d_h + d_r) + 2·H·d_h`` (qk head 128+64, v head 128 for DeepSeek).
+        """
+        if self.attention != "mla" or not self.mla_latent_dim:
+            return 4.0 * self.heads * self.head_dim
+        if decode:
+            return 2.0 * self.heads * (2 * self.mla_latent_dim + self.mla_rope_dim)
+        return 2.0 * self.heads * (2 * self.head_dim + self.mla_rope_dim)
 
     @property
     def is_moe(self) -> bool:
@@ -146,6 +173,8 @@ def _gpus() -> tuple[dict[str, GPU], dict[str, str]]:
             fp8_tflops=_opt(row.fp8_dense_tflops),
             mamf_bf16_tflops=_opt(row.mamf_bf16_tflops),
             mamf_fp8_tflops=_opt(row.mamf_fp8_tflops),
+            fp4_tflops=_opt(row.fp4_dense_tflops),
+            sfu_exp_per_s=None if _opt(row.sfu_exp_tera_per_s) is None else float(row.sfu_exp_tera_per_s) * 1e12,
             scaleup_gbps=float(row.scaleup_gbps_per_gpu),
             scaleup_link=str(row.scaleup_link),
             usd_per_gpu_hour=float(row.usd_per_gpu_hour),
@@ -183,6 +212,11 @@ def _models() -> tuple[dict[str, Model], dict[str, str]]:
             sliding_layer_fraction=0.0 if pd.isna(row.sliding_layer_fraction) else float(row.sliding_layer_fraction),
             source=str(row.source),
             notes="" if pd.isna(row.notes) else str(row.notes),
+            moe_layers=0 if experts == 0 else int(row.layers if pd.isna(row.moe_layers) else row.moe_layers),
+            four_bit_scope="experts" if experts and str(row.four_bit_scope) == "experts" else "body",
+            native_precision=None if pd.isna(row.native_precision) else str(row.native_precision),
+            mla_latent_dim=0 if pd.isna(row.mla_latent_dim) else int(row.mla_latent_dim),
+            mla_rope_dim=0 if pd.isna(row.mla_rope_dim) else int(row.mla_rope_dim),
         )
     index = _index(list(frame["id"]), list(frame["name"]), list(frame["aliases"].fillna("")), "model")
     return models, index
@@ -224,11 +258,96 @@ def get_model(model_id: str | Model) -> Model:
     return models[_resolve(model_id, index, "model", list(models), "--model")]
 
 
+@dataclass(frozen=True)
+class Precision:
+    """One weight format: bytes per weight (block scales included) and the matmul rate it runs at."""
+
+    id: str
+    bits_per_weight: float      # element bits + scale bits / block size (NVFP4 4 + 8/16 = 4.5)
+    block_size: int | None
+    scale_format: str
+    needs_tensor_cores: str | None  # "fp8"/"fp4": the tensor cores that run it natively; None: any GPU
+    native_compute: str         # matmul rate with those tensor cores ("fp4", "fp8", "bf16")
+    emulated_compute: str       # matmul rate without them (weight-only: dequantised in the kernel)
+    kv_allowed: bool            # usable as a KV-cache precision
+    default_kv: str             # KV precision when none is given
+    source: str
+    notes: str
+
+    @property
+    def bytes_per_weight(self) -> float:
+        """Bytes per weight with the block scales (FP8 1, BF16 2, NVFP4 0.5625, MXFP4 0.53125)."""
+        return self.bits_per_weight / 8.0
+
+    @property
+    def is_four_bit(self) -> bool:
+        """An FP4 format (quantizes what the model's ``four_bit_scope`` says, the rest stays BF16)."""
+        return self.bits_per_weight < 8
+
+    def compute_on(self, gpu: GPU) -> str:
+        """The matmul rate this format runs at on ``gpu`` (native where its tensor cores exist)."""
+        native = self.needs_tensor_cores is None or gpu.has_tensor_cores_for(self.needs_tensor_cores)
+        return self.native_compute if native else self.emulated_compute
+
+
+@lru_cache(maxsize=1)
+def _precisions() -> tuple[dict[str, Precision], dict[str, str]]:
+    frame = pd.read_csv(DATA_DIR / "precisions.csv", dtype={"aliases": str, "block_size": "Int64"})
+    table: dict[str, Precision] = {}
+    for row in frame.itertuples(index=False):
+        table[row.id] = Precision(
+            id=row.id, bits_per_weight=float(row.bits_per_weight),
+            block_size=None if pd.isna(row.block_size) else int(row.block_size),
+            scale_format="" if pd.isna(row.scale_format) else str(row.scale_format),
+            needs_tensor_cores=None if pd.isna(row.needs_tensor_cores) else str(row.needs_tensor_cores),
+            native_compute=str(row.native_compute), emulated_compute=str(row.emulated_compute),
+            kv_allowed=bool(row.kv_allowed), default_kv=str(row.default_kv),
+            source=str(row.source), notes="" if pd.isna(row.notes) else str(row.notes),
+        )
+    index = _index(list(frame["id"]), list(frame["id"]), list(frame["aliases"].fillna("")), "precision")
+    return table, index
+
+
+def get_precision(precision: str | Precision) -> Precision:
+    """The weight format for ``bf16``/``fp16``, ``fp8``, ``nvfp4``/``fp4`` or ``mxfp4``; ValueError otherwise."""
+    if isinstance(precision, Precision):
+        return precision
+    return _precisions()[0][check_precision(precision)]
+
+
+def list_precisions() -> list[str]:
+    """Ids of the weight precisions, in file order (bf16, fp8, nvfp4, mxfp4)."""
+    return list(_precisions()[0])
+
+
+def kv_precisions() -> list[str]:
+    """Precisions a KV cache can be stored in (bf16, fp8)."""
+    return [p for p, spec in _precisions()[0].items() if spec.kv_allowed]
+
+
+class _BytesPerWeight(dict):
+    """``PRECISIONS[p]``: bytes per weight of each precision, read from ``data/precisions.csv``."""
+
+    def __missing__(self, key: str) -> float:
+        return get_precision(key).bytes_per_weight
+
+
+PRECISIONS: dict[str, float] = _BytesPerWeight(
+    {p: spec.bytes_per_weight for p, spec in _precisions()[0].items()}
+)
+
+
 def check_precision(precision: str, what: str = "precision") -> str:
-    """``"FP8"`` → ``"fp8"``; ValueError for anything but bf16/fp8 (fp16 is read as bf16: same bytes)."""
-    p = str(precision).strip().lower()
-    if p == "fp16":
-        p = "bf16"
-    if p not in PRECISIONS:
-        raise ValueError(f"{what} {precision!r} is not supported; use one of: {', '.join(PRECISIONS)}")
+    """``"FP8"`` → ``"fp8"``, ``fp4`` → ``nvfp4``, ``fp16`` → ``bf16``; ValueError naming the supported ones.
+
+    A KV precision (``what`` starting with "KV") must be one a cache can hold: bf16 or fp8.
+    """
+    table, index = _precisions()
+    key = _norm(str(precision))
+    if key not in index:
+        raise ValueError(f"{what} {precision!r} is not supported; use one of: {', '.join(table)}")
+    p = index[key]
+    if what.lower().startswith("kv") and not table[p].kv_allowed:
+        allowed = [q for q, spec in table.items() if spec.kv_allowed]
+        raise ValueError(f"{what} {precision!r} is not supported for the KV cache; use one of: {', '.join(allowed)}")
     return p

@@ -11,7 +11,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from shapeviz.capacity.catalogue import get_gpu, list_gpus
+from shapeviz.capacity.catalogue import GPU, Model, get_gpu, get_model, get_precision, list_gpus, list_precisions
 from shapeviz.capacity.physics import DEFAULT_TPOT_SLO_MS, TP_CHOICES, Deployment
 from shapeviz.capacity.serving import DEFAULT_TTFT_SLO_MS, Plan, WhatIf, Workload, load_curve, plan
 from shapeviz.plain import json_safe
@@ -58,40 +58,75 @@ def compare_whatif(
     return WhatIfComparison(before, after, replicas, replicas * dep.tp, on_fleet)
 
 
+def precisions_for(model: Model | str, gpu: GPU | str) -> list[str]:
+    """Weight precisions worth offering for ``model`` on ``gpu``.
+
+    BF16 and FP8 everywhere (FP8 weight-only where FP8 tensor cores are missing, as on A100); a 4-bit format
+    where the GPU runs it natively (NVFP4/MXFP4 on Blackwell) or where it is the model's own checkpoint
+    (gpt-oss in MXFP4 on Hopper, weight-only).
+    """
+    m, g = get_model(model), get_gpu(gpu)
+    out = []
+    for p in list_precisions():
+        spec = get_precision(p)
+        native = spec.needs_tensor_cores is None or g.has_tensor_cores_for(spec.needs_tensor_cores)
+        if not spec.is_four_bit or native or p == m.native_precision:
+            out.append(p)
+    return out
+
+
+def layouts_for(model: Model | str, tp: int) -> list[tuple[int, bool]]:
+    """(ep, attention_dp) layouts of a ``tp``-GPU replica: TP, and for MoE models DEP (attention-DP, EP over all)."""
+    m = get_model(model)
+    if not m.is_moe or tp == 1 or m.experts % tp:
+        return [(1, False)]
+    return [(1, False), (tp, True)]
+
+
 def compare_deployments(
     workload: Workload,
     model: str,
     *,
     gpus: Iterable[str] | None = None,
-    precisions: Iterable[str] = ("fp8", "bf16"),
+    precisions: Iterable[str] | None = None,
     tps: Iterable[int] = TP_CHOICES,
     whatif: WhatIf = WhatIf(),
     ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
     tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
 ) -> pd.DataFrame:
-    """Every (GPU, precision, TP) that holds the model, planned for one workload; one row each.
+    """Every (GPU, precision, layout) that holds the model, planned for one workload; one row each.
 
-    Columns: gpu, precision, tp, gpus, meets_slo, ttft_p90_ms, tpot_p90_ms, usd_per_hour,
-    usd_per_million_tokens. Each GPU is priced at its catalogue price (an assumption the table says).
-    Configurations that cannot hold the weights are left out.
+    Precisions default to those ``precisions_for`` offers on each GPU (B200 gets NVFP4/MXFP4); MoE models are
+    also tried as DEP (attention-DP with expert parallelism over the replica's GPUs, e.g. H200 DEP8).
+    Columns: gpu, precision, layout, tp (GPUs per replica), gpus, meets_slo, ttft_p90_ms, tpot_p90_ms,
+    usd_per_hour, usd_per_million_tokens. Each GPU is priced at its catalogue price (an assumption the table
+    says). Configurations that cannot hold the weights are left out.
     """
     rows = []
     for gpu_id in gpus or list_gpus():
         gpu = get_gpu(gpu_id)
-        for precision in precisions:
+        for precision in (precisions_for(model, gpu) if precisions is None else precisions):
             for tp in tps:
-                try:
-                    dep = Deployment(model, gpu, precision, tp=tp)
-                except ValueError:
-                    continue  # the weights do not fit, or TP exceeds the heads
-                p = plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu.usd_per_gpu_hour)
-                rows.append({
-                    "gpu": gpu.name, "precision": precision, "tp": tp, "gpus": p.gpus.get("colocated"),
-                    "meets_slo": p.meets_slo, "ttft_p90_ms": p.ttft_ms.p90, "tpot_p90_ms": p.tpot_ms.p90,
-                    "usd_per_hour": p.cost.get("usd_per_hour"),
-                    "usd_per_million_tokens": p.cost.get("usd_per_million_tokens"),
-                })
+                for ep, attention_dp in layouts_for(model, tp):
+                    try:
+                        dep = Deployment(model, gpu, precision, tp=tp, ep=ep, attention_dp=attention_dp)
+                    except ValueError:
+                        continue  # the weights do not fit, or the layout does not suit the model
+                    rows.append(_compared(dep, workload, whatif, ttft_slo_ms, tpot_slo_ms))
     return pd.DataFrame(rows)
+
+
+def _compared(dep: Deployment, workload: Workload, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float) -> dict:
+    """One row of the comparison: the plan of ``dep`` at its GPU's catalogue price."""
+    gpu = dep.gpu
+    p = plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu.usd_per_gpu_hour)
+    return {
+        "gpu": gpu.name, "precision": dep.precision, "layout": dep.layout, "tp": dep.tp,
+        "gpus": p.gpus.get("colocated"),
+        "meets_slo": p.meets_slo, "ttft_p90_ms": p.ttft_ms.p90, "tpot_p90_ms": p.tpot_ms.p90,
+        "usd_per_hour": p.cost.get("usd_per_hour"),
+        "usd_per_million_tokens": p.cost.get("usd_per_million_tokens"),
+    }
 
 
 def winners(table: pd.DataFrame) -> dict[str, pd.Series]:

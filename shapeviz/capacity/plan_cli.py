@@ -13,12 +13,22 @@ from shapeviz.capacity.physics import DEFAULT_TPOT_SLO_MS, Deployment, max_throu
 from shapeviz.capacity.serving import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 
 
-def _deployment(args: argparse.Namespace) -> tuple[Deployment, str]:
+def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str]:
+    """The replica the options describe, and where its TP came from (the user, or the smallest that fits)."""
     model, gpu = get_model(args.model), get_gpu(args.gpu)
+    ep = getattr(args, "ep", None)
+    adp = bool(getattr(args, "attention_dp", False))
+    if ep is not None and ep < 1:
+        raise ValueError(f"--ep must be at least 1, got {ep}")
     if args.tp is None:
-        tp = smallest_tp(model, gpu, args.precision, args.kv_precision)
-        return Deployment(model, gpu, args.precision, args.kv_precision, tp), "smallest TP that fits the weights with room for KV"
-    return Deployment(model, gpu, args.precision, args.kv_precision, args.tp), "set by user"
+        tp = smallest_tp(model, gpu, args.precision, args.kv_precision,
+                         ep=ep if ep is not None else (None if adp else 1), attention_dp=adp)
+        source = "smallest TP that fits the weights with room for KV"
+    else:
+        tp, source = args.tp, "set by user"
+    layout_ep = ep if ep is not None else (tp if adp else 1)
+    return Deployment(model, gpu, args.precision, args.kv_precision, tp, ep=layout_ep, attention_dp=adp), source
+
 
 
 def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Deployment) -> tuple[Workload, dict[str, Any]]:
@@ -48,12 +58,19 @@ def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Dep
             f"{best:,.0f} output tok/s / {args.osl} tokens); set --rate for your traffic")), info
     if not logs:
         raise ValueError("give a LOG file to plan for, or a fixed shape with --isl N --osl M")
-    from shapeviz.ingest import combine, load_log
+    if getattr(args, "engine", "embedded") == "dask":
+        # logs beyond one machine: the workload sketch, built on a Dask cluster (shapeviz.distributed)
+        from shapeviz.distributed import sketch_paths
 
-    loaded = [load_log(path, mapping=mapping or None) for path in logs]
-    log = loaded[0] if len(loaded) == 1 else combine(loaded)
-    workload = Workload.from_frame(log.frame, rate_rps=args.rate)
-    report = log.report
+        sketch = sketch_paths(logs, mapping=mapping or None, scheduler=args.scheduler, workers=args.workers)
+        workload, report = Workload.from_sketch(sketch, rate_rps=args.rate), sketch.report
+    else:
+        from shapeviz.ingest import combine, load_log
+
+        loaded = [load_log(path, mapping=mapping or None) for path in logs]
+        log = loaded[0] if len(loaded) == 1 else combine(loaded)
+        workload = Workload.from_frame(log.frame, rate_rps=args.rate)
+        report = log.report
     info = {"source": "log", "files": [str(p) for p in logs], "rows_read": report.rows_read,
             "rows_kept": report.rows_kept, "dropped": dict(report.dropped)}
     return workload, info
@@ -61,7 +78,7 @@ def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Dep
 
 def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
     """The ``plan`` JSON document: deployment, workload, max throughput, phases, TTFT/TPOT, GPUs, cost, assumptions."""
-    dep, tp_source = _deployment(args)
+    dep, tp_source = deployment_from_args(args)
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     workload, info = _workload(args, mapping, dep)
     ttft_slo = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
@@ -76,8 +93,12 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
         "command": "plan",
         "deployment_detail": {
             "model": dep.model.id, "gpu": dep.gpu.id, "precision": dep.precision, "kv_precision": dep.kv_precision,
-            "tp": dep.tp, "weights_gib_per_gpu": dep.weight_bytes_per_gpu / 2**30,
+            "tp": dep.tp, "ep": dep.ep, "attention_dp": dep.attention_dp, "layout": dep.layout,
+            "compute_precision": dep.compute_precision,
+            "weights_gib_per_gpu": dep.weight_bytes_per_gpu / 2**30,
+            "expert_weights_gib_per_gpu": dep.expert_weight_bytes / dep.tp / 2**30,
             "kv_pool_gib_per_gpu": dep.kv_pool_bytes_per_gpu() / 2**30,
+            "kv_bytes_per_token": dep.kv_bytes_per_token,
         },
         "workload": {
             **info,
@@ -122,7 +143,8 @@ def plan_text(document: dict[str, Any]) -> str:
     lines.append(f"TTFT p50/p90: {_ms(d['ttft_ms']['p50'])} / {_ms(d['ttft_ms']['p90'])} (SLO {d['slo']['ttft_p90_ms']:,.0f}) | "
                  f"TPOT p50/p90: {_ms(d['tpot_ms']['p50'])} / {_ms(d['tpot_ms']['p90'])} (SLO {d['slo']['tpot_p90_ms']:,.0f})")
     tp = d["deployment_detail"]["tp"]
-    colocated = "n/a" if g["colocated"] is None else f"{g['colocated']} ({d['replicas']} × TP{tp})"
+    layout = d["deployment_detail"].get("layout", f"TP{tp}")
+    colocated = "n/a" if g["colocated"] is None else f"{g['colocated']} ({d['replicas']} × {layout})"
     split = ("n/a" if g["disaggregated"] is None
              else f"{g['prefill']} prefill + {g['decode']} decode = {g['disaggregated']}")
     lines.append(f"GPUs: colocated {colocated}; disaggregated {split}")

@@ -9,7 +9,10 @@ Queueing, in one paragraph: each replica's prefills form an M/G/1 queue (Pollacz
 ``λ·E[S²] / (2(1−ρ))``, which rises sharply as the prefill utilisation ρ nears 1); the wait is 0 with
 probability 1−ρ and exponential otherwise. Decoding sequences follow Little's law, ``B̄ = λ·E[output]·TPOT``,
 and their number at any instant is Poisson (M/G/∞), which gives the TPOT spread. Colocated decode only runs
-when no prefill does, so its TPOT is stretched by ``1/(1−ρ)``.
+when no prefill does, so its TPOT is stretched by ``1/(1−ρ)``. A prompt runs inside an engine iteration that
+also decodes the running batch (iteration-level scheduling), so its TTFT adds the wait for the iteration under
+way (uniform over one TPOT) and the batch's share of its own iteration (``physics.mixed_step_s``); the
+discrete-event simulator (``simulator.py``) is the check on all of this.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from shapeviz.capacity.physics import (
     DEFAULT_TPOT_SLO_MS,
     Deployment,
     decode_step_s,
+    mixed_step_s,
     prefill_time_s,
     prefill_work_s,
     request_gpu_seconds,
@@ -127,7 +131,8 @@ class Workload:
     def from_frame(cls, frame: pd.DataFrame, rate_rps: float | None = None) -> "Workload":
         """Bin a canonical frame into log-spaced weighted points and measure (or take) the request rate.
 
-        Bins are a quarter of an octave on each axis; each point is the mean of its bin, so token totals (hence
+        Bins are a quarter of an octave on each axis (input, output, and uncached input when the log reports
+        prefix hits); each point is the mean of its bin, so token totals (hence
         demand in tokens/s) are exact. The rate is the user's if given, else the observed peak: the p99 of
         per-minute request rates from ``timestamp``.
         """
@@ -149,16 +154,46 @@ class Workload:
         ix = np.minimum(np.floor(np.log2(np.maximum(n, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
         iy = np.minimum(np.floor(np.log2(np.maximum(m, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
         code = ix * width + iy
-        count = np.bincount(code, minlength=width * width)
+        if np.any(p > 0):
+            # Prefix hits split a bin: one prompt fully cached and one not share an input length but not a
+            # prefill time, and the mean of the two put the TTFT p90 far above every real request's (the
+            # simulator replays them one by one). So uncached tokens are a third binning axis when the log has any.
+            iz = np.minimum(np.floor(np.log2(np.maximum(n - p, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
+            _, code = np.unique(code * width + iz, return_inverse=True)
+            code = code.reshape(-1)
+        size = int(code.max()) + 1
+        count = np.bincount(code, minlength=size)
         used = np.flatnonzero(count)
         c = count[used].astype(np.float64)
-        sums = [np.bincount(code, weights=v, minlength=width * width)[used] for v in (n, m, p)]
+        sums = [np.bincount(code, weights=v, minlength=size)[used] for v in (n, m, p)]
         if rate_rps is not None:
             _check_rate(rate_rps)
             rate, source, note = float(rate_rps), "set by user", "request rate set by the user"
         else:
             rate, source, note = _measured_rate(frame)
         return cls(sums[0] / c, sums[1] / c, sums[2] / c, c / c.sum(), rate, source, note, int(len(frame)))
+
+    @classmethod
+    def from_sketch(cls, sketch: Any, rate_rps: float | None = None) -> "Workload":
+        """A workload from a ``sketch.WorkloadSketch``: one weighted point per occupied cell (its mean tokens).
+
+        Token totals are exact (the sketch keeps sums); the measured rate is the p99 of per-minute rates.
+        """
+        from shapeviz.sketch import measured_rate, workload_points
+
+        n, m, p, c = workload_points(sketch)
+        if c.size == 0:
+            raise ValueError("the sketch has no requests to plan for")
+        if rate_rps is not None:
+            _check_rate(rate_rps)
+            rate, source, note = float(rate_rps), "set by user", "request rate set by the user"
+        else:
+            measured, note = measured_rate(sketch)
+            rate, source = (measured, "measured") if measured else (ASSUMED_RATE_RPS, "assumed")
+            if measured is None:
+                note = (f"the log has no timestamps, so {ASSUMED_RATE_RPS:g} req/s is assumed; set the rate (--rate) "
+                        "to plan for yours")
+        return cls(n, m, np.minimum(p, n), c / c.sum(), rate, source, note, int(c.sum()))
 
     def apply(self, whatif: WhatIf) -> "Workload":
         """The workload after the what-if levers (trim, cache hit, traffic)."""
@@ -299,6 +334,8 @@ class _Evaluator:
     batch_grid: np.ndarray
     step_grid_s: np.ndarray      # decode step time over batch_grid at context_mean
     batch_limit: float           # KV pool and engine cap at the mean context
+    mixed_batch_s: np.ndarray    # decode batches at which a prompt's extra cost in a mixed iteration is known
+    mixed_extra_s: np.ndarray    # how much longer a mean prompt's iteration is with that decode batch in it
 
     @classmethod
     def build(cls, w: Workload, dep: Deployment, extra_latency_s: np.ndarray | float = 0.0) -> "_Evaluator":
@@ -307,11 +344,17 @@ class _Evaluator:
         work = prefill_work_s(dep, n, p)
         out_mean = w.mean(m)
         context = w.mean(m * (n + m / 2.0)) / out_mean if out_mean > 0 else w.mean(n)
-        limit = float(min(dep.max_batch_kv(context), dep.eff.max_batch))
+        limit = float(min(dep.max_batch_kv(context), dep.max_batch))
         grid = np.arange(1.0, max(limit, 1.0) + 1.0)
         s_lat, s_w = _sketch(latency, w.weight)
+        # Iteration-level engines run a prompt inside an iteration that also decodes the running batch, so its
+        # first token waits for that batch's share of the iteration (small while the prefill is compute-bound).
+        n_mean, p_mean = w.mean(n), w.mean(p)
+        alone = mixed_step_s(dep, np.array([n_mean]), np.array([p_mean]), 0, 0.0)
+        mb = np.unique(np.round(np.geomspace(1.0, max(limit, 1.0), 16)))
+        extra = np.array([mixed_step_s(dep, np.array([n_mean]), np.array([p_mean]), b, context) - alone for b in mb])
         return cls(dep, w.rate_rps, s_lat, s_w, w.mean(work), w.mean(work**2), out_mean, context, grid,
-                   decode_step_s(dep, grid, context), limit)
+                   decode_step_s(dep, grid, context), limit, mb, np.maximum(extra, 0.0))
 
     def step_s(self, batch: np.ndarray) -> np.ndarray:
         """Decode step time at a (fractional) batch, interpolated on the grid."""
@@ -350,19 +393,28 @@ class _Evaluator:
                        tpot_p90_s=np.where(has_root, tpot90, np.inf),
                        decode_pressure=np.where(rho < 1, lam * self.output_mean / capacity, np.inf),
                        kv_fill=np.where(has_root, batch / max(self.batch_limit, 1e-9), np.inf))
-            residual = np.where(has_root, self.step_s(batch) / 2.0 * np.minimum(batch, 1.0), 0.0) if prefill else 0.0
+            # A prompt waits for the iteration under way (half of one, on average) and then shares its own
+            # iteration with the decode batch; both vanish as the batch empties. (The residual alone, with the
+            # prefill assumed to pre-empt decoding, put TTFT at the knee at half of what the simulator and the
+            # published Triton/TensorRT-LLM sweep show.)
+            shared = np.interp(np.where(has_root, batch, 1.0), self.mixed_batch_s, self.mixed_extra_s)
+            presence = np.where(has_root, np.minimum(batch, 1.0), 0.0)
+            iteration = np.where(has_root, tpot50, 0.0) * presence
+            residual = (np.where(has_root, tpot50 / 2.0 + shared, 0.0) * presence) if prefill else 0.0
+            shared = shared * presence
         else:
             residual = 0.0
+            iteration = shared = np.zeros_like(lam)
         if prefill:
             ok = rho < 1
             wait = np.where(ok, lam * self.work_sq_mean_s2 / (2.0 * np.maximum(1.0 - rho, 1e-9)), np.inf)
             wait_total = np.where(ok, wait + residual, 0.0)
             mean = float(np.dot(self.weight, self.latency_s)) + wait_total
             out["ttft_mean_s"] = np.where(ok, mean, np.inf)
-            # the decode-step residual is paid by everyone: add it after the quantiles of prefill + wait
-            shift = np.where(ok, wait_total - wait, 0.0)
+            # the iteration residual is paid by everyone, uniform over one iteration: its q-quantile is q of one
             for q in quantiles:
                 value = _ttft_quantiles(self.latency_s, self.weight, np.where(ok, rho, 0.5), np.where(ok, wait, 0.0), q)
+                shift = np.where(ok, q * iteration + shared, 0.0)
                 out[f"ttft_p{round(q * 100)}_s"] = np.where(ok, value + shift, np.inf)
         return out
 
@@ -529,8 +581,8 @@ def plan(
     if dep.tp > 8 and "nvl72" not in dep.gpu.scaleup_link.lower():
         notes.append(f"TP{dep.tp} spans more than one 8-GPU node: the model assumes the scale-up link between all "
                      "of them, so all-reduce costs are optimistic")
-    if dep.fp8_emulated:
-        notes.append(f"{dep.gpu.name} has no FP8 tensor cores: FP8 weights save memory and bandwidth, but matmuls run at BF16 rate")
+    if dep.emulation_note:
+        notes.append(dep.emulation_note)
 
     demand_source = ("assumed" if w.rate_source == "assumed" else
                      "measured" if (w.rate_source == "measured" and whatif.is_identity) else "estimated")
@@ -606,9 +658,9 @@ def _assumptions(dep: Deployment, w: Workload, whatif: WhatIf, ttft_slo_ms: floa
         "precision": dep.precision,
         "kv_precision": dep.kv_precision,
         "compute_precision": dep.compute_precision,
-        "fp8_note": ("no FP8 tensor cores: FP8 weights and KV are stored and read as 1 byte, "
-                     "matmuls run at the BF16 rate") if dep.fp8_emulated else None,
+        "fp8_note": dep.emulation_note,
         "tp": dep.tp,
+        "layout": dep.layout,
         "efficiency": {name: {"value": value, "source": e.sources.get(name, "")} for name, value in e.to_dict().items()},
         "efficiency_fitted_on": e.fitted_on,
         "slo": {"ttft_p90_ms": ttft_slo_ms, "tpot_p90_ms": tpot_slo_ms,

@@ -17,7 +17,8 @@ from shapeviz.ingest.columns import ALIAS_TABLE, ALIASES, detect_columns
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.frame import REASONS, LoadedLog, LoadReport, build_frame, combine
 from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
-from shapeviz.ingest.readers import display_name, read_table
+from shapeviz.ingest.readers import display_name
+from shapeviz.ingest.stream import read_table_streamed
 
 INTERNAL = "unexpected error"
 
@@ -30,7 +31,8 @@ def load_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None,
     """Read one request log into the canonical frame; every row is kept or counted as dropped by reason."""
     label = display_name(source, name)
     try:
-        raw = read_table(source, label, limits)
+        # streamed: limits are checked at every batch, and a file's bytes are never held whole (see stream.py)
+        raw = read_table_streamed(source, label, limits)
         return build_frame(raw, label, mapping, limits)
     except IngestError:
         raise

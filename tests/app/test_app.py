@@ -194,3 +194,71 @@ def test_a_log_whose_rows_are_all_dropped_says_why_in_one_line() -> None:
     [error] = at.error
     message = _shown(error.value)
     assert "broken.csv" in message and "negative_tokens 1" in message and "not_a_number 1" in message
+
+
+def test_a_log_over_the_full_frame_threshold_runs_every_page_from_its_sketch(trace, monkeypatch) -> None:
+    from shapeviz.sketch import FULL_FRAME_ENV
+
+    monkeypatch.setenv(FULL_FRAME_ENV, "5000")   # the conv trace's 19,366 rows are then "too big to keep"
+    path = trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
+    at = _upload(_app(), path.name, path.read_bytes())
+    assert not at.exception, at.exception
+    assert _metric(at, "Requests") == "19,366"                      # every request, not the sample
+    assert "19,366 rows read" in _shown(at.caption[0].value)
+    assert any("workload sketch" in i.value for i in at.info)
+    for page in ("pages/clusters.py", "pages/capacity.py", "pages/sessions.py", "pages/report.py"):
+        at.switch_page(page).run()
+        assert not at.exception, (page, at.exception)
+        assert any("workload sketch" in i.value for i in at.info), page
+
+
+def test_logs_on_the_server_only_under_the_allowed_roots(trace, tmp_path, monkeypatch) -> None:
+    from shapeviz.ingest.roots import ROOTS_ENV
+
+    root = tmp_path / "logs"
+    root.mkdir()
+    source = trace("azure_llm_2023/AzureLLMInferenceTrace_code.csv")
+    (root / source.name).write_bytes(source.read_bytes())
+    assert "server" not in _app().radio(key="dataset").options      # off unless the operator allows a root
+    monkeypatch.setenv(ROOTS_ENV, str(root))
+    at = _app()
+    at.text_input(key="server_pattern").set_value("*.csv").run()
+    assert not at.exception, at.exception
+    assert _metric(at, "Requests") == "8,819"
+    at.text_input(key="server_pattern").set_value("/etc/passwd").run()
+    assert not at.exception and at.error and "no log file matches" in _shown(at.error[0].value)
+
+
+def test_the_sidebar_offers_the_layouts_and_precisions_that_fit_the_model_and_gpu() -> None:
+    """A MoE model on H200 can be planned as DEP8; B200 offers NVFP4; gpt-oss opens in its native MXFP4."""
+    at = _app()
+    assert "layout" not in [s.key for s in at.selectbox]  # dense Llama: no MoE layout to choose
+    at.selectbox(key="model").set_value("qwen3-235b-a22b").run()
+    at.selectbox(key="gpu").set_value("h200").run()
+    assert "nvfp4" not in at.selectbox(key="precision").options  # Hopper has no FP4 tensor cores
+    at.selectbox(key="tp").set_value(8).run()
+    at.selectbox(key="layout").set_value("dep").run()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert any("DEP8" in _shown(str(m.value)) for m in at.markdown) or any("DEP8" in _shown(str(c.value))
+                                                                             for c in at.caption)
+    at.selectbox(key="gpu").set_value("b200").run()
+    assert "nvfp4" in at.selectbox(key="precision").options
+    at.selectbox(key="model").set_value("gpt-oss-120b").run()
+    at.selectbox(key="gpu").set_value("h100-sxm").run()
+    assert at.selectbox(key="precision").value == "mxfp4"
+    assert not at.exception, at.exception
+
+
+def test_the_sessions_page_of_a_sketch_only_log_shows_its_sampled_sessions(trace, monkeypatch) -> None:
+    from shapeviz.sketch import FULL_FRAME_ENV
+
+    monkeypatch.setenv(FULL_FRAME_ENV, "100")   # the BurstGPT slice (400 rows, 134-135 sessions) only as a sketch
+    path = trace("burstgpt/burstgpt3_slice.csv")
+    at = _upload(_app(), path.name, path.read_bytes())
+    at.switch_page("pages/sessions.py").run()
+    assert not at.exception, at.exception
+    assert any("workload sketch" in i.value for i in at.info)
+    assert not any("no session or conversation ids" in i.value for i in at.info)
+    assert at.get("plotly_chart")

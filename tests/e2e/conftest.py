@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.needs import skip_or_fail
+
 if TYPE_CHECKING:  # playwright is imported lazily, so a machine without it skips instead of erroring
     from playwright.sync_api import Browser, BrowserContext
 
@@ -36,13 +38,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
 VIEWPORT = {"width": 1400, "height": 1000}  # wide enough that the sidebar stays open beside the page
-
-
-def _skip_or_fail(reason: str) -> None:
-    # CI installs chromium and playwright: there a missing one is a broken setup, not a reason to skip.
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must run the browser tests: {reason}")
-    pytest.skip(reason)
 
 
 def chromium_path() -> str | None:
@@ -140,10 +135,10 @@ def chromium() -> str:
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        _skip_or_fail("the playwright package is not installed (pip install -r requirements-dev.txt)")
+        skip_or_fail("the playwright package is not installed (pip install -r requirements-dev.txt)")
     path = chromium_path()
     if path is None:
-        _skip_or_fail("no system chromium (/usr/bin/chromium or `chromium` on PATH); install Debian's "
+        skip_or_fail("no system chromium (/usr/bin/chromium or `chromium` on PATH); install Debian's "
                       "`chromium` package (make system-deps); the tests never download a browser")
     return str(path)
 

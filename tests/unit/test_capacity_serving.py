@@ -70,7 +70,9 @@ def test_cached_tokens_of_a_log_are_binned_with_their_requests() -> None:
         "cached_tokens": pd.array([600, None, 4_000, 8_000], dtype="Int32"),  # a missing count means none
     })
     w = Workload.from_frame(frame, rate_rps=1.0)
-    assert w.weight.size == 2
+    # uncached tokens are a binning axis: a fully cached prompt is not averaged with an uncached one
+    assert w.weight.size == 4
+    assert sorted(w.input_tokens - w.cached_tokens) == [0, 400, 1_000, 4_000]
     assert w.mean_cached == pytest.approx((600 + 0 + 4_000 + 8_000) / 4)
     p = plan(w, default_deployment())
     assert p.prefill.demand_tokens_per_s == pytest.approx((18_000 - 12_600) / 4)

@@ -131,3 +131,35 @@ def test_random_bytes_behind_a_magic_number(prefix, data):
 @pytest.mark.parametrize("body", [b"prompt_tokens,completion_tokens\n\xff\xfe\x00,1\n", b"\x00" * 64, b"[" * 10 + b"]"])
 def test_examples_the_fuzzer_should_never_lose(body):
     _check(body, "edge.csv")
+
+
+# Valid logs must load whole: a loader that refused every input would pass every test above, so the same shapes of
+# body, with only good cells, must come back with every row kept and every token count as written.
+valid_rows = st.lists(st.tuples(good, good), min_size=1, max_size=40)   # 0 output tokens is a failed request
+
+
+def _check_whole(data: bytes, name: str, rows: list[tuple[int, int]]) -> None:
+    frame, report = load_log(data, name=name)
+    assert report.rows_read == report.rows_kept == len(rows) and not report.dropped, report
+    assert frame["input_tokens"].tolist() == [i for i, _ in rows]
+    assert frame["output_tokens"].tolist() == [o for _, o in rows]
+
+
+@FUZZ
+@given(rows=valid_rows, delimiter=st.sampled_from([",", ";", "\t", "|"]), compress=st.booleans())
+def test_valid_delimited_logs_load_with_every_row(rows, delimiter, compress):
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter=delimiter)
+    writer.writerow(["prompt_tokens", "completion_tokens"])
+    writer.writerows(rows)
+    data = buffer.getvalue().encode("utf-8")
+    _check_whole(gzip.compress(data) if compress else data, "valid.csv", rows)
+
+
+@FUZZ
+@given(rows=valid_rows, as_lines=st.booleans(), nested=st.booleans())
+def test_valid_json_logs_load_with_every_row(rows, as_lines, nested):
+    body = [{"usage": {"prompt_tokens": i, "completion_tokens": o}} if nested
+            else {"prompt_tokens": i, "completion_tokens": o} for i, o in rows]
+    data = b"".join(json.dumps(r).encode() + b"\n" for r in body) if as_lines else json.dumps(body).encode()
+    _check_whole(data, "valid.jsonl" if as_lines else "valid.json", rows)

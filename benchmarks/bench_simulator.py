@@ -1,0 +1,250 @@
+"""Validate the serving simulator on the published online-serving and NIM rows, and time it.
+
+    python benchmarks/bench_simulator.py [--reference ../shared/reference] [--speed] [--analytic]
+
+Prints markdown tables: simulated vs measured mean TTFT, mean ITL and throughput for every row of
+``trtllm_online_serving_h100.csv`` (Poisson arrivals at the offered QPS, 500 requests, as measured) and every NIM
+concurrency row of ``published_h100_mlperf_nim.csv`` (closed loop of C clients), both TensorRT-LLM engines, so
+prompts are scheduled whole (``chunked_prefill=False``, TensorRT-LLM's default), the median and worst errors, the
+knee (the first load where mean TTFT doubles the lightest load's), and, with ``--analytic``, the analytic
+planner's figures on the same rows. ``--speed`` times a 500-request run and one hour of a 10 req/s log on 8
+replicas (CPU seconds, peak memory of the simulation).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import resource
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from shapeviz.capacity.physics import Deployment  # noqa: E402
+from shapeviz.capacity.serving import Workload, load_curve  # noqa: E402
+from shapeviz.capacity.simulator import Requests, fixed_requests, simulate  # noqa: E402
+
+
+def _err(sim: float, measured: float) -> float:
+    return sim / measured - 1.0
+
+
+def online_rows(reference: Path, analytic: bool) -> pd.DataFrame:
+    """Every Triton/TensorRT-LLM online-serving row, simulated (Poisson at the offered rate, 500 requests)."""
+    rows = pd.read_csv(reference / "calibration" / "trtllm_online_serving_h100.csv")
+    out = []
+    for r in rows.itertuples(index=False):
+        model = "llama-3.1-70b" if "70B" in r.model else "llama-3.1-8b"
+        dep = Deployment(model, "h100-sxm", "bf16", None, int(r.tp))
+        qps = float(r.qps_offered)
+        req = fixed_requests(int(r.isl), int(r.osl), 500)
+        if math.isinf(qps):  # everything at once: arrivals all at t=0
+            req = Requests(req.input_tokens, req.output_tokens, req.cached_tokens, np.zeros(500))
+            res = simulate(req, dep, arrivals="trace", chunked_prefill=False)
+        else:
+            res = simulate(req, dep, rate_rps=qps, chunked_prefill=False)
+        s = res.summary()
+        row = dict(model=model, tp=int(r.tp), isl=int(r.isl), osl=int(r.osl), qps=qps,
+                   served=float(r.throughput_req_s), sim_served=s["throughput"]["requests_per_s"],
+                   ttft=float(r.mean_ttft_ms), sim_ttft=s["ttft_ms"]["mean"],
+                   itl=float(r.mean_itl_ms), sim_itl=s["itl_ms"]["mean"],
+                   saturated=bool(float(r.throughput_req_s) < 0.9 * qps), sim_saturated=s["saturated"])
+        if analytic and not math.isinf(qps):
+            w = Workload.fixed(int(r.isl), int(r.osl), rate_rps=qps)
+            a = load_curve(w, dep, multipliers=[1.0], replicas=1).iloc[0]
+            row.update(an_ttft_p50=a["ttft_p50_ms"], an_tpot_p50=a["tpot_p50_ms"])
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def nim_rows(reference: Path) -> pd.DataFrame:
+    """Every NIM fixed-concurrency row (5000 in / 500 out, Llama-3.3-70B FP8 on 2×H100 TP2), closed loop."""
+    pub = pd.read_csv(reference / "calibration" / "published_h100_mlperf_nim.csv")
+    nim = pub[pub["source_id"].str.startswith("nim")]
+    wide = nim.pivot_table(index="concurrency_or_batch", columns="metric", values="value", aggfunc="first")
+    dep = Deployment("llama-3.3-70b", "h100-sxm", "fp8", None, 2)
+    out = []
+    for c, r in wide.iterrows():
+        c = int(float(c))
+        s = simulate(fixed_requests(5000, 500, max(500, 8 * c)), dep, concurrency=c, chunked_prefill=False).summary()
+        out.append(dict(concurrency=c, ttft=r["ttft_ms"], sim_ttft=s["ttft_ms"]["mean"], itl=r["itl_ms"],
+                        sim_itl=s["itl_ms"]["mean"], tput=r["throughput"],
+                        sim_tput=s["throughput"]["output_tokens_per_s"], preemptions=s["preemptions"]))
+    return pd.DataFrame(out)
+
+
+def knee(loads: np.ndarray, ttft: np.ndarray) -> float:
+    """First load whose mean TTFT is at least twice the lightest load's (inf if none)."""
+    hit = np.flatnonzero(ttft >= 2.0 * ttft[0])
+    return float(loads[hit[0]]) if hit.size else math.inf
+
+
+def speed() -> None:
+    """CPU seconds and peak memory of a 500-request run and of 36k requests on 8 replicas."""
+    dep = Deployment("llama-3.1-70b", "h100-sxm", "bf16", None, 4)
+    times = []
+    for _ in range(5):
+        t = time.process_time()
+        simulate(fixed_requests(467, 256, 500), dep, rate_rps=16.0)
+        times.append(time.process_time() - t)
+    print(f"500 requests, 467/256 at 16 req/s on TP4: median {np.median(times):.3f} s CPU "
+          f"(range {min(times):.3f}-{max(times):.3f}, 5 runs)")
+    rng = np.random.default_rng(1)
+    n = 36_000
+    inp = np.exp(rng.normal(7.0, 1.0, n)).astype(np.int64).clip(1, 30_000)
+    out = np.exp(rng.normal(5.0, 1.0, n)).astype(np.int64).clip(1, 4_000)
+    arrival = np.cumsum(rng.exponential(0.1, n))
+    dep2 = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
+    req = Requests(inp, out, np.zeros(n, dtype=np.int64), arrival)
+    t = time.process_time()
+    res = simulate(req, dep2, replicas=8)
+    cpu = time.process_time() - t
+    s = res.summary()
+    print(f"1 h at 10 req/s (36,000 lognormal requests, mean {inp.mean():.0f} in / {out.mean():.0f} out) on 8 × "
+          f"TP2 FP8: {cpu:.2f} s CPU; TTFT p90 {s['ttft_ms']['p90']:.0f} ms, busy {s['utilization']:.0%}; "
+          f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    for size in (9_000, 36_000):  # memory: a second, traced run (tracemalloc slows it several-fold)
+        tracemalloc.start()
+        part = Requests(inp[:size], out[:size], np.zeros(size, dtype=np.int64), arrival[:size])
+        simulate(part, dep2, replicas=8)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"peak traced memory of the simulation, {size:,} requests: {peak / 2**20:.1f} MiB")
+
+TRACES = {
+    "azure code": "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
+    "azure conv": "azure_llm_2023/AzureLLMInferenceTrace_conv.csv",
+    "burstgpt": "burstgpt/burstgpt_slice.csv",
+    "mooncake conv": "mooncake_fast25/conversation_trace.jsonl.gz",
+    "arxiv summ.": "vidur_arxiv_summarization/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",
+}
+
+
+def traces_vs_analytic(traces: Path) -> None:
+    """Analytic p90 vs simulated p90 on the plan's fleet, at ×0.5, ×1 and ×2 of each trace's peak rate."""
+    from shapeviz.capacity import default_deployment, plan
+    from shapeviz.capacity.serving import WhatIf
+    from shapeviz.capacity.sim_sweep import sample_requests, simulated_point
+    from shapeviz.ingest import load_log
+    from shapeviz.synth import generate
+
+    dep = default_deployment()
+    print("| log | GPUs (plan) | traffic | TTFT p90 analytic | simulated | gap | TPOT p90 analytic | simulated | gap |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    sources = {"demo (20k, seed 0)": None, **TRACES}
+    for name, rel in sources.items():
+        frame = generate(20_000, seed=0) if rel is None else load_log(traces / rel).frame
+        w = Workload.from_frame(frame)
+        p = plan(w, dep)
+        k = p.replicas or 1
+        curve = load_curve(w, dep, multipliers=(0.5, 1.0, 2.0), replicas=k)
+        req = sample_requests(frame, WhatIf(), 1500)
+        for row in curve.itertuples(index=False):
+            s = simulated_point(req, dep, w.rate_rps * row.traffic_multiplier, k, 1000, 50).summary()
+            cells = []
+            for an, sim in ((row.ttft_p90_ms, s["ttft_ms"]["p90"]), (row.tpot_p90_ms, s["tpot_ms"]["p90"])):
+                gap = "" if not (an == an and sim) else f"{sim / an - 1:+.0%}"
+                cells += ["sat." if an != an else f"{an:,.0f}", f"{sim:,.0f}" + (" (grows)" if s["saturated"] else ""), gap]
+            print(f"| {name} | {k * dep.tp} | ×{row.traffic_multiplier:g} | " + " | ".join(cells) + " |")
+
+
+def demo_levers() -> None:
+    """The scheduling levers on the demo, sized by simulation."""
+    from shapeviz.capacity import default_deployment
+    from shapeviz.capacity.levers import lever_citations, simulate_levers
+    from shapeviz.capacity.serving import WhatIf
+    from shapeviz.capacity.sim_sweep import sample_requests
+    from shapeviz.synth import generate
+
+    frame, dep = generate(20_000, seed=0), default_deployment()
+    w = Workload.from_frame(frame)
+    for mult in (1.0, 10.0):
+        t = time.process_time()
+        table = simulate_levers(sample_requests(frame, WhatIf(), 1500), dep, w.rate_rps * mult, 1000, 50)
+        print(f"\ndemo at ×{mult:g} its peak rate ({w.rate_rps * mult:.2f} req/s), {time.process_time() - t:.1f} s CPU:")
+        for r in table.itertuples(index=False):
+            print(f"- {r.label}: {r.gpus if r.gpus == r.gpus and r.gpus is not None else 'cannot meet'} GPUs, "
+                  f"TTFT p90 {r.ttft_p90_ms:,.0f} ms, TPOT p90 {r.tpot_p90_ms:,.1f} ms ({r.detail})")
+        for lever, cite in lever_citations(table).items():
+            print(f"  - {lever}: {cite}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reference", default=str(ROOT.parent / "shared" / "reference"))
+    parser.add_argument("--speed", action="store_true")
+    parser.add_argument("--analytic", action="store_true")
+    parser.add_argument("--traces", default=None, help="traces folder: analytic vs simulated on each (slow)")
+    parser.add_argument("--levers", action="store_true", help="the scheduling levers on the demo")
+    parser.add_argument("--no-validation", action="store_true")
+    args = parser.parse_args()
+    ref = Path(args.reference)
+    if args.traces:
+        print("## Analytic vs simulated on the real traces\n")
+        traces_vs_analytic(Path(args.traces))
+    if args.levers:
+        print("\n## Scheduling levers on the demo\n")
+        demo_levers()
+    if args.no_validation:
+        return
+
+    on = online_rows(ref, args.analytic)
+    print("## Triton / TensorRT-LLM online serving (Poisson at the offered QPS, 500 requests)\n")
+    cols = "| model | TP | ISL/OSL | QPS | served meas/sim | TTFT meas | TTFT sim | err | ITL meas | ITL sim | err |"
+    if args.analytic:
+        cols += " analytic TTFT p50 / TPOT p50 |"
+    print(cols)
+    print("|" + "---|" * (cols.count("|") - 1))
+    for r in on.itertuples(index=False):
+        line = (f"| {r.model} | {r.tp} | {r.isl}/{r.osl} | {r.qps:g}{' (sat.)' if r.saturated else ''} | "
+                f"{r.served:g} / {r.sim_served:.1f} | {r.ttft:,.0f} | {r.sim_ttft:,.0f} | {_err(r.sim_ttft, r.ttft):+.0%} | "
+                f"{r.itl:g} | {r.sim_itl:.1f} | {_err(r.sim_itl, r.itl):+.0%} |")
+        if args.analytic:
+            a_t = getattr(r, "an_ttft_p50", float("nan"))
+            a_p = getattr(r, "an_tpot_p50", float("nan"))
+            line += " saturated |" if not (a_t == a_t) else f" {a_t:,.0f} / {a_p:,.0f} |"
+        print(line)
+    below = on[~on["saturated"]]
+    e_t = (below["sim_ttft"] / below["ttft"] - 1).abs()
+    e_i = (below["sim_itl"] / below["itl"] - 1).abs()
+    print(f"\nbelow saturation ({len(below)} rows): TTFT median |err| {e_t.median():.0%}, worst {e_t.max():.0%}; "
+          f"ITL median |err| {e_i.median():.0%}, worst {e_i.max():.0%}")
+    sat = on[on["qps"] == math.inf]
+    e_s = (sat["sim_served"] / sat["served"] - 1)
+    print("saturation throughput (QPS inf rows), served req/s sim vs measured: "
+          + ", ".join(f"{r.model} {r.isl}/{r.osl}: {r.sim_served:.1f} vs {r.served:g} ({e:+.0%})"
+                      for r, e in zip(sat.itertuples(index=False), e_s)))
+    print("\nknee (first offered QPS where mean TTFT ≥ 2× the 2-QPS value), measured vs simulated:")
+    for key, g in on[on["qps"] < math.inf].groupby(["model", "isl", "osl"], sort=False):
+        g = g.sort_values("qps")
+        print(f"- {key[0]} {key[1]}/{key[2]}: measured {knee(g.qps.to_numpy(), g.ttft.to_numpy()):g}, "
+              f"simulated {knee(g.qps.to_numpy(), g.sim_ttft.to_numpy()):g}"
+              + (f", analytic (p50) {knee(g.qps.to_numpy(), np.nan_to_num(g.an_ttft_p50.to_numpy(), nan=np.inf)):g}"
+                 if args.analytic else ""))
+
+    nim = nim_rows(ref)
+    print("\n## NIM 1.8.0, Llama-3.3-70B FP8, 2×H100 TP2, 5000/500, closed loop of C clients\n")
+    print("| C | TTFT meas | TTFT sim | err | ITL meas | ITL sim | err | tok/s meas | tok/s sim | err | preemptions |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in nim.itertuples(index=False):
+        print(f"| {r.concurrency} | {r.ttft:,.0f} | {r.sim_ttft:,.0f} | {_err(r.sim_ttft, r.ttft):+.0%} | {r.itl:.1f} | "
+              f"{r.sim_itl:.1f} | {_err(r.sim_itl, r.itl):+.0%} | {r.tput:,.0f} | {r.sim_tput:,.0f} | "
+              f"{_err(r.sim_tput, r.tput):+.0%} | {r.preemptions} |")
+    e_t = (nim["sim_ttft"] / nim["ttft"] - 1).abs()
+    e_i = (nim["sim_itl"] / nim["itl"] - 1).abs()
+    e_p = (nim["sim_tput"] / nim["tput"] - 1).abs()
+    print(f"\nNIM: TTFT median |err| {e_t.median():.0%} (worst {e_t.max():.0%}), ITL {e_i.median():.0%} "
+          f"(worst {e_i.max():.0%}), throughput {e_p.median():.0%} (worst {e_p.max():.0%})")
+    if args.speed:
+        print("\n## Speed\n")
+        speed()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,531 @@
+"""Streaming ingest: a log read in record batches, with the row, byte and decompression limits enforced while reading.
+
+A path is never read into one bytes object: the file is opened, decompressed as a stream (gzip, bz2, zstd) through
+a counter that stops at ``Limits.max_decompressed_bytes``, and parsed by pyarrow's streaming readers (CSV/TSV and
+JSONL in blocks, Parquet by row group). Every batch adds to the row count, so a log past ``Limits.max_rows`` is
+refused at the first batch over it: a gzip that inflates to 2 GB of tiny rows costs one batch of memory, not 2 GB.
+
+Formats that cannot be streamed (a JSON array or document, UTF-16 text, irregular lines that need the tolerant
+Python parser, a column whose type changes after the first block) fall back to ``readers``' whole-buffer path,
+which is bounded by the same limits.
+"""
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import os
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
+import pyarrow.parquet as pq
+
+from shapeviz.ingest.errors import IngestError
+from shapeviz.ingest.limits import Limits, human_bytes
+from shapeviz.ingest.readers import (_EXCEL_SEP, _HEAD, _LABEL_TYPE, _NUMBER, RawTable, Source, _blank,
+                                     _check_not_binary, _first_line, _flatten, _header, _is_text, _label_columns,
+                                     _needs_python, _unique_names, decode_text, read_table, sniff_delimiter,
+                                     sniff_format)
+
+# text parsed per block: bounds memory per batch, whatever the file's size. Parsing costs several times the
+# block in memory for short rows (a 16 MiB block of 9-byte rows peaked at ~900 MB, a 4 MiB block at ~300 MB)
+BATCH_BYTES = 4 << 20
+BATCH_ROWS = 1 << 20              # Parquet rows per batch
+_READ = 1 << 20                   # compressed bytes read per step
+
+
+class _Restart(Exception):
+    """Raised inside the stream when it must start again another way (Latin-1, or the whole-buffer parser)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__(how)
+        self.how = how
+
+
+class _Counted(io.RawIOBase):
+    """A readable stream that counts what passes and refuses more than ``limit`` bytes (one clear line)."""
+
+    def __init__(self, inner: BinaryIO, limit: int, label: str, what: str) -> None:
+        self.inner, self.limit, self.label, self.what, self.total = inner, limit, label, what, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.inner.read(len(buffer))
+        n = len(data)
+        self.total += n
+        if self.total > self.limit:
+            raise IngestError(self.label, self.what, "split the log, or raise the limit (shapeviz.ingest.Limits)")
+        buffer[:n] = data
+        return n
+
+
+def _magic_compression(head: bytes) -> str:
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if head[:3] == b"BZh":
+        return "bz2"
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    return "none"
+
+
+def _open_raw(source: Source, label: str, limits: Limits) -> tuple[BinaryIO, int | None]:
+    """A binary stream over the source's bytes as stored (compressed or not), and its size when known."""
+    too_big = f"is larger than the {human_bytes(limits.max_bytes_in)} input limit"
+    fix = "split the log, compress it, or raise Limits.max_bytes_in"
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        if len(source) > limits.max_bytes_in:
+            raise IngestError(label, too_big, fix)
+        return io.BytesIO(source), len(source)
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.exists():
+            raise IngestError(label, f"file not found at {str(path)!r}", "check the path")
+        if path.is_dir():
+            raise IngestError(label, "is a folder, not a file", "pass the log file itself")
+        size = path.stat().st_size
+        if size > limits.max_bytes_in:
+            raise IngestError(label, f"{human_bytes(size)} {too_big}", fix)
+        try:
+            return open(path, "rb"), size
+        except OSError as exc:
+            raise IngestError(label, f"cannot be read ({exc.strerror or exc})", "check the file's permissions") from None
+    if hasattr(source, "read"):
+        if hasattr(source, "seek"):
+            try:
+                source.seek(0)   # Streamlit's UploadedFile may have been read before
+            except (OSError, ValueError):
+                pass
+        counted = _Counted(source, limits.max_bytes_in, label, too_big)
+        return io.BufferedReader(counted, buffer_size=_READ), None
+    raise IngestError(label, f"unsupported source type {type(source).__name__}",
+                      "pass a path, bytes or a binary file object")
+
+
+def _decompressing(raw: BinaryIO, compression: str, label: str) -> BinaryIO:
+    """The decompressed stream (``gzip``/``bz2``: every member; ``zstd``: every frame)."""
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if compression == "bz2":
+        return bz2.BZ2File(raw, mode="rb")
+    if compression == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    return raw
+
+
+class _Opened:
+    """An opened log: the decompressed, size-limited stream and its first bytes (for sniffing)."""
+
+    def __init__(self, source: Source, label: str, limits: Limits) -> None:
+        self.raw, self.size = _open_raw(source, label, limits)
+        peek = self.raw.read(8)   # the compression's magic bytes
+        self.compression = _magic_compression(peek) if peek else "none"
+        if self.raw.seekable():
+            self.raw.seek(0)
+        elif peek:
+            self.raw = _Prefixed(peek, self.raw)
+        inner = _decompressing(self.raw, self.compression, label)
+        if self.compression == "none":
+            what = (f"{human_bytes(self.size or 0)} exceeds the {human_bytes(limits.max_decompressed_bytes)} limit"
+                    if self.size else f"exceeds the {human_bytes(limits.max_decompressed_bytes)} limit")
+        else:
+            what = (f"{self.compression} data expands past the {human_bytes(limits.max_decompressed_bytes)} "
+                    "decompression limit (a decompression bomb, or a log too large for one load)")
+        if self.compression == "none" and self.size is not None and self.size > limits.max_decompressed_bytes:
+            raise IngestError(label, what, "split the log or raise Limits.max_decompressed_bytes")
+        counted = io.BufferedReader(_Counted(inner, limits.max_decompressed_bytes, label, what), buffer_size=_READ)
+        self.head = _read_head(counted, self.compression, label)
+        # the head goes back in front, so every reader sees the stream from its first byte
+        self.stream = io.BufferedReader(_Prefixed(self.head, counted), buffer_size=_READ)
+
+    def close(self) -> None:
+        try:
+            self.raw.close()
+        except (OSError, ValueError):
+            pass
+
+
+class _Prefixed(io.RawIOBase):
+    """A non-seekable stream with the bytes already taken from it put back in front."""
+
+    def __init__(self, prefix: bytes, inner: BinaryIO) -> None:
+        self.prefix, self.inner = prefix, inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.prefix:
+            n = min(len(buffer), len(self.prefix))
+            buffer[:n], self.prefix = self.prefix[:n], self.prefix[n:]
+            return n
+        data = self.inner.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _read_head(stream: io.BufferedReader, compression: str, label: str) -> bytes:
+    parts, size = [], 0
+    try:
+        while size < _HEAD:
+            chunk = stream.read(_HEAD - size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        return b"".join(parts)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise _corrupt(label, compression, exc) from None
+    except Exception as exc:   # zstandard.ZstdError
+        if type(exc).__name__ == "ZstdError":
+            raise _corrupt(label, compression, exc) from None
+        raise
+
+
+def _corrupt(label: str, compression: str, exc: BaseException) -> IngestError:
+    if isinstance(exc, IngestError):
+        return exc
+    return IngestError(label, f"the {compression} stream is truncated or corrupt (the file ends early)",
+                       "re-download or re-compress the file")
+
+
+def _too_many_rows(label: str, rows: int, limits: Limits) -> IngestError:
+    return IngestError(label, f"{rows:,} rows read so far exceed the limit of {limits.max_rows:,} "
+                       "(reading stopped at the first batch past it)",
+                       "split the log, sample it, raise Limits.max_rows, or use the dask engine for logs this big")
+
+
+def iter_tables(source: Source, label: str, limits: Limits) -> Iterator[RawTable]:
+    """A log as consecutive ``RawTable`` batches (one, for formats that cannot be streamed); limits enforced."""
+    opened = _Opened(source, label, limits)
+    try:
+        yield from _iter_opened(opened, source, label, limits)
+    finally:
+        opened.close()
+
+
+def _iter_opened(opened: _Opened, source: Source, label: str, limits: Limits) -> Iterator[RawTable]:
+    head, compression = opened.head, opened.compression
+    if _blank(head):
+        # an empty file, or one whose first 64 KiB are blank: the whole-buffer path says which
+        yield _whole(source, label, limits)
+        return
+    if head[:4] == b"PAR1":
+        yield from _iter_parquet(opened, source, label, compression, limits)
+        return
+    text_head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+    utf16 = decode_text(text_head, label, []) is not text_head   # UTF-16, with or without a BOM
+    if utf16 or _binary(text_head, label):
+        yield _whole(source, label, limits)   # UTF-16 needs transcoding; binary gets the whole-buffer messages
+        return
+    fmt = sniff_format(text_head, single_line=b"\n" not in text_head.strip())
+    if fmt == "csv":
+        yield from _csv_attempts(opened, source, label, limits)
+    elif fmt == "jsonl":
+        yield from _attempt(_iter_jsonl(opened, label, limits), source, label, limits)
+    else:
+        yield _whole(source, label, limits)   # a JSON array or document: the tolerant whole-buffer reader
+
+
+def _binary(head: bytes, label: str) -> bool:
+    try:
+        _check_not_binary(head, label)
+    except IngestError:
+        return True
+    return False
+
+
+def _attempt(batches: Iterator[RawTable], source: Source, label: str, limits: Limits) -> Iterator[RawTable]:
+    """Stream ``batches``; if the reader gives up before yielding anything, read the whole buffer instead."""
+    yielded = False
+    try:
+        for table in batches:
+            yielded = True
+            yield table
+        return
+    except _Restart:
+        if yielded:
+            raise   # the consumer already has batches: it starts again from scratch (see ``read_table_streamed``)
+    yield _whole(source, label, limits)
+
+
+def _csv_attempts(opened: _Opened, source: Source, label: str, limits: Limits) -> Iterator[RawTable]:
+    """UTF-8 first; invalid UTF-8 before the first batch means Latin-1 (a fresh read); else the whole buffer."""
+    yielded = False
+    try:
+        for table in _iter_csv(opened, label, limits, "utf8"):
+            yielded = True
+            yield table
+        return
+    except _Restart as restart:
+        if yielded:
+            raise
+        how = restart.how
+    if how == "latin1":
+        again = _Opened(source, label, limits)
+        try:
+            yield from _attempt(_iter_csv(again, label, limits, "latin1"), source, label, limits)
+        finally:
+            again.close()
+        return
+    yield _whole(source, label, limits)
+
+
+def _whole(source: Source, label: str, limits: Limits) -> RawTable:
+    """The whole-buffer reader of ``readers`` (bounded by the same limits)."""
+    return read_table(source, label, limits)
+
+
+# ---------------------------------------------------------------------------------------------- CSV / TSV
+
+def _iter_csv(opened: _Opened, label: str, limits: Limits, encoding: str) -> Iterator[RawTable]:
+    head, compression = opened.head, opened.compression
+    stream = opened.stream
+    notes: list[str] = []
+    skip = 1
+    if head.startswith(b"\xef\xbb\xbf"):
+        stream.read(3)
+        head = head[3:]
+        notes.append("encoding: UTF-8 with BOM (BOM removed)")
+    excel = _EXCEL_SEP.match(head[:64])
+    if excel:
+        delimiter = excel.group(1).decode("latin-1")
+        head = head[excel.end():]
+        skip = 2
+        notes.append(f"delimiter: {delimiter!r} from Excel's sep= line")
+    else:
+        delimiter = sniff_delimiter(head)
+    fmt = {"\t": "tsv"}.get(delimiter, "csv")
+    if delimiter not in (",", "\t") and not excel:
+        notes.append(f"delimiter: {delimiter!r} detected")
+    header = _header(head, delimiter)
+    if not header or not any(header):
+        raise IngestError(label, "has no header row", "export the log with column names in the first line")
+    if all(_NUMBER.fullmatch(name) for name in header):
+        raise IngestError(label, f"the first line holds numbers ({', '.join(header[:6])}), not column names",
+                          "add a header row (e.g. input_tokens,output_tokens)")
+    names, renamed = _unique_names(header)
+    if renamed:
+        notes.append(f"duplicated or empty column names renamed: {', '.join(renamed)}")
+    if encoding == "latin1":
+        notes.append("encoding: not valid UTF-8, read as Latin-1 (Windows exports often are)")
+    malformed = [0]
+
+    def skip_row(row: Any) -> str:
+        malformed[0] += 1
+        return "skip"
+
+    try:
+        reader = pa_csv.open_csv(
+            stream,
+            read_options=pa_csv.ReadOptions(column_names=names, skip_rows=skip, encoding=encoding,
+                                            block_size=BATCH_BYTES),
+            # a quote in the head may open a field with a newline in it: then the exact (slower) parser
+            parse_options=pa_csv.ParseOptions(delimiter=delimiter, invalid_row_handler=skip_row,
+                                              newlines_in_values=b'"' in head),
+            convert_options=pa_csv.ConvertOptions(strings_can_be_null=True, timestamp_parsers=[pa_csv.ISO8601],
+                                                  column_types={n: _LABEL_TYPE for n in _label_columns(names)}),
+        )
+    except (EOFError, OSError, zlib.error) as exc:
+        raise _corrupt(label, compression, exc) from None
+    except pa.ArrowInvalid as exc:
+        raise _Restart(_restart_kind(exc, encoding)) from None
+    try:
+        rows = 0
+        reported = 0   # malformed rows already put in a batch (the parser counts them as it reads ahead)
+        any_rows = False
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                break
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                raise _corrupt(label, compression, exc) from None
+            except IngestError:
+                raise
+            except pa.ArrowInvalid as exc:
+                raise _Restart(_restart_kind(exc, encoding)) from None
+            except OSError as exc:
+                raise _corrupt(label, compression, exc) from None
+            except Exception as exc:
+                if type(exc).__name__ == "ZstdError":
+                    raise _corrupt(label, compression, exc) from None
+                raise
+            for column in batch.schema:
+                if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+                    raise _Restart("latin1" if encoding == "utf8" else "whole")
+            bad = malformed[0] - reported
+            reported = malformed[0]
+            rows += batch.num_rows + bad
+            if rows > limits.max_rows:
+                raise _too_many_rows(label, rows, limits)
+            any_rows = any_rows or batch.num_rows > 0 or bad > 0
+            yield RawTable(pa.Table.from_batches([batch]), fmt, compression, bad, list(notes))
+            notes = []
+        if malformed[0] > reported:
+            yield RawTable(reader.schema.empty_table(), fmt, compression, malformed[0] - reported, list(notes))
+            any_rows = True
+    finally:
+        reader.close()   # stop the parser's threads now, not at interpreter exit
+    if not any_rows:
+        raise IngestError(label, f"has a header ({', '.join(names[:8])}) but no data rows",
+                          "export the log again with its rows")
+
+
+def _restart_kind(exc: BaseException, encoding: str) -> str:
+    text = str(exc).lower()
+    if ("utf8" in text or "utf-8" in text) and encoding == "utf8":
+        return "latin1"
+    return "whole"   # e.g. a column typed from the first block that changes type later: the whole-buffer parser
+
+
+# ---------------------------------------------------------------------------------------------- JSONL
+
+class _DepthGuard(io.RawIOBase):
+    """Checks JSON nesting on the bytes as they stream past: pyarrow's parser recurses, so depth is checked first."""
+
+    def __init__(self, inner: BinaryIO, limit: int, label: str) -> None:
+        self.inner, self.limit, self.label = inner, limit, label
+        self.depth, self.in_string, self.prev = 0, 0, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.inner.read(len(buffer))
+        n = len(data)
+        if n:
+            self._scan(np.frombuffer(data, dtype=np.uint8))
+        buffer[:n] = data
+        return n
+
+    def _scan(self, b: np.ndarray) -> None:
+        # the same structural scan as ``readers.scan_json``, carried across chunks
+        idx = np.flatnonzero((b == 34) | (b == 91) | (b == 93) | (b == 123) | (b == 125))
+        c = b[idx]
+        before = np.where(idx > 0, b[np.maximum(idx - 1, 0)], self.prev)
+        self.prev = int(b[-1])
+        quote = (c == 34) & (before != 92)
+        parity = (np.cumsum(quote, dtype=np.int64) + self.in_string) & 1
+        outside = (parity == 0) & ~quote
+        running = self.depth + np.cumsum((outside & ((c == 123) | (c == 91))).astype(np.int64)
+                                         - (outside & ((c == 125) | (c == 93))))
+        if running.size:
+            deepest = int(running.max())
+            if deepest > self.limit:
+                raise IngestError(self.label, f"JSON is nested more than {self.limit} levels deep, past the limit "
+                                  f"of {self.limit}", "flatten the records, or raise Limits.max_json_depth")
+            self.depth, self.in_string = max(int(running[-1]), 0), int(parity[-1])
+
+
+def _iter_jsonl(opened: _Opened, label: str, limits: Limits) -> Iterator[RawTable]:
+    stream = io.BufferedReader(_DepthGuard(opened.stream, limits.max_json_depth, label), buffer_size=_READ)
+    try:
+        reader = pa_json.open_json(stream, read_options=pa_json.ReadOptions(block_size=BATCH_BYTES))
+    except (EOFError, OSError, zlib.error) as exc:
+        raise _corrupt(label, opened.compression, exc) from None
+    except pa.ArrowException:
+        raise _Restart("whole") from None
+    try:
+        rows = 0
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                break
+            except IngestError:
+                raise
+            except pa.ArrowException:
+                raise _Restart("whole") from None   # irregular lines or types: the tolerant Python path counts them
+            except (EOFError, OSError, zlib.error) as exc:
+                raise _corrupt(label, opened.compression, exc) from None
+            table = pa.Table.from_batches([batch])
+            if _needs_python(table):
+                raise _Restart("whole")
+            rows += table.num_rows
+            if rows > limits.max_rows:
+                raise _too_many_rows(label, rows, limits)
+            yield RawTable(_flatten(table), "jsonl", opened.compression, 0, [])
+    finally:
+        reader.close()   # stop the parser's threads now, not at interpreter exit
+
+
+# ---------------------------------------------------------------------------------------------- Parquet
+
+def _iter_parquet(opened: _Opened, source: Source, label: str, compression: str,
+                  limits: Limits) -> Iterator[RawTable]:
+    if isinstance(source, (str, os.PathLike)):
+        seekable: Any = source
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        seekable = pa.BufferReader(pa.py_buffer(source))   # the bytes as they are, not a copy
+    elif hasattr(source, "seek") and getattr(source, "seekable", lambda: False)():
+        seekable = source   # an upload widget's buffer: read in place, so its size is checked here
+        size = source.seek(0, io.SEEK_END)
+        source.seek(0)
+        if size > limits.max_bytes_in:
+            raise IngestError(label, f"{human_bytes(size)} is larger than the {human_bytes(limits.max_bytes_in)} "
+                              "input limit", "split the log, compress it, or raise Limits.max_bytes_in")
+    else:
+        seekable = None
+    if compression != "none" or seekable is None:
+        # Parquet needs random access: a compressed Parquet (or a one-way stream) is read whole, within the limits
+        yield _whole(source, label, limits)
+        return
+    source = seekable
+    try:
+        parquet = pq.ParquetFile(source)
+        rows = parquet.metadata.num_rows
+        if rows > limits.max_rows:
+            raise IngestError(label, f"{rows:,} rows exceed the limit of {limits.max_rows:,}",
+                              "split the log, sample it, raise Limits.max_rows, or use the dask engine")
+        names = parquet.schema_arrow.names
+        strings = [n for n in _label_columns(names) if _is_text(parquet.schema_arrow.field(n).type)]
+        if strings:
+            parquet = pq.ParquetFile(source, read_dictionary=strings)
+        batches = parquet.iter_batches(batch_size=BATCH_ROWS)
+        empty = True
+        for batch in batches:
+            empty = False
+            yield RawTable(_flatten(pa.Table.from_batches([batch])), "parquet", compression)
+        if empty:
+            yield RawTable(_flatten(parquet.schema_arrow.empty_table()), "parquet", compression)
+    except IngestError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise IngestError(label, f"is not a readable Parquet file ({_first_line(exc)})",
+                          "write it again with pyarrow or pandas, or export CSV") from None
+
+
+def read_table_streamed(source: Source, label: str, limits: Limits) -> RawTable:
+    """The whole log as one ``RawTable``, read batch by batch (limits checked at every batch)."""
+    for attempt in range(2):
+        try:
+            parts = list(iter_tables(source, label, limits))
+            break
+        except _Restart:
+            if attempt:
+                raise
+            # the stream had to change its mind after the first batch (a late Latin-1 byte, a column changing
+            # type): read it once more with the whole-buffer parser
+            return _whole(source, label, limits)
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    try:
+        table = pa.concat_tables([p.table for p in parts], promote_options="permissive")
+    except pa.ArrowException:
+        return _whole(source, label, limits)
+    notes = [n for p in parts for n in p.notes]
+    return RawTable(table, first.format, first.compression, sum(p.malformed_rows for p in parts), notes)
+
+
+__all__ = ["iter_tables", "read_table_streamed", "BATCH_BYTES", "BATCH_ROWS"]

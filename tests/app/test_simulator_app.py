@@ -1,0 +1,64 @@
+"""The Capacity page's "Simulate this fleet" section, as a user meets it (AppTest, no browser)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def _table_with(at: AppTest, column: str):  # noqa: ANN202 - a pandas DataFrame
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def test_simulate_this_fleet_draws_labelled_simulated_figures() -> None:
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception, at.exception
+    before = len(at.get("plotly_chart"))
+    at.button(key="simulate_fleet").click().run()
+    assert not at.exception, at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Simulated TTFT p90"].endswith(" ms") and metrics["Queue at today's load"] in ("stable", "grows")
+    assert not [v for v in metrics.values() if "None" in v or "nan" in v.lower()]
+    titles = [str(json.loads(c.proto.spec).get("layout", {}).get("title", {}).get("text", ""))
+              for c in at.get("plotly_chart")]
+    assert len(titles) == before + 3
+    assert sum(t.startswith("Simulated") for t in titles) == 3 and any("goodput" in t for t in titles)
+    cells = _table_with(at, "TTFT p90 simulated")
+    assert list(cells["traffic"]) == ["×0.5", "×1", "×1.5", "×2", "×3"]
+    assert not cells.isin(["None", "nan"]).any().any()
+    # a slider move changes the settings: the old simulation is not shown as if it were the new one
+    at.slider(key="trim_input_pct").set_value(50).run()
+    assert "Simulated TTFT p90" not in {m.label for m in at.metric}
+
+
+def test_the_levers_are_sized_by_simulation_on_the_page() -> None:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.run()
+    at.switch_page("pages/capacity.py").run()
+    at.button(key="simulate_fleet").click().run()
+    at.button(key="simulate_levers").click().run()
+    assert not at.exception, at.exception
+    levers = _table_with(at, "lever")
+    assert list(levers["lever"])[0] == "today: FCFS, colocated" and len(levers) == 5
+    assert not levers.isin(["None", "nan"]).any().any()
+    assert any("simulated:" in m.value for m in at.markdown)
+
+
+def test_a_log_with_latencies_is_calibrated_on_the_page(trace) -> None:
+    path = trace("burstgpt/burstgpt3_slice.csv")
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.run()
+    at.file_uploader(key="uploads").set_value((path.name, path.read_bytes(), "text/csv"))
+    at.run()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception, at.exception
+    at.button(key="calibrate_to_log").click().run()
+    assert not at.exception, at.exception
+    assert any(m.value.startswith("calibrated to your log: compute efficiency ×") for m in at.markdown)
+    fit = _table_with(at, "measured p50")
+    assert set(fit["fit"]) == {"before", "calibrated to your log"} and not fit.isin(["None", "nan"]).any().any()
