@@ -7,6 +7,7 @@ import streamlit as st
 
 from components.context import PageContext, workload
 from components.widgets import badge, chart, csv_button, table
+from shapeviz.text import md_literal
 from shapeviz.capacity import Plan, load_curve
 from shapeviz.capacity.compare import compare_whatif
 from shapeviz.measured import (
@@ -48,7 +49,7 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> N
         try:
             levels.extend(parse_result(f.getvalue(), f.name))
         except ValueError as exc:
-            st.error(_one_line(str(exc)), icon=":material/error:")
+            st.error(md_literal(_one_line(str(exc))), icon=":material/error:")
     from_log = log_levels(ctx.frame, source=ctx.dataset.label)
     levels.extend(from_log)
     if not levels:
@@ -63,7 +64,7 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> N
     doc = check_document(reference, levels, notes)
     for line in doc["verdict"] or ["No level has both a measured and a planned figure (beyond the knee the plan "
                                    "saturates)."]:
-        st.markdown(f"- {line}")
+        st.markdown(f"- {md_literal(line)}")  # result files are untrusted: their labels read as typed
     if doc["meets_slo_at_every_level"] is not None:
         st.markdown("The fleet **met** both p90 SLOs at every measured level." if doc["meets_slo_at_every_level"]
                     else "The fleet **missed** a p90 SLO at some measured level.")
@@ -77,4 +78,4 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> N
     st.caption("Lines: the plan on its fleet (estimated). Markers: measured levels at their rate, open p50, filled "
                "p90. A ratio measured / plan above 1 says the plan was optimistic; it can recalibrate the model.")
     for note in doc["notes"]:
-        st.caption(note)
+        st.caption(md_literal(note))

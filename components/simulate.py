@@ -28,6 +28,7 @@ from shapeviz.capacity.sim_calibrate import LogCalibration, fit_to_log, latency_
 from shapeviz.capacity.simulator import SimResult
 from shapeviz.ingest import LoadedLog
 from shapeviz.recommend import LEVER_LABELS, Recommendation, cite_simulated
+from shapeviz.text import md_literal
 
 SIM_MULTIPLIERS = (0.5, 1.0, 1.5, 2.0, 3.0)
 RUN_KEY = "simulate_fleet_run"
@@ -58,7 +59,7 @@ def _render_calibration(digest: str, log: LoadedLog, dep: Deployment, replicas: 
         try:
             cal = _calibration(digest, dep, today, log)
         except ValueError as exc:
-            st.error(f"Calibration: {exc}", icon=":material/error:")
+            st.error(f"Calibration: {md_literal(exc)}", icon=":material/error:")
             return None
     st.markdown(cal.describe())
     shown = pd.concat([cal.before.assign(fit="before"), cal.after.assign(fit=cal.label)], ignore_index=True)
@@ -114,7 +115,7 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
             progress.progress((i + 1) / len(SIM_MULTIPLIERS), text=f"Simulated ×{mult:g} traffic")
     except ValueError as exc:  # e.g. a request longer than one replica's KV pool
         progress.empty()
-        st.error(f"Simulation: {exc}", icon=":material/error:")
+        st.error(f"Simulation: {md_literal(exc)}", icon=":material/error:")
         return
     progress.empty()
     sweep = sweep_table(points, analytic)
@@ -159,7 +160,7 @@ def _render_levers(settings: tuple, log: LoadedLog, dep: Deployment, whatif: Wha
         try:
             levers = _levers(settings[0], dep, astuple(whatif), rate_rps, ttft_slo_ms, tpot_slo_ms, log)
         except ValueError as exc:
-            st.error(f"Simulation: {exc}", icon=":material/error:")
+            st.error(f"Simulation: {md_literal(exc)}", icon=":material/error:")
             return
     table(pd.DataFrame({
         "lever": levers["label"],
@@ -173,4 +174,4 @@ def _render_levers(settings: tuple, log: LoadedLog, dep: Deployment, whatif: Wha
     cites = lever_citations(levers)
     cited = [r for r in cite_simulated(recommendations, cites) if r.lever in cites]
     for rec in cited:
-        st.markdown(f"- **{LEVER_LABELS[rec.lever]}** ({rec.scope}): {rec.reason}")
+        st.markdown(f"- **{LEVER_LABELS[rec.lever]}** ({md_literal(rec.scope)}): {md_literal(rec.reason)}")
