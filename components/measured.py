@@ -28,12 +28,6 @@ COLUMNS = {"level": "level", "source": "file", "rate_rps": "req/s", "requests": 
            "measured_output_tokens_per_s": "output tok/s measured", "planned_output_tokens_per_s": "output tok/s plan"}
 
 
-def _one_line(text: str) -> str:
-    """Upload names and contents are the user's: shown as literal text, never as markdown."""
-    return " ".join(str(text).split()).replace("\\", "\\\\").translate(
-        {ord(c): f"\\{c}" for c in "*_`[]<>#|~$"})
-
-
 def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> None:
     """The plan-vs-measured section: uploads, table, chart (``key`` keeps two pages' widgets apart)."""
     s, dep = ctx.settings, ctx.deployment
@@ -49,7 +43,7 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> N
         try:
             levels.extend(parse_result(f.getvalue(), f.name))
         except ValueError as exc:
-            st.error(md_literal(_one_line(str(exc))), icon=":material/error:")
+            st.error(md_literal(exc), icon=":material/error:")  # upload names are the user's: one literal line
     from_log = log_levels(ctx.frame, source=ctx.dataset.label)
     levels.extend(from_log)
     if not levels:
