@@ -148,7 +148,10 @@ def test_every_metric_and_cell_reads_as_a_value(open_dashboard: OpenDashboard, t
     app = open_dashboard()
     app.upload_path(path)
     expect(app.caption).to_contain_text(path.name, timeout=FIRST_LOAD_MS)
+    # The per-product table is drawn (the page may rerun once more for the measured prefix-cache default).
+    expect(app.main.get_by_test_id("stDataFrame").first).to_be_visible(timeout=RERUN_MS)
     app.settle()
+    expect(app.main.get_by_test_id("stDataFrame").first).to_be_visible(timeout=RERUN_MS)
     problems, read = _problems(app, "Shape")
     assert read > 0, "no table cell was read on the Shape page: the check would pass on anything"
     for link, title in PAGES[1:]:
