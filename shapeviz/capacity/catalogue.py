@@ -90,6 +90,9 @@ class Model:
     native_precision: str | None = None  # the precision the model ships in, if not BF16 (gpt-oss: mxfp4)
     mla_latent_dim: int = 0      # MLA: compressed KV latent per layer (DeepSeek 512); 0 for GQA
     mla_rope_dim: int = 0        # MLA: decoupled RoPE key dims per layer (DeepSeek 64)
+    # The checkpoint's max_position_embeddings: the longest sequence an engine starts with (no optional YaRN
+    # extension assumed); None when the catalogue row does not say.
+    max_context_tokens: int | None = None
 
     def attention_flops_per_context_token(self, decode: bool) -> float:
         """Attention-score FLOPs (QKᵀ and PV) per layer per query token per context token.
@@ -217,6 +220,7 @@ def _models() -> tuple[dict[str, Model], dict[str, str]]:
             native_precision=None if pd.isna(row.native_precision) else str(row.native_precision),
             mla_latent_dim=0 if pd.isna(row.mla_latent_dim) else int(row.mla_latent_dim),
             mla_rope_dim=0 if pd.isna(row.mla_rope_dim) else int(row.mla_rope_dim),
+            max_context_tokens=None if pd.isna(row.max_context_tokens) else int(row.max_context_tokens),
         )
     index = _index(list(frame["id"]), list(frame["name"]), list(frame["aliases"].fillna("")), "model")
     return models, index

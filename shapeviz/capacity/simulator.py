@@ -416,10 +416,18 @@ class _Replica:
             self._commit_step()
         self._start()
 
+    def _log_busy(self, t0: float, end: float) -> None:
+        # A loaded replica steps back to back: one span per busy period, not one per iteration, so the log grows
+        # with the idle gaps (at most one per request), not with the number of iterations simulated.
+        if self.busy_log and t0 <= self.busy_log[-1][1]:
+            self.busy_log[-1] = (self.busy_log[-1][0], end)
+        else:
+            self.busy_log.append((t0, end))
+
     def _commit_run(self, steps: int) -> None:
         _, t0, cum, decoding = self.plan  # type: ignore[misc]
         end = t0 + float(cum[steps - 1])
-        self.busy_log.append((t0, end))
+        self._log_busy(t0, end)
         b = int(decoding.sum())
         self.out_left[decoding] -= steps
         self.ctx[decoding] += steps
@@ -432,7 +440,7 @@ class _Replica:
     def _commit_step(self) -> None:
         _, t0, chunk, decoding = self.plan  # type: ignore[misc]
         end = self.busy_until
-        self.busy_log.append((t0, end))
+        self._log_busy(t0, end)
         pool = self.pool
         was_prefilling = self.pre_done < self.pre_total
         self.pre_done = self.pre_done + chunk
@@ -749,13 +757,12 @@ def _utilization(fleet: list[_Replica], makespan: float, buckets: int = 60) -> p
     for r in fleet:
         if r.busy_log:
             spans = np.asarray(r.busy_log)
-            lo = np.clip(spans[:, 0][:, None], edges[:-1][None, :], edges[1:][None, :]) if spans.shape[0] * buckets <= 4_000_000 else None
-            if lo is not None:
-                hi = np.clip(spans[:, 1][:, None], edges[:-1][None, :], edges[1:][None, :])
-                busy = (hi - lo).sum(axis=0)
-            else:  # very long runs: attribute each span to its start bucket
-                idx = np.minimum(np.searchsorted(edges, spans[:, 0], side="right") - 1, buckets - 1)
-                busy = np.bincount(idx, weights=spans[:, 1] - spans[:, 0], minlength=buckets)
+            busy = np.zeros(buckets)
+            for lo_span in range(0, spans.shape[0], 50_000):  # the overlap matrix in slices: bounded memory
+                part = spans[lo_span:lo_span + 50_000]
+                lo = np.clip(part[:, 0][:, None], edges[:-1][None, :], edges[1:][None, :])
+                hi = np.clip(part[:, 1][:, None], edges[:-1][None, :], edges[1:][None, :])
+                busy += (hi - lo).sum(axis=0)
         else:
             busy = np.zeros(buckets)
         width = np.diff(edges)

@@ -143,7 +143,7 @@ def vllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT
     """``vllm serve`` for one pool of the plan."""
     pool = _pool(s, role)
     args = _common(s, "vllm", port)
-    notes = list(_role_notes(role))
+    notes = list(_notes(s, role))
     if s.attention_dp.value:
         # vLLM's DEP: one attention rank per GPU (data parallel), experts spread over all of them.
         args.append(Arg("--tensor-parallel-size", "1", s.attention_dp.source, "attention data-parallel: no TP inside"))
@@ -234,7 +234,7 @@ def sglang_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
         args.append(Arg("--disaggregation-mode", role, "estimated", f"the plan's {role} pool"))
         args.append(Arg("--disaggregation-transfer-backend", "nixl", "assumed", "NIXL KV transfer (mooncake also works)"))
     return EngineConfig("sglang", role, pool.replicas, int(s.tp.value), s.gpu_name, s.model_path, tuple(args),
-                        notes=_role_notes(role), defaults=tuple(defaults))
+                        notes=_notes(s, role), defaults=tuple(defaults))
 
 
 def trtllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT_PORT) -> EngineConfig:
@@ -274,7 +274,7 @@ def trtllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
     if role in ("prefill", "decode"):
         options["cache_transceiver_config"] = {
             "backend": Setting("DEFAULT", "assumed", "TensorRT-LLM's default KV transfer backend between pools")}
-    notes = list(_role_notes(role))
+    notes = list(_notes(s, role))
     if s.precision.value == "fp8":
         notes.append("FP8 weights come from the checkpoint in TensorRT-LLM: point MODEL at an FP8-quantised "
                      "checkpoint of this model (e.g. a ModelOpt FP8 export)")
@@ -291,6 +291,11 @@ def _pool(s: ServingSettings, role: str):
     if role not in s.pools:
         raise ValueError(f"the plan has no {role} pool: the disaggregated split could not be sized for the SLOs")
     return s.pools[role]
+
+
+def _notes(s: ServingSettings, role: str) -> tuple[str, ...]:
+    """The notes every config of the plan carries (a capped max-model-len) and those of its role."""
+    return ((s.context_note,) if s.context_note else ()) + _role_notes(role)
 
 
 def _role_notes(role: str) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from shapeviz.capacity.catalogue import GIB
+from shapeviz.capacity.catalogue import GIB, Model
 from shapeviz.capacity.physics import Deployment, decode_step_s, operating_batch, prefill_work_s
 from shapeviz.capacity.serving import Plan, Workload
 from shapeviz.deploy.flags import model_repo
@@ -78,6 +78,7 @@ class ServingSettings:
     rate_rps: Setting
     pools: dict[str, PoolSettings]
     notes: list[str] = field(default_factory=list)
+    context_note: str | None = None  # max-model-len capped at the model's limit: every config's header says so
 
     def layouts(self) -> list[str]:
         """The layouts this plan supports: colocated always, disaggregated when both pools could be sized."""
@@ -150,6 +151,35 @@ def _prefix_setting(prefix: PrefixSignal | None) -> Setting:
     return Setting(on, source, f"{ratio:.0%} of input tokens reusable ({how}); on above {PREFIX_REUSE_ON:.0%}")
 
 
+def context_setting(model: Model, longest: float, context_source: str) -> tuple[Setting, str | None]:
+    """max-model-len: the longest context + headroom, capped at the model's own limit; and a note when capped.
+
+    An engine refuses to start with a max-model-len above the checkpoint's ``max_position_embeddings``, so the
+    headroom never goes past it; when the log's longest context itself is longer, the note says those requests
+    will be refused.
+    """
+    source = context_source if context_source in SOURCES else "assumed"
+    where = "in the log" if context_source == "measured" else "of the shape"
+    wanted = _round_up(longest * (1.0 + CONTEXT_HEADROOM), CONTEXT_ROUND)
+    why = (f"longest context {longest:,.0f} tokens ({source}, {where}) + {CONTEXT_HEADROOM:.0%} headroom (assumed), "
+           f"rounded up to {CONTEXT_ROUND}")
+    limit = model.max_context_tokens
+    if limit is None or wanted <= limit:
+        return Setting(wanted, source, why), None
+    # The cap is the catalogue's max_position_embeddings of the checkpoint assumed for the model (a --model-path
+    # checkpoint may differ, e.g. with YaRN enabled): assumed, whatever the longest context's provenance.
+    limit_why = f"{model.name}'s limit of {limit:,} tokens (max_position_embeddings of its config.json, no RoPE extension)"
+    if longest > limit:
+        note = (f"{source} longest context {longest:,.0f} tokens {where}, model limit {limit:,} "
+                f"({model.name}): requests longer than {limit:,} tokens will be refused by the engine; trim or pick a "
+                "longer-context model")
+        return Setting(limit, "assumed", f"capped at {limit_why}: the {source} longest context {longest:,.0f} "
+                                         f"tokens {where} is longer; such requests will be refused"), note
+    note = (f"{source} longest context {longest:,.0f} tokens fits {model.name}'s limit of {limit:,}, but the "
+            f"{CONTEXT_HEADROOM:.0%} headroom ({wanted:,}) does not: max-model-len is capped at {limit:,}")
+    return Setting(limit, "assumed", f"{why} = {wanted:,}, capped at {limit_why}"), note
+
+
 def serving_settings(
     plan: Plan,
     dep: Deployment,
@@ -187,11 +217,10 @@ def serving_settings(
     precision = Setting(dep.precision, "assumed", "the plan's weight precision (a choice; FP8 on GPUs with FP8 tensor cores)")
     kv_precision = Setting(dep.kv_precision, "assumed", "the plan's KV-cache precision (a choice)")
 
-    longest = float(max_context_tokens)
-    model_len = _round_up(longest * (1.0 + CONTEXT_HEADROOM), CONTEXT_ROUND)
-    max_model_len = Setting(model_len, context_source if context_source in SOURCES else "assumed", (
-        f"longest context {longest:,.0f} tokens ({'in the log' if context_source == 'measured' else 'of the shape'}) "
-        f"+ {CONTEXT_HEADROOM:.0%} headroom (assumed), rounded up to {CONTEXT_ROUND}"))
+    max_model_len, context_note = context_setting(dep.model, float(max_context_tokens), context_source)
+    if context_note:
+        notes.append(context_note)
+    model_len = int(max_model_len.value)
     if float(dep.max_batch_kv(model_len)) < 1:
         notes.append(f"one {model_len:,}-token sequence does not fit one replica's KV pool "
                      f"({dep.kv_pool_bytes_per_gpu() / GIB:.1f} GiB per GPU): raise TP or lower max-model-len")
@@ -257,5 +286,5 @@ def serving_settings(
         model_id=dep.model.id, gpu_name=dep.gpu.name, model_path=path, tp=tp, ep=ep, attention_dp=attention_dp,
         precision=precision,
         kv_precision=kv_precision, max_model_len=max_model_len, prefix_caching=_prefix_setting(prefix),
-        memory=memory_settings(dep), rate_rps=rate, pools=pools, notes=notes,
+        memory=memory_settings(dep), rate_rps=rate, pools=pools, notes=notes, context_note=context_note,
     )

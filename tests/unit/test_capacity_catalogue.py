@@ -55,6 +55,17 @@ def test_an_unknown_id_names_the_known_ones_in_one_line() -> None:
         get_model("llama-9-1b")
 
 
+def test_every_model_has_its_context_limit_with_a_source() -> None:
+    """config generation caps max-model-len there: a missing or zero limit would silently drop the cap."""
+    table = pd.read_csv(DATA_DIR / "models.csv").set_index("id")
+    for model_id in list_models():
+        limit = get_model(model_id).max_context_tokens
+        assert isinstance(limit, int) and limit > 0, model_id
+        assert "max_context_tokens:" in table.loc[model_id, "source"], model_id
+    # Optional YaRN extensions are not counted: Qwen's limits stay the config.json's, below 131,072.
+    assert get_model("qwen2.5-72b").max_context_tokens < get_model("llama-3.1-70b").max_context_tokens
+
+
 def test_kv_bytes_per_token_follow_from_the_attention_shape() -> None:
     """2 (K and V) × layers × KV heads × head dim × 2 bytes, for every grouped-query model."""
     for model_id in list_models():

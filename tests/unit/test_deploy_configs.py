@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model
 from shapeviz.deploy import check_args, check_command, check_yaml_keys, deployment_bundle, load_flags
-from shapeviz.deploy.build import longest_context, prefix_signal
+from shapeviz.deploy.build import config_dict, longest_context, prefix_signal, settings_dict
 from shapeviz.deploy.flags import check_value
-from shapeviz.deploy.settings import SOURCES
+from shapeviz.deploy.settings import CONTEXT_HEADROOM, CONTEXT_ROUND, SOURCES
 from shapeviz.ingest import load_log
 from tests.needs import require_module
 
@@ -30,15 +32,24 @@ def _shape_bundle(engine: str, isl: int = 2048, osl: int = 256, rate: float = 20
                              max_context_tokens=isl + osl, context_source="assumed", **kw)
 
 
+MOONCAKE = "mooncake_fast25/conversation_trace.jsonl.gz"
+MAX_LEN_FLAG = {"vllm": "--max-model-len", "sglang": "--context-length", "trtllm": "--max_seq_len"}
+
+
+@lru_cache(maxsize=2)
+def _frame(path: Path):
+    return load_log(path).frame
+
+
 @pytest.fixture(scope="module")
 def mooncake(traces):
     """The Mooncake conversation trace (block hashes: prefix reuse is visible)."""
-    return load_log(traces / "mooncake_fast25" / "conversation_trace.jsonl.gz").frame
+    return _frame(traces / MOONCAKE)
 
 
-def _log_bundle(frame, engine: str, layout: str = "all"):
+def _log_bundle(frame, engine: str, layout: str = "all", dep: Deployment = DEP):
     w = Workload.from_frame(frame)
-    return deployment_bundle(w, DEP, engine=engine, ttft_slo_ms=5000, tpot_slo_ms=50,
+    return deployment_bundle(w, dep, engine=engine, ttft_slo_ms=5000, tpot_slo_ms=50,
                              max_context_tokens=longest_context(frame), context_source="measured",
                              prefix=prefix_signal(frame), layout=layout)
 
@@ -156,7 +167,7 @@ def test_a_real_trace_with_prefix_reuse_turns_caching_on(engine, mooncake):
     s = bundle.settings
     assert s.prefix_caching.value is True and s.prefix_caching.source == "estimated"
     longest = float((mooncake["input_tokens"] + mooncake["output_tokens"]).max())
-    assert s.max_model_len.value >= longest and s.max_model_len.source == "measured"
+    assert longest <= s.max_model_len.value <= DEP.model.max_context_tokens
     cfg = bundle.configs["colocated"][0]
     assert _all_problems(cfg) == []
     if engine == "vllm":
@@ -165,6 +176,56 @@ def test_a_real_trace_with_prefix_reuse_turns_caching_on(engine, mooncake):
         assert cfg.plain_yaml_options()["kv_cache_config"]["enable_block_reuse"] is True
     else:   # SGLang's radix cache is on by default: nothing to pass, but the script says so
         assert "--disable-radix-cache" not in cfg.argv() and "prefix caching" in cfg.shell()
+
+
+def _max_len_arg(cfg):
+    return next(a for a in cfg.args if a.flag == MAX_LEN_FLAG[cfg.engine])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_max_model_len_stops_at_the_models_own_limit_on_a_real_trace(engine, trace):
+    """Mooncake's longest context + 10% is past Llama-3.1's 131,072 positions: the engine would refuse to start."""
+    frame = _frame(trace(MOONCAKE))
+    longest = longest_context(frame)
+    limit = DEP.model.max_context_tokens
+    assert longest <= limit < longest * (1 + CONTEXT_HEADROOM)    # the case the cap exists for
+    bundle = _log_bundle(frame, engine, layout="colocated")
+    s = bundle.settings
+    assert s.max_model_len.value == limit == 131072 and s.max_model_len.source == "assumed"
+    assert f"{longest:,.0f}" in s.max_model_len.why and "(measured, in the log)" in s.max_model_len.why
+    cfg = bundle.configs["colocated"][0]
+    arg = _max_len_arg(cfg)
+    assert int(arg.value) == limit and _all_problems(cfg) == []
+    note = s.context_note
+    assert note and "measured longest context" in note and "131,072" in note and "capped" in note
+    # The note travels with the plan (settings JSON), every config (JSON and the script's header).
+    assert note in settings_dict(s)["notes"] and note in config_dict(cfg)["notes"]
+    assert f"# note: {note}" in cfg.shell()
+
+
+def test_a_log_longer_than_the_model_limit_says_such_requests_will_be_refused(trace):
+    frame = _frame(trace(MOONCAKE))
+    dep = Deployment(get_model("qwen3-8b"), get_gpu("h100-sxm"), "fp8", tp=1)
+    longest, limit = longest_context(frame), dep.model.max_context_tokens
+    assert longest > limit
+    bundle = _log_bundle(frame, "vllm", layout="colocated", dep=dep)
+    s = bundle.settings
+    assert s.max_model_len.value == limit and s.max_model_len.source == "assumed"
+    assert s.context_note == (f"measured longest context {longest:,.0f} tokens in the log, model limit {limit:,} "
+                              f"(Qwen3-8B): requests longer than {limit:,} tokens will be refused by the engine; "
+                              "trim or pick a longer-context model")
+    assert s.context_note in bundle.configs["colocated"][0].shell()
+
+
+def test_a_short_log_keeps_its_longest_context_plus_headroom(trace):
+    frame = _frame(trace(MOONCAKE))
+    short = frame[(frame["input_tokens"] + frame["output_tokens"]) <= 16_000].head(2000)
+    longest = longest_context(short)
+    assert 0 < longest <= 16_000
+    s = _log_bundle(short, "vllm", layout="colocated").settings
+    expected = -(-longest * (1 + CONTEXT_HEADROOM) // CONTEXT_ROUND) * CONTEXT_ROUND
+    assert s.max_model_len.value == expected and s.max_model_len.source == "measured"
+    assert s.context_note is None and not any("model limit" in n or "capped" in n for n in s.notes)
 
 
 def test_a_log_without_reuse_signal_keeps_the_engine_default(trace):
