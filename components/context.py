@@ -14,6 +14,7 @@ import streamlit as st
 
 from components import data, sidebar
 from components.entry import through_entry
+from components.progress import progress_bar
 from shapeviz.capacity import (Deployment, WhatIf, Workload, balance_ratio, get_gpu, get_model, rate_over_time,
                                slo_range)
 from shapeviz.capacity.physics import smallest_tp
@@ -73,13 +74,15 @@ MATERIAL_SHARE_PCT = "material_share_pct"
 def _analyze(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
              material_share: float, log: LoadedLog) -> Analysis:
     sketch = data.sketch_of(digest)
-    if sketch is not None:   # a log too big to keep whole: every analysis from its sketch
-        return analyze_sketch(SketchedLog(sketch), corners=Corners(*corners), deployment=deployment, k=k,
-                              material_share=material_share)
-    return analyze(log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share)
+    with progress_bar("Analysing the log") as progress:
+        if sketch is not None:   # a log too big to keep whole: every analysis from its sketch
+            return analyze_sketch(SketchedLog(sketch), corners=Corners(*corners), deployment=deployment, k=k,
+                                  material_share=material_share, progress=progress)
+        return analyze(log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share,
+                       progress=progress)
 
 
-@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Analysing the log…")
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
 def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
               material_share: float, _log: LoadedLog) -> Analysis:
     return _analyze(digest, corners, deployment, k, material_share, _log)
@@ -87,7 +90,7 @@ def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment
 
 # The demo and scenarios are the same for everyone: their analysis is shared between sessions, so a second
 # visitor's first page does not redo it (an upload's stays private to its session, above).
-@st.cache_resource(max_entries=16, ttl=24 * 3600, show_spinner="Analysing the log…")
+@st.cache_resource(max_entries=16, ttl=24 * 3600, show_spinner=False)
 def _shared_analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
                      material_share: float, _log: LoadedLog) -> Analysis:
     return _analyze(digest, corners, deployment, k, material_share, _log)

@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
+from components.progress import progress_bar
 from shapeviz.ingest import LoadedLog, load_log
 from shapeviz.ingest.roots import allowed_roots, resolve_server_paths
 from shapeviz.sketch import WorkloadSketch, full_frame_max_rows, merge_all, sketch_log
@@ -67,8 +68,9 @@ def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
     """Stream each source; every row while the logs are small, else their merged sketch and its sample."""
     from shapeviz.ingest import combine
 
-    sketched = [sketch_log(source, name=name, mapping=mapping, keep_frame_rows=keep_frame_rows)
-                for source, name in sources]
+    with progress_bar("Reading the log") as progress:
+        sketched = [sketch_log(source, name=name, mapping=mapping, keep_frame_rows=keep_frame_rows,
+                               progress=progress) for source, name in sources]
     if all(s.frame is not None for s in sketched):
         logs = [LoadedLog(s.frame, s.report) for s in sketched]
         return (logs[0] if len(logs) == 1 else combine(logs)), None
@@ -76,14 +78,14 @@ def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
     return LoadedLog(sketch.sample_frame(), sketch.report), sketch
 
 
-@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner="Reading your log…")
+@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner=False)
 def _load_uploads(digest: str, mapping_items: tuple[tuple[str, str], ...], keep_frame_rows: int,
                   _files: tuple[UploadedFile, ...]) -> tuple[LoadedLog, WorkloadSketch | None]:
     # the upload widget's own buffer is streamed: its bytes are never copied into a second object
     return load_sources([(f, f.name) for f in _files], dict(mapping_items) or None, keep_frame_rows)
 
 
-@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner="Reading the logs on the server…")
+@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner=False)
 def _load_server(digest: str, mapping_items: tuple[tuple[str, str], ...], keep_frame_rows: int,
                  paths: tuple[str, ...]) -> tuple[LoadedLog, WorkloadSketch | None]:
     return load_sources([(Path(p), Path(p).name) for p in paths], dict(mapping_items) or None, keep_frame_rows)

@@ -10,6 +10,8 @@ import json
 import sys
 from typing import Any, Sequence
 
+from shapeviz.progress import silent, terminal_bar
+
 EXIT_USAGE = 2
 
 
@@ -150,8 +152,13 @@ def cmd_summary(args: argparse.Namespace) -> int:
     _check_engine(args)
     from shapeviz.summary import summarize, summary_text   # imported here: --help and bad flags stay instant
 
-    document = summarize(args.logs, mapping=_parse_mapping(args.map), engine=args.engine,
-                         scheduler=args.scheduler, workers=args.workers)
+    bar = terminal_bar()
+    try:
+        document = summarize(args.logs, mapping=_parse_mapping(args.map), engine=args.engine,
+                             scheduler=args.scheduler, workers=args.workers, progress=bar or silent)
+    finally:
+        if bar is not None:
+            bar.close()
     _emit(document, args.json, summary_text(document))
     return 0
 

@@ -34,6 +34,7 @@ import pandas as pd
 from shapeviz.binning import BINS_PER_DECADE, LOG_EDGES, N_BINS, bin_index
 from shapeviz.ingest.frame import REASONS, LoadReport
 from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
+from shapeviz.progress import Progress
 
 SKETCH_VERSION = 1
 # The dashboard and ``summary`` keep every row only up to here; above it, analyses run from the sketch. At 2M
@@ -497,11 +498,13 @@ class SketchedLog:
 
 def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None,
                mapping: dict[str, str] | None = None, limits: Limits = DEFAULT_LIMITS,
-               keep_frame_rows: int | None = None, seed: int = 0) -> SketchedLog:
+               keep_frame_rows: int | None = None, seed: int = 0,
+               progress: Progress | None = None) -> SketchedLog:
     """Stream a log batch by batch into a sketch; keep the canonical frame only while it has ≤ ``keep_frame_rows``.
 
     Limits (rows, bytes, decompression, nesting) are checked at every batch, so memory is bounded by the batch
-    (plus the frame while it is kept), not by the file.
+    (plus the frame while it is kept), not by the file. ``progress`` (a ``shapeviz.progress.Progress``) hears
+    the rows read after every batch.
     """
     from shapeviz.ingest import load_log
     from shapeviz.ingest.errors import IngestError
@@ -524,8 +527,12 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
         batch_no += 1
         sketch = part if sketch is None else sketch.merge(part)
 
+    rows_read = 0
     try:
         for raw in iter_tables(source, label, limits):
+            rows_read += raw.num_rows
+            if progress is not None:
+                progress("reading", f"{rows_read:,} rows", None)
             if pending is not None:
                 pending.append(raw)
                 pending_rows += raw.num_rows

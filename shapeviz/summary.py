@@ -15,6 +15,7 @@ import pandas as pd
 
 from shapeviz.ingest import LoadedLog, LoadReport, combine, load_log
 from shapeviz.plain import json_safe
+from shapeviz.progress import Progress, analysis_stage, silent
 from shapeviz.shapes import (DEFAULT_CORNERS, OVERALL, SHAPES, Corners, ShapeProfile, ShapeStats, request_gpu_time,
                              resolve_deployment, shape_profile)
 
@@ -87,6 +88,7 @@ def analyze(
     k: int | None = None,
     material_share: float = 0.15,
     kv_bytes_per_token: float | None = None,
+    progress: Progress = silent,
 ) -> Analysis:
     """Run every analysis of a loaded log once (shape, clusters, sessions, prefix reuse, recommendations)."""
     from shapeviz.clusters import find_clusters
@@ -100,16 +102,21 @@ def analyze(
         mapped = ", ".join(f"{k}={v}" for k, v in r.mapping.items() if k in ("input_tokens", "output_tokens"))
         raise ValueError(f"{r.source}: none of its {r.rows_read:,} rows is a usable request ({reasons}); "
                          f"check the token columns ({mapped}) or map others (--map input_tokens=<column>)")
+    n = len(frame)
+    analysis_stage(progress, "shapes", n)
     gpu_time = request_gpu_time(frame, deployment)
     profile = shape_profile(frame, corners, deployment, gpu_time=gpu_time)
+    analysis_stage(progress, "clusters", n)
     clusters = find_clusters(frame, k, corners=corners, deployment=deployment, material_share=material_share,
                              gpu_time=gpu_time)
     if kv_bytes_per_token is None:
         kv_bytes_per_token = resolve_deployment(deployment).kv_bytes_per_token
-    prefix = prefix_reuse(frame, kv_bytes_per_token=kv_bytes_per_token)
+    analysis_stage(progress, "sessions", n)
     sessions = session_summary(frame)
     agents = detect_agents(frame)
-    hit = None
+    analysis_stage(progress, "prefix reuse", n)
+    prefix = prefix_reuse(frame, kv_bytes_per_token=kv_bytes_per_token)
+    analysis_stage(progress, "recommendations", n)
     recs = _recommendations(profile, clusters, prefix, agents)
     return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs)
 
@@ -134,6 +141,7 @@ def analyze_sketch(
     k: int | None = None,
     material_share: float = 0.15,
     kv_bytes_per_token: float | None = None,
+    progress: Progress = silent,
 ) -> Analysis:
     """Every analysis from a workload sketch (a log too big to keep whole): the same ``Analysis``, from bins.
 
@@ -147,10 +155,14 @@ def analyze_sketch(
     sketch = sketched.sketch
     if sketch.requests == 0:   # the same one-line refusal as ``analyze`` gives an empty frame
         analyze(LoadedLog(pd.DataFrame({"input_tokens": [], "output_tokens": []}), sketch.report))
+    n = int(sketch.requests)
+    analysis_stage(progress, "shapes", n)
     profile = shape_profile_from_sketch(sketch, corners, deployment)
+    analysis_stage(progress, "clusters", n)
     clusters = clusters_from_sketch(sketch, k, corners=corners, deployment=deployment, material_share=material_share)
     if kv_bytes_per_token is None:
         kv_bytes_per_token = resolve_deployment(deployment).kv_bytes_per_token
+    analysis_stage(progress, "prefix reuse", n)
     prefix = _prefix_from_blocks(sketch) or prefix_reuse(sketch.sample_frame(), kv_bytes_per_token=kv_bytes_per_token)
     sessions, agents = None, {}
     left_out: str | None = None   # the log has no session ids: nothing is left out
@@ -166,6 +178,7 @@ def analyze_sketch(
                         f"{sampled['session_id'].nunique():,} sessions ({sketch.sessions.rate:.1%} of them)")
         else:
             left_out = "sessions from every turn of every session (workload sketch)"
+    analysis_stage(progress, "recommendations", n)
     recs = _recommendations(profile, clusters, prefix, agents)
     report = sketch.report
     report = LoadReport(report.source, report.format, report.compression, report.rows_read, report.rows_kept,
@@ -260,7 +273,8 @@ def load_logs(paths: Sequence[str | Path], mapping: dict[str, str] | None = None
 
 
 def analyze_paths(paths: Sequence[str | Path], mapping: dict[str, str] | None = None, *, engine: str = "embedded",
-                  scheduler: str | None = None, workers: int | None = None, **kwargs: Any) -> Analysis:
+                  scheduler: str | None = None, workers: int | None = None, progress: Progress = silent,
+                  **kwargs: Any) -> Analysis:
     """Load and analyse logs: every row while they fit (``sketch.FULL_FRAME_MAX_ROWS``), else from the sketch.
 
     ``engine="dask"`` builds the sketch per partition on a Dask cluster (``scheduler`` address, else a local
@@ -274,15 +288,17 @@ def analyze_paths(paths: Sequence[str | Path], mapping: dict[str, str] | None = 
         sketch = sketch_paths(paths, mapping=mapping, scheduler=scheduler, workers=workers)
         where = f"the Dask cluster at {scheduler}" if scheduler else "a local Dask cluster"
         return analyze_sketch(SketchedLog(sketch, None, [f"{sketch.requests:,} requests: analysed from the workload "
-                                                         f"sketch, built per partition on {where}"]), **kwargs)
+                                                         f"sketch, built per partition on {where}"]),
+                              progress=progress, **kwargs)
     if engine != "embedded":
         raise ValueError(f"unknown engine {engine!r}: use 'embedded' or 'dask'")
-    sketched = [sketch_log(p, mapping=mapping or None) for p in paths]
+    sketched = [sketch_log(p, mapping=mapping or None, progress=progress) for p in paths]
     if all(s.frame is not None for s in sketched):
         logs = [LoadedLog(s.frame, s.report) for s in sketched]
-        return analyze(logs[0] if len(logs) == 1 else combine(logs), **kwargs)
+        return analyze(logs[0] if len(logs) == 1 else combine(logs), progress=progress, **kwargs)
     merged = merge_all(s.sketch for s in sketched)
-    return analyze_sketch(SketchedLog(merged, None, [n for s in sketched for n in s.notes]), **kwargs)
+    return analyze_sketch(SketchedLog(merged, None, [n for s in sketched for n in s.notes]), progress=progress,
+                          **kwargs)
 
 
 def summarize(paths: Sequence[str | Path], mapping: dict[str, str] | None = None, **kwargs: Any) -> dict[str, Any]:

@@ -64,6 +64,8 @@ def test_uploading_a_real_trace_shows_its_plane_and_rows(trace) -> None:
     assert "19,366 rows read" in _shown(at.caption[0].value)
     assert any("input vs output" in t for t in _plotly_titles(at))
     assert "Chat" in at.markdown[0].value or any("chat" in m.value.lower() for m in at.markdown)
+    # reading and analysing drew a progress bar while they ran; none is left once the page is done
+    assert not at.get("progress")
 
 
 def test_a_wrong_file_gets_one_clear_line_and_the_app_stays_up() -> None:
