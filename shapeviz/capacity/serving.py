@@ -136,18 +136,7 @@ class Workload:
         demand in tokens/s) are exact. The rate is the user's if given, else the observed peak: the p99 of
         per-minute request rates from ``timestamp``.
         """
-        for column in ("input_tokens", "output_tokens"):
-            if column not in frame.columns:
-                raise ValueError(f"the frame has no {column!r} column; load it with shapeviz.ingest.load_log")
-        if len(frame) == 0:
-            raise ValueError("the frame has no requests to plan for")
-        n = frame["input_tokens"].to_numpy(dtype=np.float64)
-        m = frame["output_tokens"].to_numpy(dtype=np.float64)
-        if "cached_tokens" in frame.columns:
-            p = frame["cached_tokens"].astype("Float64").fillna(0.0).to_numpy(dtype=np.float64)
-            p = np.clip(p, 0.0, n)
-        else:
-            p = np.zeros_like(n)
+        n, m, p = request_tokens(frame, "plan for")
         if np.any(n < 0) or np.any(m < 0):
             raise ValueError("negative token counts in the frame; the ingest should have dropped them")
         width = BINS_PER_OCTAVE * 32  # 2^32 tokens is beyond any context
@@ -225,6 +214,21 @@ class Workload:
     def mean_cached(self) -> float:
         """Mean cached (prefix-hit) input tokens per request."""
         return self.mean(self.cached_tokens)
+
+
+def request_tokens(frame: pd.DataFrame, purpose: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Input, output and cached tokens per request as floats (cached clipped to the input; 0 when not logged)."""
+    for column in ("input_tokens", "output_tokens"):
+        if column not in frame.columns:
+            raise ValueError(f"the frame has no {column!r} column; load it with shapeviz.ingest.load_log")
+    if len(frame) == 0:
+        raise ValueError(f"the log has no requests to {purpose}")
+    n = frame["input_tokens"].to_numpy(dtype=np.float64)
+    m = frame["output_tokens"].to_numpy(dtype=np.float64)
+    if "cached_tokens" not in frame.columns:
+        return n, m, np.zeros_like(n)
+    p = frame["cached_tokens"].astype("Float64").fillna(0.0).to_numpy(dtype=np.float64)
+    return n, m, np.clip(p, 0.0, n)
 
 
 def _check_rate(rate_rps: float) -> None:

@@ -32,7 +32,7 @@ from shapeviz.capacity.physics import (
     mixed_step_s,
     prefill_time_s,
 )
-from shapeviz.capacity.serving import DEFAULT_TTFT_SLO_MS, WhatIf, Workload
+from shapeviz.capacity.serving import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, request_tokens
 from shapeviz.plain import json_safe
 
 ARRIVALS = ("trace", "poisson", "closed")
@@ -161,16 +161,7 @@ def requests_from_frame(frame: pd.DataFrame, whatif: WhatIf = WhatIf()) -> Reque
     The what-if uses the planner's own semantics (``Workload.apply``) with one point per request, and the
     traffic lever compresses the timeline (twice the traffic: arrivals twice as close).
     """
-    for column in ("input_tokens", "output_tokens"):
-        if column not in frame.columns:
-            raise ValueError(f"the frame has no {column!r} column; load it with shapeviz.ingest.load_log")
-    if len(frame) == 0:
-        raise ValueError("the log has no requests to simulate")
-    n = frame["input_tokens"].to_numpy(dtype=np.float64)
-    m = frame["output_tokens"].to_numpy(dtype=np.float64)
-    p = (frame["cached_tokens"].astype("Float64").fillna(0.0).to_numpy(dtype=np.float64)
-         if "cached_tokens" in frame.columns else np.zeros_like(n))
-    p = np.clip(p, 0.0, n)
+    n, m, p = request_tokens(frame, "simulate")
     arrival = None
     if "timestamp" in frame.columns and frame["timestamp"].notna().sum() >= 2:
         ts = frame["timestamp"]

@@ -369,6 +369,26 @@ def _read_parquet(data: bytes, label: str, compression: str, limits: Limits) -> 
 
 # ---------------------------------------------------------------------------------------------- CSV / TSV
 
+def delimited_columns(head: bytes, delimiter: str, excel: bool, label: str, notes: list[str]) -> tuple[str, list[str]]:
+    """The format (csv/tsv) and unique column names of a delimited log's header, or one line saying why it has none.
+
+    Shared by the whole-buffer reader and the streaming one, so both name the same columns and say the same.
+    """
+    fmt = {"\t": "tsv"}.get(delimiter, "csv")
+    if delimiter not in (",", "\t") and not excel:
+        notes.append(f"delimiter: {delimiter!r} detected")
+    header = _header(head, delimiter)
+    if not header or not any(header):
+        raise IngestError(label, "has no header row", "export the log with column names in the first line")
+    if all(_NUMBER.fullmatch(name) for name in header):
+        raise IngestError(label, f"the first line holds numbers ({', '.join(header[:6])}), not column names",
+                          "add a header row (e.g. input_tokens,output_tokens)")
+    names, renamed = _unique_names(header)
+    if renamed:
+        notes.append(f"duplicated or empty column names renamed: {', '.join(renamed)}")
+    return fmt, names
+
+
 def _read_delimited(data: bytes, label: str, compression: str, limits: Limits, notes: list[str]) -> RawTable:
     excel = _EXCEL_SEP.match(data[:64])
     if excel:
@@ -378,18 +398,7 @@ def _read_delimited(data: bytes, label: str, compression: str, limits: Limits, n
         notes.append(f"delimiter: {delimiter!r} from Excel's sep= line")
     else:
         delimiter = sniff_delimiter(data[:_HEAD])
-    fmt = {"\t": "tsv"}.get(delimiter, "csv")
-    if delimiter not in (",", "\t") and not excel:
-        notes.append(f"delimiter: {delimiter!r} detected")
-    header = _header(data, delimiter)
-    if not header or not any(header):
-        raise IngestError(label, "has no header row", "export the log with column names in the first line")
-    if all(_NUMBER.fullmatch(name) for name in header):
-        raise IngestError(label, f"the first line holds numbers ({', '.join(header[:6])}), not column names",
-                          "add a header row (e.g. input_tokens,output_tokens)")
-    names, renamed = _unique_names(header)
-    if renamed:
-        notes.append(f"duplicated or empty column names renamed: {', '.join(renamed)}")
+    fmt, names = delimited_columns(data, delimiter, bool(excel), label, notes)
     malformed: list[int] = [0]
 
     def skip_row(row: Any) -> str:

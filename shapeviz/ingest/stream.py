@@ -27,10 +27,9 @@ import pyarrow.parquet as pq
 
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.limits import Limits, human_bytes
-from shapeviz.ingest.readers import (_EXCEL_SEP, _HEAD, _LABEL_TYPE, _NUMBER, RawTable, Source, _blank,
-                                     _check_not_binary, _first_line, _flatten, _header, _is_text, _label_columns,
-                                     _needs_python, _unique_names, decode_text, read_table, sniff_delimiter,
-                                     sniff_format)
+from shapeviz.ingest.readers import (_EXCEL_SEP, _HEAD, _LABEL_TYPE, RawTable, Source, _blank, _check_not_binary,
+                                     _first_line, _flatten, _is_text, _label_columns, _needs_python, decode_text,
+                                     delimited_columns, read_table, sniff_delimiter, sniff_format)
 
 # text parsed per block: bounds memory per batch, whatever the file's size. Parsing costs several times the
 # block in memory for short rows (a 16 MiB block of 9-byte rows peaked at ~900 MB, a 4 MiB block at ~300 MB)
@@ -304,18 +303,7 @@ def _iter_csv(opened: _Opened, label: str, limits: Limits, encoding: str) -> Ite
         notes.append(f"delimiter: {delimiter!r} from Excel's sep= line")
     else:
         delimiter = sniff_delimiter(head)
-    fmt = {"\t": "tsv"}.get(delimiter, "csv")
-    if delimiter not in (",", "\t") and not excel:
-        notes.append(f"delimiter: {delimiter!r} detected")
-    header = _header(head, delimiter)
-    if not header or not any(header):
-        raise IngestError(label, "has no header row", "export the log with column names in the first line")
-    if all(_NUMBER.fullmatch(name) for name in header):
-        raise IngestError(label, f"the first line holds numbers ({', '.join(header[:6])}), not column names",
-                          "add a header row (e.g. input_tokens,output_tokens)")
-    names, renamed = _unique_names(header)
-    if renamed:
-        notes.append(f"duplicated or empty column names renamed: {', '.join(renamed)}")
+    fmt, names = delimited_columns(head, delimiter, bool(excel), label, notes)
     if encoding == "latin1":
         notes.append("encoding: not valid UTF-8, read as Latin-1 (Windows exports often are)")
     malformed = [0]
