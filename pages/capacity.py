@@ -82,8 +82,9 @@ row2[3].metric("Cost per 1M tokens", MISSING if per_m is None else f"${per_m:,.3
                delta_color="inverse")
 left, right = st.columns([0.85, 0.15])
 left.markdown(
-    ("Both SLOs are met." if after.meets_slo else "**The SLOs cannot be met** on this deployment at this rate: "
-     + md_literal("; ".join(after.notes)) + ".") + f" After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
+    ("Both SLOs are met" + (f" ({md_literal('; '.join(after.notes))})." if after.notes else ".") if after.meets_slo
+     else "**The SLOs cannot be met** on this deployment at this rate: " + md_literal("; ".join(after.notes)) + ".")
+    + f" After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
 )
 with right:
     badge("estimated")

@@ -42,6 +42,7 @@ Z90 = 1.2815515655446004        # standard normal 90th percentile (Poisson sprea
 SKETCH_POINTS = 96              # quantile points kept of the prefill-time distribution
 DOMINANT_SHARE = 0.6            # a phase "dominates" above this share of the GPU-time
 FALLBACK_UTILIZATION = 0.8      # when an SLO cannot be met at any size, size the pools for this utilisation
+IDLE_PRESSURE = 0.5             # below this on both phases a plan says why it buys more replicas than the load needs
 MAX_REPLICAS = 1_000_000
 
 
@@ -571,6 +572,20 @@ def plan(
     cost["usd_per_million_output_tokens"] = cost["colocated_usd_per_million_output_tokens"]
     cost["usd_per_million_tokens"] = cost["colocated_usd_per_million_tokens"]
 
+    throughput_replicas = _smallest(utilisation_ok)
+    idle = max(float(r["prefill_rho"][0]), float(r["decode_pressure"][0])) < IDLE_PRESSURE
+    if meets and idle and throughput_replicas is not None and replicas > throughput_replicas:
+        # A practitioner reads low pressure on a big fleet as a bug unless the plan says what the GPUs are for.
+        fewer = ev.evaluate(np.array([lam / (replicas - 1)]), tpot_slo_s=tpot_s, quantiles=(0.9,))
+        binding = "TTFT" if float(fewer["ttft_p90_s"][0]) > ttft_s else "TPOT"
+        notes.append(
+            f"sized by the {binding} p90 SLO, not by throughput: {throughput_replicas} replica(s) would carry this "
+            f"load below {FALLBACK_UTILIZATION:.0%} utilisation, and the other {replicas - throughput_replicas} keep "
+            f"the {binding} p90 within its SLO (one replica fewer misses it); "
+            + ("more GPUs per replica (TP), a prefix cache, trimmed prompts or a pool of its own for the longest "
+               "prompts buy it back" if binding == "TTFT" else
+               "more GPUs per replica (TP), lower-precision weights or a smaller decode batch buy it back")
+        )
     alone_p90 = float(_weighted_quantiles(ev.latency_s, ev.weight, np.array([0.9]))[0])
     if meets and alone_p90 > 0.7 * ttft_s:
         notes.append(

@@ -215,3 +215,16 @@ def test_a_cache_hit_equal_to_the_logs_own_changes_nothing_and_keeps_who_is_cach
     assert plan(w, dep, WhatIf(cache_hit=own_share)).ttft_ms.p90 == pytest.approx(plan(w, dep).ttft_ms.p90)
     more = w.apply(WhatIf(cache_hit=0.5))
     assert more.cached_tokens[1] == 0 and more.cached_tokens[0] == pytest.approx(51_000)
+
+
+def test_a_fleet_sized_by_latency_says_so_and_a_throughput_bound_one_does_not() -> None:
+    """A plan at a few percent pressure must say what the extra GPUs buy (the demo: a TTFT p90 set by long
+    agent prompts), and a plan whose GPUs are busy must not claim it."""
+    from shapeviz.synth import generate
+
+    demo = plan(Workload.from_frame(generate(20_000, seed=0)), default_deployment())
+    assert demo.meets_slo and demo.prefill.utilization < 0.2
+    sized = [n for n in demo.notes if n.startswith("sized by the")]
+    assert len(sized) == 1 and "TTFT p90 SLO, not by throughput" in sized[0]
+    busy = plan(Workload.fixed(1000, 200, rate_rps=40.0), default_deployment())
+    assert busy.meets_slo and not any(n.startswith("sized by the") for n in busy.notes)
