@@ -92,30 +92,52 @@ def display_name(source: Source, name: str | None) -> str:
     return "uploaded log"
 
 
+def too_big(label: str, limits: Limits, size: int | None = None) -> IngestError:
+    """The one line for a source over ``max_bytes_in`` (its size when known)."""
+    what = f"{human_bytes(size)} " if size is not None else ""
+    return IngestError(label, f"{what}is larger than the {human_bytes(limits.max_bytes_in)} input limit",
+                       "split the log, compress it, or raise Limits.max_bytes_in")
+
+
+def checked_path(source: str | os.PathLike, label: str, limits: Limits) -> tuple[Path, int]:
+    """A log file that exists, is a file and is within ``max_bytes_in``: its path and size."""
+    path = Path(source)
+    if not path.exists():
+        raise IngestError(label, f"file not found at {str(path)!r}", "check the path")
+    if path.is_dir():
+        raise IngestError(label, "is a folder, not a file", "pass the log file itself")
+    size = path.stat().st_size
+    if size > limits.max_bytes_in:
+        raise too_big(label, limits, size)
+    return path, size
+
+
+def unreadable(label: str, exc: OSError) -> IngestError:
+    """The one line for a file the process may not read."""
+    return IngestError(label, f"cannot be read ({exc.strerror or exc})", "check the file's permissions")
+
+
+def rewind(source: BinaryIO) -> None:
+    """Back to the start of a stream that may have been read before (Streamlit's UploadedFile), where it can."""
+    if hasattr(source, "seek"):
+        try:
+            source.seek(0)
+        except (OSError, ValueError):
+            pass
+
+
 def read_bytes(source: Source, label: str, limits: Limits) -> bytes:
     """All bytes of a path, bytes object or binary stream, refusing more than ``max_bytes_in``."""
-    too_big = f"is larger than the {human_bytes(limits.max_bytes_in)} input limit"
-    fix = "split the log, compress it, or raise Limits.max_bytes_in"
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
     elif isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.exists():
-            raise IngestError(label, f"file not found at {str(path)!r}", "check the path")
-        if path.is_dir():
-            raise IngestError(label, "is a folder, not a file", "pass the log file itself")
-        if path.stat().st_size > limits.max_bytes_in:
-            raise IngestError(label, f"{human_bytes(path.stat().st_size)} {too_big}", fix)
+        path, _ = checked_path(source, label, limits)
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise IngestError(label, f"cannot be read ({exc.strerror or exc})", "check the file's permissions") from None
+            raise unreadable(label, exc) from None
     elif hasattr(source, "read"):
-        if hasattr(source, "seek"):
-            try:
-                source.seek(0)   # Streamlit's UploadedFile may have been read before
-            except (OSError, ValueError):
-                pass
+        rewind(source)
         data = source.read(limits.max_bytes_in + 1)
         if isinstance(data, str):
             data = data.encode("utf-8")
@@ -123,7 +145,7 @@ def read_bytes(source: Source, label: str, limits: Limits) -> bytes:
         raise IngestError(label, f"unsupported source type {type(source).__name__}",
                           "pass a path, bytes or a binary file object")
     if len(data) > limits.max_bytes_in:
-        raise IngestError(label, too_big, fix)
+        raise too_big(label, limits)
     return data
 
 

@@ -28,8 +28,9 @@ import pyarrow.parquet as pq
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.limits import Limits, human_bytes
 from shapeviz.ingest.readers import (_EXCEL_SEP, _HEAD, _LABEL_TYPE, RawTable, Source, _blank, _check_not_binary,
-                                     _first_line, _flatten, _is_text, _label_columns, _needs_python, decode_text,
-                                     delimited_columns, read_table, sniff_delimiter, sniff_format)
+                                     _first_line, _flatten, _is_text, _label_columns, _needs_python, checked_path,
+                                     decode_text, delimited_columns, read_table, rewind, sniff_delimiter,
+                                     sniff_format, too_big, unreadable)
 
 # text parsed per block: bounds memory per batch, whatever the file's size. Parsing costs several times the
 # block in memory for short rows (a 16 MiB block of 9-byte rows peaked at ~900 MB, a 4 MiB block at ~300 MB)
@@ -77,32 +78,20 @@ def _magic_compression(head: bytes) -> str:
 
 def _open_raw(source: Source, label: str, limits: Limits) -> tuple[BinaryIO, int | None]:
     """A binary stream over the source's bytes as stored (compressed or not), and its size when known."""
-    too_big = f"is larger than the {human_bytes(limits.max_bytes_in)} input limit"
-    fix = "split the log, compress it, or raise Limits.max_bytes_in"
     if isinstance(source, (bytes, bytearray, memoryview)):
         if len(source) > limits.max_bytes_in:
-            raise IngestError(label, too_big, fix)
+            raise too_big(label, limits)
         return io.BytesIO(source), len(source)
     if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.exists():
-            raise IngestError(label, f"file not found at {str(path)!r}", "check the path")
-        if path.is_dir():
-            raise IngestError(label, "is a folder, not a file", "pass the log file itself")
-        size = path.stat().st_size
-        if size > limits.max_bytes_in:
-            raise IngestError(label, f"{human_bytes(size)} {too_big}", fix)
+        path, size = checked_path(source, label, limits)
         try:
             return open(path, "rb"), size
         except OSError as exc:
-            raise IngestError(label, f"cannot be read ({exc.strerror or exc})", "check the file's permissions") from None
+            raise unreadable(label, exc) from None
     if hasattr(source, "read"):
-        if hasattr(source, "seek"):
-            try:
-                source.seek(0)   # Streamlit's UploadedFile may have been read before
-            except (OSError, ValueError):
-                pass
-        counted = _Counted(source, limits.max_bytes_in, label, too_big)
+        rewind(source)
+        counted = _Counted(source, limits.max_bytes_in, label,
+                           f"is larger than the {human_bytes(limits.max_bytes_in)} input limit")
         return io.BufferedReader(counted, buffer_size=_READ), None
     raise IngestError(label, f"unsupported source type {type(source).__name__}",
                       "pass a path, bytes or a binary file object")
