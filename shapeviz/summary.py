@@ -97,11 +97,7 @@ def analyze(
 
     frame = log.frame
     if len(frame) == 0:
-        r = log.report
-        reasons = ", ".join(f"{k} {v:,}" for k, v in r.dropped.items()) or "no rows"
-        mapped = ", ".join(f"{k}={v}" for k, v in r.mapping.items() if k in ("input_tokens", "output_tokens"))
-        raise ValueError(f"{r.source}: none of its {r.rows_read:,} rows is a usable request ({reasons}); "
-                         f"check the token columns ({mapped}) or map others (--map input_tokens=<column>)")
+        raise _no_usable_rows(log.report)
     n = len(frame)
     analysis_stage(progress, "shapes", n)
     gpu_time = request_gpu_time(frame, deployment)
@@ -119,6 +115,14 @@ def analyze(
     analysis_stage(progress, "recommendations", n)
     recs = _recommendations(profile, clusters, prefix, agents)
     return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs)
+
+
+def _no_usable_rows(r: LoadReport) -> ValueError:
+    """One line for a log none of whose rows is a usable request: the drop reasons and the token mapping."""
+    reasons = ", ".join(f"{k} {v:,}" for k, v in r.dropped.items()) or "no rows"
+    mapped = ", ".join(f"{k}={v}" for k, v in r.mapping.items() if k in ("input_tokens", "output_tokens"))
+    return ValueError(f"{r.source}: none of its {r.rows_read:,} rows is a usable request ({reasons}); "
+                      f"check the token columns ({mapped}) or map others (--map input_tokens=<column>)")
 
 
 def _recommendations(profile: ShapeProfile, clusters: ClusterResult, prefix: PrefixReuse,
@@ -153,8 +157,8 @@ def analyze_sketch(
     from shapeviz.sketch import clusters_from_sketch, shape_profile_from_sketch, traffic_from_sketch
 
     sketch = sketched.sketch
-    if sketch.requests == 0:   # the same one-line refusal as ``analyze`` gives an empty frame
-        analyze(LoadedLog(pd.DataFrame({"input_tokens": [], "output_tokens": []}), sketch.report))
+    if sketch.requests == 0:
+        raise _no_usable_rows(sketch.report)
     n = int(sketch.requests)
     analysis_stage(progress, "shapes", n)
     profile = shape_profile_from_sketch(sketch, corners, deployment)
