@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any, Sequence
 
-from shapeviz.progress import silent, terminal_bar
+from shapeviz.progress import terminal_progress
 
 EXIT_USAGE = 2
 
@@ -152,13 +152,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
     _check_engine(args)
     from shapeviz.summary import summarize, summary_text   # imported here: --help and bad flags stay instant
 
-    bar = terminal_bar()
-    try:
+    with terminal_progress() as progress:
         document = summarize(args.logs, mapping=_parse_mapping(args.map), engine=args.engine,
-                             scheduler=args.scheduler, workers=args.workers, progress=bar or silent)
-    finally:
-        if bar is not None:
-            bar.close()
+                             scheduler=args.scheduler, workers=args.workers, progress=progress)
     _emit(document, args.json, summary_text(document))
     return 0
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol, TextIO
 
 
@@ -63,3 +65,14 @@ def terminal_bar(stream: TextIO | None = None) -> TerminalBar | None:
     stream = sys.stderr if stream is None else stream
     isatty = getattr(stream, "isatty", None)
     return TerminalBar(stream) if isatty is not None and isatty() else None
+
+
+@contextmanager
+def terminal_progress(stream: TextIO | None = None) -> Iterator[Progress]:
+    """A ``Progress`` for the command line: a bar on a terminal, silence elsewhere; the bar is cleared at the end."""
+    bar = terminal_bar(stream)
+    try:
+        yield bar or silent
+    finally:
+        if bar is not None:
+            bar.close()

@@ -1141,16 +1141,12 @@ def write_report_from_args(args: Any, mapping: dict[str, str] | None = None) -> 
         extra = {"analysis": analyze_sketch(SketchedLog(sketch), deployment=dep),
                  "workload": Workload.from_sketch(sketch, rate_rps=args.rate)}
     else:
-        from shapeviz.progress import terminal_bar
+        from shapeviz.progress import terminal_progress
         from shapeviz.summary import analyze
 
         log = load_logs(args.logs, mapping)
-        bar = terminal_bar()   # stages on stderr when it is a terminal; pipes and CI logs stay clean
-        if bar is not None:
-            try:
-                extra = {"analysis": analyze(log, deployment=dep, progress=bar)}
-            finally:
-                bar.close()
+        with terminal_progress() as progress:   # stages on stderr when it is a terminal; pipes stay clean
+            extra = {"analysis": analyze(log, deployment=dep, progress=progress)}
     bundle = report_files(log, deployment=dep, whatif=whatif, ttft_slo_ms=args.ttft_slo_ms,
                           tpot_slo_ms=args.tpot_slo_ms, gpu_hour_usd=args.gpu_hour_usd, rate_rps=args.rate,
                           **extra)
