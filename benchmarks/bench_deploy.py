@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from timing import timed  # noqa: E402  (benchmarks/timing.py, beside this script)
 
 from shapeviz.capacity import WhatIf, Workload, default_deployment, plan  # noqa: E402
 from shapeviz.deploy.build import deployment_bundle, longest_context, prefix_signal  # noqa: E402
@@ -32,17 +31,6 @@ from shapeviz.prefix import prefix_reuse  # noqa: E402
 from shapeviz.synth import generate  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "measured"
-
-
-def _time(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
-    """Median wall and CPU seconds over ``repeat`` runs, and the last result."""
-    walls, cpus, result = [], [], None
-    for _ in range(repeat):
-        w0, c0 = time.perf_counter(), time.process_time()
-        result = fn()
-        walls.append(time.perf_counter() - w0)
-        cpus.append(time.process_time() - c0)
-    return statistics.median(walls), statistics.median(cpus), result
 
 
 def main() -> None:
@@ -63,31 +51,31 @@ def main() -> None:
     print(f"{len(frame):,} requests{' with hash_ids' if args.hashes else ''}; {dep.describe()}; repeat {args.repeat}")
     rows: list[tuple[str, float, float]] = []
 
-    wall, cpu, prefix = _time(lambda: prefix_signal(frame, WhatIf()), args.repeat)
+    prefix, wall, cpu = timed(lambda: prefix_signal(frame, WhatIf()), args.repeat)
     rows.append(("prefix-reuse signal of the log", wall, cpu))
     context = longest_context(frame, whatif)
-    wall, cpu, _ = _time(lambda: deployment_bundle(
+    _, wall, cpu = timed(lambda: deployment_bundle(
         w, dep, engine="vllm", whatif=whatif, ttft_slo_ms=1000, tpot_slo_ms=50, max_context_tokens=context,
         context_source="measured", prefix=prefix, the_plan=after), args.repeat)
     rows.append(("vLLM configs, both layouts (plan given)", wall, cpu))
-    wall, cpu, files = _time(lambda: deploy_files(frame, w, dep, after, whatif=whatif, ttft_slo_ms=1000,
+    files, wall, cpu = timed(lambda: deploy_files(frame, w, dep, after, whatif=whatif, ttft_slo_ms=1000,
                                                   tpot_slo_ms=50), args.repeat)
     rows.append((f"bundle deployment part ({len(files.files)} files, {sum(map(len, files.files.values())):,} B)", wall, cpu))
     reuse = prefix_reuse(frame) if args.hashes else None
-    wall, cpu, _ = _time(lambda: deploy_files(frame, w, dep, after, whatif=whatif, ttft_slo_ms=1000,
+    _, wall, cpu = timed(lambda: deploy_files(frame, w, dep, after, whatif=whatif, ttft_slo_ms=1000,
                                               tpot_slo_ms=50, prefix_reuse=reuse), args.repeat)
     rows.append(("  the same with the analysis's prefix reuse (as the report does)", wall, cpu))
-    wall, cpu, _ = _time(lambda: plan_reference(w, dep, after, whatif=whatif, ttft_slo_ms=1000, tpot_slo_ms=50),
+    _, wall, cpu = timed(lambda: plan_reference(w, dep, after, whatif=whatif, ttft_slo_ms=1000, tpot_slo_ms=50),
                          args.repeat)
     rows.append(("plan reference (plan.json)", wall, cpu))
 
     small = json.loads((DATA / "guidellm_0.8.1_report.json").read_text())
     copies = max(1, int(args.report_mb * 2**20 / len(json.dumps(small))))
     big = json.dumps({"metadata": small["metadata"], "benchmarks": small["benchmarks"] * copies}).encode()
-    wall, cpu, levels = _time(lambda: parse_result(big, "big.json"), args.repeat)
+    levels, wall, cpu = timed(lambda: parse_result(big, "big.json"), args.repeat)
     rows.append((f"guidellm report, {len(big) / 2**20:,.1f} MiB, {len(levels):,} benchmarks", wall, cpu))
     aiperf = (DATA / "aiperf_0.13.0_planned.json").read_bytes()
-    wall, cpu, _ = _time(lambda: parse_result(aiperf, "a.json"), args.repeat)
+    _, wall, cpu = timed(lambda: parse_result(aiperf, "a.json"), args.repeat)
     rows.append(("aiperf profile export (2 KB)", wall, cpu))
 
     width = max(len(r[0]) for r in rows)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import statistics
 import sys
 import time
 import tracemalloc
@@ -37,21 +36,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from timing import timed  # noqa: E402  (benchmarks/timing.py, beside this script)
+
 from shapeviz import prefix, sessions, synth  # noqa: E402
 from shapeviz.ingest import load_log  # noqa: E402
 
 KV_BYTES_PER_TOKEN = 327_680.0  # Llama-3-70B-like KV at 16 bits; only scales the GB axis here
-
-
-def _timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float, float]:
-    """(result, median wall seconds, median CPU seconds of this process) over ``repeat`` runs."""
-    walls, cpus, result = [], [], None
-    for _ in range(repeat):
-        w0, c0 = time.perf_counter(), time.process_time()
-        result = fn()
-        walls.append(time.perf_counter() - w0)
-        cpus.append(time.process_time() - c0)
-    return result, statistics.median(walls), statistics.median(cpus)
 
 
 def _peak_mb(fn: Callable[[], Any]) -> float:
@@ -79,7 +69,7 @@ def bench_mooncake(traces: Path, repeat: int) -> None:
     for name in ("conversation_trace.jsonl.gz", "synthetic_trace.jsonl"):
         frame = load_log(traces / "mooncake_fast25" / name).frame
         frames[name] = frame
-        result, wall, cpu = _timed(lambda: prefix.block_reuse(frame, sample_rate=1.0), repeat)
+        result, wall, cpu = timed(lambda: prefix.block_reuse(frame, sample_rate=1.0), repeat)
         peak = _peak_mb(lambda: prefix.block_reuse(frame, sample_rate=1.0))
         print(f"| {name} | {len(frame):,} | {result.blocks:,} | {result.hit_ratio_blocks:.2%} "
               f"| {result.hit_ratio_tokens:.2%} | {wall:.2f} | {cpu:.2f} | {peak:,.0f} |")
@@ -91,7 +81,7 @@ def bench_mooncake(traces: Path, repeat: int) -> None:
     print("| rate | kept whole | blocks error | tokens error | CPU s |")
     print("|---:|---|---:|---:|---:|")
     for rate in (0.5, 0.25, 0.1, 0.05):
-        sampled, _, cpu = _timed(lambda: prefix.block_reuse(frame, sample_rate=rate, capacities=caps), repeat)
+        sampled, _, cpu = timed(lambda: prefix.block_reuse(frame, sample_rate=rate, capacities=caps), repeat)
         err_b, err_t = _curve_error(sampled, exact)
         hot = sampled.curve.description.split(":")[1].split(" plus")[0].strip()
         print(f"| {rate:.0%} | {hot} | {err_b * 100:.2f} | {err_t * 100:.2f} | {cpu:.2f} |")
@@ -103,7 +93,7 @@ def bench_synthetic(n_requests: int, seed: int, skip_exact: bool) -> None:
     frame = synth.generate(n_requests, seed=seed)
     accesses = int(frame["hash_ids"].map(len).sum())
     print(f"generated in {time.perf_counter() - t0:.1f} s: {accesses:,} block accesses")
-    default, wall, cpu = _timed(lambda: prefix.block_reuse(frame, kv_bytes_per_token=KV_BYTES_PER_TOKEN), 1)
+    default, wall, cpu = timed(lambda: prefix.block_reuse(frame, kv_bytes_per_token=KV_BYTES_PER_TOKEN), 1)
     peak = _peak_mb(lambda: prefix.block_reuse(frame))
     print("| curve | wall s | CPU s | peak MB | hit blocks | hit tokens | method |")
     print("|---|---:|---:|---:|---:|---:|---|")
@@ -111,7 +101,7 @@ def bench_synthetic(n_requests: int, seed: int, skip_exact: bool) -> None:
           f"{default.hit_ratio_tokens:.2%} | {default.curve.description} |")
     if not skip_exact:
         caps = default.curve.points["capacity_blocks"].to_numpy()
-        exact, wall, cpu = _timed(lambda: prefix.block_reuse(frame, sample_rate=1.0, capacities=caps), 1)
+        exact, wall, cpu = timed(lambda: prefix.block_reuse(frame, sample_rate=1.0, capacities=caps), 1)
         peak = _peak_mb(lambda: prefix.block_reuse(frame, sample_rate=1.0, capacities=caps))
         err_b, err_t = _curve_error(default, exact)
         print(f"| exact | {wall:.1f} | {cpu:.1f} | {peak:,.0f} | {exact.hit_ratio_blocks:.2%} | "
@@ -139,7 +129,7 @@ def bench_sessions(n_requests: int, seed: int, repeat: int) -> None:
         "prefix_reuse (reported cached)": lambda: prefix.prefix_reuse(frame),
     }
     for name, fn in calls.items():
-        _, wall, cpu = _timed(fn, repeat)
+        _, wall, cpu = timed(fn, repeat)
         print(f"| {name} | {wall:.2f} | {cpu:.2f} | {_peak_mb(fn):,.0f} |")
 
 
