@@ -22,8 +22,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shapeviz.capacity import calibration as cal  # noqa: E402
-from shapeviz.capacity.physics import load_efficiency  # noqa: E402
+from shapeviz.physics.steps import load_efficiency  # noqa: E402
+from shapeviz.serving import calibration as cal  # noqa: E402
 
 
 def _table(evaluated: pd.DataFrame) -> str:

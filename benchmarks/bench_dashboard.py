@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from shapeviz.synth import generate, write_log  # noqa: E402
+from shapeviz.workload.synth import generate, write_log  # noqa: E402
 
 
 def _timed(run) -> float:  # noqa: ANN001 - a zero-argument callable

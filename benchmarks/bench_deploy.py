@@ -1,6 +1,6 @@
 """Serving configs, the bundle's deployment files and plan-vs-measured parsing: how long they take.
 
-    python benchmarks/bench_deploy.py                      # 1M requests from shapeviz.synth, no prefix hashes
+    python benchmarks/bench_deploy.py                      # 1M requests from shapeviz.workload.synth, no prefix hashes
     python benchmarks/bench_deploy.py --hashes             # with hash_ids (prefix reuse replayed from the hashes)
     python benchmarks/bench_deploy.py --rows 100000 --repeat 5
 
@@ -23,12 +23,17 @@ sys.path.insert(0, str(ROOT))
 
 from timing import timed  # noqa: E402  (benchmarks/timing.py, beside this script)
 
-from shapeviz.capacity import WhatIf, Workload, default_deployment, plan  # noqa: E402
-from shapeviz.deploy.build import deployment_bundle, longest_context, prefix_signal  # noqa: E402
-from shapeviz.deploy.bundle import deploy_files  # noqa: E402
-from shapeviz.measured import parse_result, plan_reference  # noqa: E402
-from shapeviz.prefix import prefix_reuse  # noqa: E402
-from shapeviz.synth import generate  # noqa: E402
+from shapeviz.analyses.prefix import prefix_reuse  # noqa: E402
+from shapeviz.outputs.deploy.build import (  # noqa: E402
+    deployment_bundle,
+    longest_context,
+    prefix_signal,
+)
+from shapeviz.outputs.deploy.bundle import deploy_files  # noqa: E402
+from shapeviz.outputs.measured import parse_result, plan_reference  # noqa: E402
+from shapeviz.physics import default_deployment  # noqa: E402
+from shapeviz.serving import WhatIf, Workload, plan  # noqa: E402
+from shapeviz.workload.synth import generate  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "measured"
 

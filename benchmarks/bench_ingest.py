@@ -1,6 +1,6 @@
 """Ingest benchmark: ``load_log`` + a per-product p50/p90/p99 summary, against a bare pyarrow read and naive pandas.
 
-A log of N generated requests (``shapeviz.synth.generate``) is written in a realistic source format: Helicone-like
+A log of N generated requests (``shapeviz.workload.synth.generate``) is written in a realistic source format: Helicone-like
 column names (``request_created_at`` as ISO-8601 text with ``Z``, ``service``, ``session_id``, ``model``,
 ``prompt_tokens``, ``completion_tokens``, ``latency`` in ms), as CSV and as Parquet. Each method then runs in its own
 child process, so that its peak RSS (``resource.getrusage``) is its own:
@@ -41,7 +41,7 @@ def write_logs(n_rows: int, folder: Path) -> dict[str, Path]:
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
 
-    from shapeviz.synth import generate
+    from shapeviz.workload.synth import generate
 
     frame = generate(n_rows, seed=0, with_hashes=False)
     rng = np.random.default_rng(0)

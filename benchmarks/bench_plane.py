@@ -2,7 +2,7 @@
 
     python benchmarks/bench_plane.py [--rows 10000,100000,1000000] [--repeat 5]
 
-Requests come from ``shapeviz.synth.generate`` (generation not timed). Below the point budget the plane draws
+Requests come from ``shapeviz.workload.synth.generate`` (generation not timed). Below the point budget the plane draws
 every request; above it, a log-binned density plus a uniform sample, so the payload stays bounded.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shapeviz.capacity import balance_ratio, default_deployment  # noqa: E402
-from shapeviz.figures import figure_bytes, plane_figure  # noqa: E402
-from shapeviz.synth import generate  # noqa: E402
+from shapeviz.outputs.figures import figure_bytes, plane_figure  # noqa: E402
+from shapeviz.physics import balance_ratio, default_deployment  # noqa: E402
+from shapeviz.workload.synth import generate  # noqa: E402
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ What it measures:
 1. Mooncake conversation / synthetic traces: unbounded hit ratios (vs SOURCE.md), time of the exact LRU curve.
 2. Error of the sampled (SHARDS) curve against the exact one on the conversation trace, at several rates:
    max |sampled − exact| over the curve's capacities, in percentage points.
-3. A synthetic log of --requests requests with Mooncake-style hashes (shapeviz.synth, the benchmark
+3. A synthetic log of --requests requests with Mooncake-style hashes (shapeviz.workload.synth, the benchmark
    generator): prefix_reuse with its default (sampled above the exact budget) and the exact curve, their
    times, peak memory, and the error of the default against exact.
 4. Session analyses on the same log (without hashes).
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from timing import timed  # noqa: E402  (benchmarks/timing.py, beside this script)
 
-from shapeviz import prefix, sessions, synth  # noqa: E402
+from shapeviz.analyses import prefix, sessions, synth  # noqa: E402
 from shapeviz.ingest import load_log  # noqa: E402
 
 KV_BYTES_PER_TOKEN = 327_680.0  # Llama-3-70B-like KV at 16 bits; only scales the GB axis here
@@ -88,7 +88,7 @@ def bench_mooncake(traces: Path, repeat: int) -> None:
 
 
 def bench_synthetic(n_requests: int, seed: int, skip_exact: bool) -> None:
-    print(f"\n## {n_requests:,} synthetic requests with prefix hashes (shapeviz.synth, seed {seed})")
+    print(f"\n## {n_requests:,} synthetic requests with prefix hashes (shapeviz.workload.synth, seed {seed})")
     t0 = time.perf_counter()
     frame = synth.generate(n_requests, seed=seed)
     accesses = int(frame["hash_ids"].map(len).sum())

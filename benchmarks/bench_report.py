@@ -1,6 +1,6 @@
 """Report bundle: how long one click on "Build report bundle" (or `python -m shapeviz report`) takes.
 
-    python benchmarks/bench_report.py                      # 1M requests from shapeviz.synth, no prefix hashes
+    python benchmarks/bench_report.py                      # 1M requests from shapeviz.workload.synth, no prefix hashes
     python benchmarks/bench_report.py --hashes             # with hash_ids (the replay JSONL carries them)
     python benchmarks/bench_report.py --rows 100000 --repeat 3
 
@@ -23,12 +23,14 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shapeviz import report  # noqa: E402
-from shapeviz.capacity import WhatIf, Workload, default_deployment  # noqa: E402
-from shapeviz.capacity.compare import compare_whatif  # noqa: E402
+from shapeviz.analysis import analyze  # noqa: E402
 from shapeviz.ingest import LoadedLog, LoadReport  # noqa: E402
-from shapeviz.summary import analyze  # noqa: E402
-from shapeviz.synth import generate  # noqa: E402
+from shapeviz.outputs import report  # noqa: E402
+from shapeviz.outputs.report import bundle as report_bundle  # noqa: E402
+from shapeviz.physics import default_deployment  # noqa: E402
+from shapeviz.serving import WhatIf, Workload  # noqa: E402
+from shapeviz.serving.compare import compare_whatif  # noqa: E402
+from shapeviz.workload.synth import generate  # noqa: E402
 
 WHATIF = WhatIf(trim_input=0.3, trim_output=0.2, traffic_multiplier=2.0)
 
@@ -76,7 +78,7 @@ def main() -> None:
     steps.append(("Workload.from_frame", t))
     t, cmp = _time(lambda: compare_whatif(w, dep, WHATIF), args.repeat)
     steps.append(("compare_whatif (plans before/after, on today's fleet)", t))
-    t, (figures, _, _) = _time(lambda: report._figures(log, analysis, dep, WHATIF, w, cmp, analysis.profile.corners,
+    t, (figures, _, _) = _time(lambda: report_bundle._figures(log, analysis, dep, WHATIF, w, cmp, analysis.profile.corners,
                                                        1000.0, 50.0), args.repeat)
     steps.append(("figures (plane, clusters, pressure, load, rate)", t))
     if png:

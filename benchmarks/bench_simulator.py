@@ -26,9 +26,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shapeviz.capacity.physics import Deployment  # noqa: E402
-from shapeviz.capacity.serving import Workload, load_curve  # noqa: E402
-from shapeviz.capacity.simulator import Requests, fixed_requests, simulate  # noqa: E402
+from shapeviz.physics.steps import Deployment  # noqa: E402
+from shapeviz.serving.planner import Workload, load_curve  # noqa: E402
+from shapeviz.serving.simulator import Requests, fixed_requests, simulate  # noqa: E402
 
 
 def _err(sim: float, measured: float) -> float:
@@ -128,11 +128,12 @@ TRACES = {
 
 def traces_vs_analytic(traces: Path) -> None:
     """Analytic p90 vs simulated p90 on the plan's fleet, at ×0.5, ×1 and ×2 of each trace's peak rate."""
-    from shapeviz.capacity import default_deployment, plan
-    from shapeviz.capacity.serving import WhatIf
-    from shapeviz.capacity.sim_sweep import sample_requests, simulated_point
+    from shapeviz.fleet.sweep import sample_requests, simulated_point
     from shapeviz.ingest import load_log
-    from shapeviz.synth import generate
+    from shapeviz.physics import default_deployment
+    from shapeviz.serving import plan
+    from shapeviz.serving.planner import WhatIf
+    from shapeviz.workload.synth import generate
 
     dep = default_deployment()
     print("| log | GPUs (plan) | traffic | TTFT p90 analytic | simulated | gap | TPOT p90 analytic | simulated | gap |")
@@ -156,11 +157,11 @@ def traces_vs_analytic(traces: Path) -> None:
 
 def demo_levers() -> None:
     """The scheduling levers on the demo, sized by simulation."""
-    from shapeviz.capacity import default_deployment
-    from shapeviz.capacity.levers import lever_citations, simulate_levers
-    from shapeviz.capacity.serving import WhatIf
-    from shapeviz.capacity.sim_sweep import sample_requests
-    from shapeviz.synth import generate
+    from shapeviz.fleet.levers import lever_citations, simulate_levers
+    from shapeviz.fleet.sweep import sample_requests
+    from shapeviz.physics import default_deployment
+    from shapeviz.serving.planner import WhatIf
+    from shapeviz.workload.synth import generate
 
     frame, dep = generate(20_000, seed=0), default_deployment()
     w = Workload.from_frame(frame)

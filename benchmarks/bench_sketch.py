@@ -64,7 +64,7 @@ def summarise(name: str, runs: list[dict]) -> dict[str, float | str]:
 def make_csv(data: Path, rows: int) -> Path:
     path = data / f"sketch_bench_{rows}.csv"
     if not path.exists():
-        from shapeviz.synth import generate, write_log
+        from shapeviz.workload.synth import generate, write_log
 
         write_log(generate(rows, seed=0, with_hashes=False), path.with_suffix(".tmp.csv"), "csv")
         path.with_suffix(".tmp.csv").rename(path)
@@ -83,7 +83,7 @@ def make_bomb(data: Path) -> Path:
 def make_parquet(data: Path, files: int, rows: int) -> Path:
     folder = data / f"sketch_bench_{files}x{rows}"
     folder.mkdir(exist_ok=True)
-    from shapeviz.synth import generate, write_log
+    from shapeviz.workload.synth import generate, write_log
 
     for i in range(files):
         path = folder / f"part{i:02d}.parquet"
@@ -131,7 +131,7 @@ COUNT = """
 import logging, resource, sys
 import dask.dataframe as dd
 from distributed import Client, LocalCluster
-from shapeviz.distributed import _columns_used, expand_paths
+from shapeviz.workload.distributed import _columns_used, expand_paths
 import pyarrow.parquet as pq
 files = expand_paths([sys.argv[1]])
 columns = _columns_used(pq.ParquetFile(files[0]).schema_arrow.names, None)
@@ -171,7 +171,7 @@ def make_mooncake(data: Path, rows: int) -> Path:
     if not path.exists():
         import numpy as np
 
-        from shapeviz.synth import generate
+        from shapeviz.workload.synth import generate
 
         frame = generate(rows, seed=0)
         ms = ((frame["timestamp"] - frame["timestamp"].min()) // np.timedelta64(1, "ms")).to_numpy()

@@ -1,6 +1,6 @@
 """What-if recompute: how long a slider move takes once a million-request log is binned.
 
-    python benchmarks/bench_whatif.py               # 1M requests from shapeviz.synth (numpy lognormals if absent)
+    python benchmarks/bench_whatif.py               # 1M requests from shapeviz.workload.synth (numpy lognormals if absent)
     python benchmarks/bench_whatif.py --rows 200000 --repeat 10
 
 Prints the median wall time (time.perf_counter) and the peak traced memory (tracemalloc) of:
@@ -23,22 +23,15 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shapeviz.capacity import (  # noqa: E402
-    WhatIf,
-    Workload,
-    balance_ratio,
-    default_deployment,
-    load_curve,
-    plan,
-    request_gpu_seconds,
-)
+from shapeviz.physics import balance_ratio, default_deployment, request_gpu_seconds
+from shapeviz.serving import WhatIf, Workload, load_curve, plan
 
 
 def _frame(rows: int, seed: int) -> tuple[pd.DataFrame, str]:
     try:
-        from shapeviz.synth import generate
+        from shapeviz.workload.synth import generate
 
-        return generate(rows, seed=seed), "shapeviz.synth.generate"
+        return generate(rows, seed=seed), "shapeviz.workload.synth.generate"
     except ImportError:
         rng = np.random.default_rng(seed)
         start = pd.Timestamp("2024-05-13", tz="UTC")

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shapeviz.synth import generate, write_log  # noqa: E402
+from shapeviz.workload.synth import generate, write_log  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
 # extension -> write_log format

@@ -15,18 +15,18 @@ import streamlit as st
 from components import data, sidebar
 from components.entry import through_entry
 from components.progress import progress_bar
-from shapeviz.capacity import (Deployment, WhatIf, Workload, balance_ratio, get_gpu, get_model, rate_over_time,
-                               slo_range)
-from shapeviz.capacity.physics import smallest_tp
-from shapeviz.figures import plane_figure, product_colors, rate_figure
+from shapeviz.analyses.shapes import Corners
+from shapeviz.analyses.traffic import rate_over_time
+from shapeviz.analyses.traffic import rate_over_time as sketch_rate_over_time
+from shapeviz.analysis import Analysis, analyze, analyze_sketch
 from shapeviz.ingest import LoadedLog
-from shapeviz.report import inert_figure
-from shapeviz.shapes import Corners
-from shapeviz.sketch import full_frame_max_rows
-from shapeviz.sketch import SketchedLog, report_log
-from shapeviz.sketch import rate_over_time as sketch_rate_over_time
-from shapeviz.summary import Analysis, analyze, analyze_sketch
+from shapeviz.outputs.figures import plane_figure, product_colors, rate_figure
+from shapeviz.outputs.report import inert_figure
+from shapeviz.physics import Deployment, balance_ratio, get_gpu, get_model
+from shapeviz.physics.steps import smallest_tp
+from shapeviz.serving import WhatIf, Workload, slo_range
 from shapeviz.text import md_literal
+from shapeviz.workload.sketch import SketchedLog, full_frame_max_rows, report_log
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,13 @@ from streamlit.runtime.uploaded_file_manager import UploadedFile
 from components.progress import progress_bar
 from shapeviz.ingest import LoadedLog, load_log
 from shapeviz.ingest.roots import allowed_roots, resolve_server_paths
-from shapeviz.sketch import WorkloadSketch, full_frame_max_rows, merge_all, sketch_log
-from shapeviz.synth import SCENARIOS, generate, scenario, write_log
+from shapeviz.workload.sketch import (
+    WorkloadSketch,
+    full_frame_max_rows,
+    merge_all,
+    sketch_log,
+)
+from shapeviz.workload.synth import SCENARIOS, generate, scenario, write_log
 
 DEMO_REQUESTS = 20_000
 SCENARIO_REQUESTS = 6_000

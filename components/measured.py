@@ -7,10 +7,7 @@ import streamlit as st
 
 from components.context import PageContext, workload
 from components.widgets import badge, chart, csv_button, table
-from shapeviz.text import md_literal
-from shapeviz.capacity import Plan, load_curve
-from shapeviz.capacity.compare import compare_whatif
-from shapeviz.measured import (
+from shapeviz.outputs.measured import (
     check_document,
     log_levels,
     measured_figure,
@@ -18,6 +15,9 @@ from shapeviz.measured import (
     plan_reference,
     read_plan_reference,
 )
+from shapeviz.serving import Plan, load_curve
+from shapeviz.serving.compare import compare_whatif
+from shapeviz.text import md_literal
 
 MULTIPLIERS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
 COLUMNS = {"level": "level", "source": "file", "rate_rps": "req/s", "requests": "requests",

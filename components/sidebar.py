@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import streamlit as st
 
 from components import data
-from shapeviz.capacity import get_gpu, get_model, list_gpus, list_models
-from shapeviz.capacity.compare import precisions_for
+from shapeviz.analyses.shapes import Corners
 from shapeviz.ingest import DEFAULT_LIMITS
 from shapeviz.ingest.limits import human_bytes
-from shapeviz.shapes import Corners
+from shapeviz.physics import get_gpu, get_model, list_gpus, list_models
+from shapeviz.serving.compare import precisions_for
 
 DEFAULTS: dict[str, object] = {
     "trim_input_pct": 0,

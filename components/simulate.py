@@ -11,8 +11,8 @@ import pandas as pd
 import streamlit as st
 
 from components.widgets import chart, table
-from shapeviz.capacity import Deployment, WhatIf
-from shapeviz.capacity.sim_sweep import (
+from shapeviz.fleet.levers import lever_citations, simulate_levers
+from shapeviz.fleet.sweep import (
     DEFAULT_POINT_REQUESTS,
     dash,
     disagreements,
@@ -23,11 +23,12 @@ from shapeviz.capacity.sim_sweep import (
     simulated_point,
     sweep_table,
 )
-from shapeviz.capacity.levers import lever_citations, simulate_levers
-from shapeviz.capacity.sim_calibrate import LogCalibration, fit_to_log, latency_columns
-from shapeviz.capacity.simulator import SimResult
 from shapeviz.ingest import LoadedLog
+from shapeviz.physics import Deployment
 from shapeviz.recommend import LEVER_LABELS, Recommendation, cite_simulated
+from shapeviz.serving import WhatIf
+from shapeviz.serving.sim_calibrate import LogCalibration, fit_to_log, latency_columns
+from shapeviz.serving.simulator import SimResult
 from shapeviz.text import md_literal
 
 SIM_MULTIPLIERS = (0.5, 1.0, 1.5, 2.0, 3.0)

@@ -27,7 +27,7 @@ def chart(fig: go.Figure, key: str, *, inert: bool = False) -> None:
 
     ``inert``: the figure's names are escaped already (a cached figure): drawn as it is, without a copy.
     """
-    from shapeviz.report import browser_path, figures_to_png, inert_figure
+    from shapeviz.outputs.report import browser_path, figures_to_png, inert_figure
 
     if not inert:
         fig = inert_figure(fig)  # product names come from the user's log: never markup
@@ -78,7 +78,7 @@ def _format(value: float, fmt: str | None) -> str:
 
 def csv_button(frame: pd.DataFrame, file_name: str, label: str = "CSV", key: str | None = None) -> None:
     """Download a table as CSV, with spreadsheet formulas neutralised."""
-    from shapeviz.report import safe_csv_bytes
+    from shapeviz.outputs.report import safe_csv_bytes
 
     st.download_button(label, safe_csv_bytes(frame), file_name=file_name, mime="text/csv",
                        icon=":material/download:", key=key or f"csv-{file_name}", on_click="ignore")

@@ -8,9 +8,9 @@ from components.context import page_context, rate_chart, workload
 from components.measured import plan_vs_measured
 from components.simulate import render_simulation
 from components.widgets import MISSING, badge, chart, table
-from shapeviz.capacity import load_curve
-from shapeviz.capacity.compare import compare_deployments, compare_whatif, winners
-from shapeviz.figures import load_curve_figure, pressure_figure
+from shapeviz.outputs.figures import load_curve_figure, pressure_figure
+from shapeviz.serving import load_curve
+from shapeviz.serving.compare import compare_deployments, compare_whatif, winners
 from shapeviz.text import md_literal, phase_phrase
 
 ctx = page_context()

@@ -6,8 +6,8 @@ import streamlit as st
 
 from components.context import CLUSTER_K, MATERIAL_SHARE_PCT, page_context
 from components.widgets import badge, chart, csv_button, table
-from shapeviz.figures import clusters_figure
-from shapeviz.report import clusters_table
+from shapeviz.outputs.figures import clusters_figure
+from shapeviz.outputs.report import clusters_table
 from shapeviz.text import md_literal
 
 

@@ -8,7 +8,7 @@ import streamlit as st
 from components.context import PageContext, page_context, workload
 from components.measured import plan_vs_measured
 from components.widgets import badge
-from shapeviz.report import Bundle, browser_path, report_files
+from shapeviz.outputs.report import Bundle, browser_path, report_files
 from shapeviz.text import md_literal
 
 BUILT_KEY = "_report_bundle_key"

@@ -7,10 +7,20 @@ import streamlit as st
 
 from components.context import page_context
 from components.widgets import MISSING, badge, chart, csv_button, table
-from shapeviz.capacity.physics import prefill_time_s
-from shapeviz.figures import prefix_curve_figure, product_colors, ttft_turn_figure, turn_growth_figure
-from shapeviz.prefix import prefix_savings
-from shapeviz.sessions import has_sessions, session_table, ttft_by_turn, turn_profile
+from shapeviz.analyses.prefix import prefix_savings
+from shapeviz.analyses.sessions import (
+    has_sessions,
+    session_table,
+    ttft_by_turn,
+    turn_profile,
+)
+from shapeviz.outputs.figures import (
+    prefix_curve_figure,
+    product_colors,
+    ttft_turn_figure,
+    turn_growth_figure,
+)
+from shapeviz.physics.steps import prefill_time_s
 from shapeviz.text import md_literal
 
 ctx = page_context()

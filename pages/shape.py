@@ -9,11 +9,11 @@ import streamlit as st
 from components.context import BALANCE_INPUT_TOKENS, page_context, plane
 from components.mapping import mapping_editor
 from components.widgets import MISSING, badge, chart, csv_button, table
-from shapeviz.capacity import balance_ratio
-from shapeviz.figures import fmt_tokens, whatif_shift_figure
+from shapeviz.analyses.shapes import SHAPE_LABELS, SHAPES
+from shapeviz.outputs.figures import fmt_tokens, whatif_shift_figure
+from shapeviz.outputs.report import products_table
+from shapeviz.physics import balance_ratio
 from shapeviz.recommend import LEVER_LABELS
-from shapeviz.report import products_table
-from shapeviz.shapes import SHAPE_LABELS, SHAPES
 from shapeviz.text import md_literal, phase_phrase
 
 ctx = page_context()

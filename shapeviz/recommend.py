@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 
-from shapeviz.clusters import ClusterResult, CornerMass, MixedFlag
-from shapeviz.shapes import OVERALL, ShapeProfile, ShapeStats
+from shapeviz.analyses.clusters import ClusterResult, CornerMass, MixedFlag
+from shapeviz.analyses.shapes import OVERALL, ShapeProfile, ShapeStats
 
 LEVERS: tuple[str, ...] = (
     "prefix_cache", "trim_input", "trim_output", "decode_bandwidth", "stable_decode_batch",
@@ -324,7 +324,7 @@ def recommend(
 ) -> list[Recommendation]:
     """The planner's levers for this log, strongest first (by share of GPU-time touched, then rule order)."""
     if not isinstance(profile, ShapeProfile):
-        raise ValueError(f"recommend needs a ShapeProfile from shapeviz.shapes.shape_profile, "
+        raise ValueError(f"recommend needs a ShapeProfile from shapeviz.analyses.shapes.shape_profile, "
                          f"got {type(profile).__name__}")
     if isinstance(prefix_hit_ratio, (int, float)) and not (0.0 <= prefix_hit_ratio <= 1.0):
         raise ValueError(f"prefix_hit_ratio={prefix_hit_ratio!r} must be a fraction in [0, 1]")
@@ -346,7 +346,7 @@ def recommend(
 def cite_simulated(recommendations: Iterable[Recommendation], citations: Mapping[str, str]) -> list[Recommendation]:
     """The recommendations with the simulated gain of their lever appended to the reason (same order, same weight).
 
-    ``citations`` maps a lever id to one sentence from ``shapeviz.capacity.levers.lever_citations``, e.g.
+    ``citations`` maps a lever id to one sentence from ``shapeviz.fleet.levers.lever_citations``, e.g.
     "simulated: one pool per corner saves 18 → 12 GPUs at the same p90 SLOs (...)".
     """
     out = []

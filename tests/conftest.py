@@ -54,7 +54,7 @@ def trace(traces: Path):
 @pytest.fixture(scope="session")
 def chromium() -> str:
     """The browser PNG export drives (the product's own lookup); skips (fails under CI=true) when absent."""
-    from shapeviz.report import browser_path
+    from shapeviz.outputs.report import browser_path
 
     try:
         return browser_path()

@@ -16,7 +16,6 @@ import gzip
 import io
 import os
 import zlib
-from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 import numpy as np
@@ -27,10 +26,29 @@ import pyarrow.parquet as pq
 
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.limits import Limits, human_bytes
-from shapeviz.ingest.readers import (_EXCEL_SEP, _HEAD, _LABEL_TYPE, RawTable, Source, _blank, _check_not_binary,
-                                     _first_line, _flatten, _is_text, _label_columns, _needs_python, checked_path,
-                                     decode_text, delimited_columns, read_table, rewind, sniff_delimiter,
-                                     sniff_format, too_big, unreadable)
+from shapeviz.ingest.readers import (
+    _EXCEL_SEP,
+    _HEAD,
+    _LABEL_TYPE,
+    RawTable,
+    Source,
+    _blank,
+    _check_not_binary,
+    _first_line,
+    _flatten,
+    _is_text,
+    _label_columns,
+    _needs_python,
+    checked_path,
+    decode_text,
+    delimited_columns,
+    read_table,
+    rewind,
+    sniff_delimiter,
+    sniff_format,
+    too_big,
+    unreadable,
+)
 
 # text parsed per block: bounds memory per batch, whatever the file's size. Parsing costs several times the
 # block in memory for short rows (a 16 MiB block of 9-byte rows peaked at ~900 MB, a 4 MiB block at ~300 MB)

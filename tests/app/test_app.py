@@ -199,7 +199,7 @@ def test_a_log_whose_rows_are_all_dropped_says_why_in_one_line() -> None:
 
 
 def test_a_log_over_the_full_frame_threshold_runs_every_page_from_its_sketch(trace, monkeypatch) -> None:
-    from shapeviz.sketch import FULL_FRAME_ENV
+    from shapeviz.workload.sketch import FULL_FRAME_ENV
 
     monkeypatch.setenv(FULL_FRAME_ENV, "5000")   # the conv trace's 19,366 rows are then "too big to keep"
     path = trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
@@ -254,7 +254,7 @@ def test_the_sidebar_offers_the_layouts_and_precisions_that_fit_the_model_and_gp
 
 
 def test_the_sessions_page_of_a_sketch_only_log_shows_its_sampled_sessions(trace, monkeypatch) -> None:
-    from shapeviz.sketch import FULL_FRAME_ENV
+    from shapeviz.workload.sketch import FULL_FRAME_ENV
 
     monkeypatch.setenv(FULL_FRAME_ENV, "100")   # the BurstGPT slice (400 rows, 134-135 sessions) only as a sketch
     path = trace("burstgpt/burstgpt3_slice.csv")

@@ -22,9 +22,8 @@ import pytest
 from tests.needs import skip_or_fail
 
 if TYPE_CHECKING:  # playwright is imported lazily, so a machine without it skips instead of erroring
-    from playwright.sync_api import Browser, BrowserContext
-
     from dashboard import Dashboard, OpenDashboard
+    from playwright.sync_api import Browser, BrowserContext
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"  # loopback only: the tests never open the app to the network

@@ -17,9 +17,8 @@ from tests.needs import require_module  # noqa: E402  (skips locally, fails unde
 
 require_module("playwright.sync_api", "the playwright package drives the browser tests")
 
-from playwright.sync_api import expect  # noqa: E402
-
 from dashboard import BUILD_MS, FIRST_LOAD_MS, RERUN_MS, OpenDashboard, ms_p90, percent  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 

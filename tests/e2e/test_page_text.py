@@ -15,9 +15,8 @@ import pytest
 
 pytest.importorskip("playwright.sync_api", reason="the playwright package drives the browser tests")
 
-from playwright.sync_api import expect  # noqa: E402
-
 from dashboard import FIRST_LOAD_MS, RERUN_MS, Dashboard, OpenDashboard  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 

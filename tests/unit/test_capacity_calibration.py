@@ -6,8 +6,8 @@ import json
 import pandas as pd
 import pytest
 
-from shapeviz.capacity import calibration as cal
-from shapeviz.capacity.physics import EFFICIENCY_PATH, load_efficiency
+from shapeviz.physics.steps import EFFICIENCY_PATH, load_efficiency
+from shapeviz.serving import calibration as cal
 
 
 @pytest.fixture

@@ -4,9 +4,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from shapeviz.capacity import get_gpu, get_model, list_gpus, list_models, slo_range, slo_ranges
-from shapeviz.capacity.catalogue import DATA_DIR
-from shapeviz.shapes import SHAPES
+from shapeviz.analyses.shapes import SHAPES
+from shapeviz.physics import get_gpu, get_model, list_gpus, list_models
+from shapeviz.physics.catalogue import DATA_DIR
+from shapeviz.serving import slo_range, slo_ranges
 
 REQUIRED_GPUS = ["a100-40gb", "a100-80gb", "a100-pcie", "h100-sxm", "h100-pcie", "h200", "b200", "l40s", "l4", "mi300x"]
 REQUIRED_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "qwen3-32b", "qwen3-235b-a22b",

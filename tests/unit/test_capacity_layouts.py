@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from shapeviz.capacity import Deployment, get_model
-from shapeviz.capacity.catalogue import PRECISIONS, check_precision, get_precision
-from shapeviz.capacity.physics import (
+from shapeviz.physics import Deployment, get_model
+from shapeviz.physics.catalogue import PRECISIONS, check_precision, get_precision
+from shapeviz.physics.steps import (
     GIB,
-    alltoall_s,
     allreduce_s,
+    alltoall_s,
     decode_step_s,
     load_efficiency,
     max_throughput,
@@ -198,8 +198,8 @@ def test_plan_cli_takes_the_layout_options(tmp_path) -> None:
 
 
 def test_deployment_comparison_covers_b200_fp4_and_h200_dep8() -> None:
-    from shapeviz.capacity.compare import compare_deployments, precisions_for
-    from shapeviz.capacity.serving import Workload
+    from shapeviz.serving.compare import compare_deployments, precisions_for
+    from shapeviz.serving.planner import Workload
 
     assert "nvfp4" in precisions_for("qwen3-235b-a22b", "b200")
     assert "nvfp4" not in precisions_for("qwen3-235b-a22b", "h200")      # no FP4 tensor cores on Hopper

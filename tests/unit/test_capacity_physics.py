@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.capacity import (
+from shapeviz.physics import (
     Deployment,
     balance_ratio,
     decode_step_s,
@@ -15,7 +15,7 @@ from shapeviz.capacity import (
     request_gpu_seconds,
     smallest_tp,
 )
-from shapeviz.capacity.physics import prefill_flops, smallest_tp_or_none
+from shapeviz.physics.steps import prefill_flops, smallest_tp_or_none
 
 
 def test_default_deployment_is_llama70b_fp8_tp2_on_h100() -> None:
@@ -110,7 +110,7 @@ def test_moe_uses_active_params_for_flops_and_total_for_memory() -> None:
     per_token = (prefill_flops(moe, 2_000) - prefill_flops(moe, 1_000)) / 1_000
     assert per_token < 2 * 1.2 * m.active_params          # FLOPs follow the 12.9B active parameters …
     assert moe.weight_bytes > 0.95 * m.total_params       # … memory holds all 46.7B (FP8: 1 byte each)
-    from shapeviz.capacity.physics import _weight_read_bytes_per_gpu
+    from shapeviz.physics.steps import _weight_read_bytes_per_gpu
 
     one, many = _weight_read_bytes_per_gpu(moe, np.array([1.0, 512.0])) * moe.tp
     assert one < 0.35 * many   # one token reads its 2 experts; a big batch touches all 8

@@ -7,16 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.capacity import (
-    Deployment,
-    WhatIf,
-    Workload,
-    default_deployment,
-    load_curve,
-    plan,
-    rate_over_time,
-)
+from shapeviz.analyses.traffic import rate_over_time
 from shapeviz.ingest import load_log
+from shapeviz.physics import Deployment, default_deployment
+from shapeviz.serving import WhatIf, Workload, load_curve, plan
 
 AZURE_CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 AZURE_CONV_MEAN_RPS = 5.53  # SOURCE.md: 19,366 requests over 3,501.7 s
@@ -220,7 +214,7 @@ def test_a_cache_hit_equal_to_the_logs_own_changes_nothing_and_keeps_who_is_cach
 def test_a_fleet_sized_by_latency_says_so_and_a_throughput_bound_one_does_not() -> None:
     """A plan at a few percent pressure must say what the extra GPUs buy (the demo: a TTFT p90 set by long
     agent prompts), and a plan whose GPUs are busy must not claim it."""
-    from shapeviz.synth import generate
+    from shapeviz.workload.synth import generate
 
     demo = plan(Workload.from_frame(generate(20_000, seed=0)), default_deployment())
     assert demo.meets_slo and demo.prefill.utilization < 0.2

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from shapeviz import report
 from shapeviz.cli import main
 from shapeviz.ingest import load_log
+from shapeviz.outputs import report
 
 AZURE_CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"

@@ -8,14 +8,14 @@ import pandas as pd
 import pytest
 from sklearn.metrics import silhouette_score
 
-from shapeviz import synth
-from shapeviz.clusters import (
+from shapeviz.analyses.clusters import (
     ClusterResult,
     find_clusters,
     pairwise_distances,
     silhouette_from_distances,
 )
 from shapeviz.ingest import combine, load_log
+from shapeviz.workload import synth
 
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
 AZURE_CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"

@@ -7,18 +7,19 @@ import shlex
 
 import pytest
 
-from shapeviz import report
-from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model, load_curve, plan
-from shapeviz.deploy import check_command
-from shapeviz.deploy.loadtest import (
+from shapeviz.ingest import load_log
+from shapeviz.outputs import report
+from shapeviz.outputs.deploy import check_command
+from shapeviz.outputs.deploy.loadtest import (
     AIPERF_VERSION,
     GUIDELLM_VERSION,
     knee_rate,
     load_levels,
     loadtest_commands,
 )
-from shapeviz.ingest import load_log
-from shapeviz.measured import read_plan_reference
+from shapeviz.outputs.measured import read_plan_reference
+from shapeviz.physics import Deployment, get_gpu, get_model
+from shapeviz.serving import WhatIf, Workload, load_curve, plan
 
 DEP = Deployment(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), "fp8", tp=1)
 
@@ -101,8 +102,8 @@ def test_commands_quote_what_the_shell_would_split_and_refuse_what_guidellm_woul
 
 
 def test_the_bundle_reuses_the_analysis_prefix_figure_and_gets_the_same_configs(traces):
-    from shapeviz.deploy.bundle import deploy_files
-    from shapeviz.prefix import prefix_reuse
+    from shapeviz.analyses.prefix import prefix_reuse
+    from shapeviz.outputs.deploy.bundle import deploy_files
 
     frame = load_log(traces / "mooncake_fast25" / "synthetic_trace.jsonl").frame
     w = Workload.from_frame(frame)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from shapeviz.cli import main
-from shapeviz.deploy import check_command, check_yaml_keys
+from shapeviz.outputs.deploy import check_command, check_yaml_keys
 
 
 def test_config_prints_scripts_and_a_manifest_that_pass_the_flag_check(capsys):

@@ -12,12 +12,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model
-from shapeviz.deploy import check_args, check_command, check_yaml_keys, deployment_bundle, load_flags
-from shapeviz.deploy.build import config_dict, longest_context, prefix_signal, settings_dict
-from shapeviz.deploy.flags import check_value
-from shapeviz.deploy.settings import CONTEXT_HEADROOM, CONTEXT_ROUND, SOURCES
 from shapeviz.ingest import load_log
+from shapeviz.outputs.deploy import (
+    check_args,
+    check_command,
+    check_yaml_keys,
+    deployment_bundle,
+    load_flags,
+)
+from shapeviz.outputs.deploy.build import (
+    config_dict,
+    longest_context,
+    prefix_signal,
+    settings_dict,
+)
+from shapeviz.outputs.deploy.flags import check_value
+from shapeviz.outputs.deploy.settings import CONTEXT_HEADROOM, CONTEXT_ROUND, SOURCES
+from shapeviz.physics import Deployment, get_gpu, get_model
+from shapeviz.serving import WhatIf, Workload
 from tests.needs import require_module
 
 yaml = require_module("yaml", "the emitted manifest and TensorRT-LLM options are checked by parsing them as YAML")

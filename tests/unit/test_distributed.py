@@ -11,9 +11,9 @@ import pytest
 pytest.importorskip("distributed")
 
 from shapeviz.cli import main  # noqa: E402
-from shapeviz.distributed import expand_paths, sketch_paths  # noqa: E402
 from shapeviz.ingest import load_log  # noqa: E402
-from shapeviz.sketch import WorkloadSketch  # noqa: E402
+from shapeviz.workload.distributed import expand_paths, sketch_paths  # noqa: E402
+from shapeviz.workload.sketch import WorkloadSketch  # noqa: E402
 
 
 @pytest.fixture(scope="module")

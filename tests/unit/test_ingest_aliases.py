@@ -9,7 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.ingest import ALIASES, DEFAULT_LIMITS, IngestError, combine, detect_columns, load_log
+from shapeviz.ingest import (
+    ALIASES,
+    DEFAULT_LIMITS,
+    IngestError,
+    combine,
+    detect_columns,
+    load_log,
+)
 
 
 def _csv(rows: list[dict]) -> bytes:

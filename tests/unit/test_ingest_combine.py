@@ -4,8 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from shapeviz.analyses.traffic import traffic
 from shapeviz.ingest import combine, load_log
-from shapeviz.summary import traffic
 
 
 def test_logs_from_different_days_are_overlaid_as_concurrent_traffic(trace) -> None:
@@ -39,7 +39,7 @@ def test_the_same_session_ids_in_two_files_stay_two_sessions(trace) -> None:
 
 
 def test_the_headline_peak_and_the_plans_rate_are_one_figure(trace) -> None:
-    from shapeviz.capacity import Workload
+    from shapeviz.serving import Workload
 
     log = load_log(trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
     t = traffic(log.frame)

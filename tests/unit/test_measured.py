@@ -10,10 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.capacity import Deployment, Workload, get_gpu, get_model, load_curve, plan
 from shapeviz.cli import main
 from shapeviz.ingest import load_log
-from shapeviz.measured import (
+from shapeviz.outputs.measured import (
     MeasuredLevel,
     aiperf_export,
     check_document,
@@ -24,6 +23,8 @@ from shapeviz.measured import (
     read_results,
     verdict,
 )
+from shapeviz.physics import Deployment, get_gpu, get_model
+from shapeviz.serving import Workload, load_curve, plan
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measured"
 DEP = Deployment(get_model("llama-3.1-70b"), get_gpu("h100-sxm"), "fp8", tp=2)

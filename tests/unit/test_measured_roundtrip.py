@@ -6,13 +6,14 @@ import json
 
 import pytest
 
-from shapeviz.capacity import Deployment, WhatIf, Workload, get_gpu, get_model
-from shapeviz.capacity.simulator import simulate
 from shapeviz.cli import main
-from shapeviz.deploy.build import deployment_bundle, longest_context
 from shapeviz.ingest import load_log
-from shapeviz.measured import aiperf_export, plan_reference
-from shapeviz.report import replay_jsonl, replay_trace
+from shapeviz.outputs.deploy.build import deployment_bundle, longest_context
+from shapeviz.outputs.measured import aiperf_export, plan_reference
+from shapeviz.outputs.report import replay_jsonl, replay_trace
+from shapeviz.physics import Deployment, get_gpu, get_model
+from shapeviz.serving import WhatIf, Workload
+from shapeviz.serving.simulator import simulate
 
 DEP = Deployment(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), "fp8", tp=1)
 

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shapeviz.ingest import load_log
-from shapeviz.prefix import (
+from shapeviz.analyses.prefix import (
     block_reuse,
     capacity_blocks_for_gb,
     lru_stack_distances,
@@ -20,6 +19,7 @@ from shapeviz.prefix import (
     prefix_savings,
     reported_hit_ratio,
 )
+from shapeviz.ingest import load_log
 
 MOONCAKE_CONV = "mooncake_fast25/conversation_trace.jsonl.gz"
 MOONCAKE_SYNTH = "mooncake_fast25/synthetic_trace.jsonl"

@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from shapeviz.analysis import analyze
 from shapeviz.ingest import load_log
 from shapeviz.progress import ANALYSIS_STAGES, TerminalBar, terminal_bar
-from shapeviz.sketch import sketch_log
-from shapeviz.summary import analyze
+from shapeviz.workload.sketch import sketch_log
 
 ROOT = Path(__file__).resolve().parents[2]
 MOONCAKE = "mooncake_fast25/conversation_trace.jsonl.gz"

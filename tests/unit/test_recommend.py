@@ -7,8 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz import synth
-from shapeviz.clusters import find_clusters
+from shapeviz.analyses.clusters import find_clusters
+from shapeviz.analyses.shapes import (
+    DEFAULT_CORNERS,
+    SHAPES,
+    ShapeProfile,
+    ShapeStats,
+    shape_profile,
+)
 from shapeviz.ingest import combine, load_log
 from shapeviz.recommend import (
     LEVER_LABELS,
@@ -25,7 +31,7 @@ from shapeviz.recommend import (
     prefill_heavy,
     recommend,
 )
-from shapeviz.shapes import DEFAULT_CORNERS, SHAPES, ShapeProfile, ShapeStats, shape_profile
+from shapeviz.workload import synth
 
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
 MOONCAKE_CONV = "mooncake_fast25/conversation_trace.jsonl.gz"

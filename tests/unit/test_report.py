@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz import report
-from shapeviz.capacity import WhatIf
+from shapeviz.analysis import analyze, load_logs
 from shapeviz.ingest import load_log
-from shapeviz.summary import analyze, load_logs
+from shapeviz.outputs import report
+from shapeviz.serving import WhatIf
 
 AZURE_CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"

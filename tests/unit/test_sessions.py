@@ -7,8 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.ingest import load_log
-from shapeviz.sessions import (
+from shapeviz.analyses.sessions import (
     detect_agents,
     has_sessions,
     session_summary,
@@ -17,6 +16,7 @@ from shapeviz.sessions import (
     ttft_by_turn,
     turn_profile,
 )
+from shapeviz.ingest import load_log
 
 BURST_3 = "burstgpt/burstgpt3_slice.csv"
 TRACELAB = "tracelab_example/round_trace.jsonl"

@@ -9,9 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shapeviz import synth
-from shapeviz.ingest import load_log
-from shapeviz.shapes import (
+from shapeviz.analyses.shapes import (
     DEFAULT_CORNERS,
     SHAPES,
     Corners,
@@ -24,6 +22,8 @@ from shapeviz.shapes import (
     shape_profile,
     shape_shares,
 )
+from shapeviz.ingest import load_log
+from shapeviz.workload import synth
 
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
 AZURE_CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
@@ -182,7 +182,7 @@ def test_cached_tokens_cut_prefill_time() -> None:
 
 
 def test_gpu_time_follows_the_deployment_given() -> None:
-    from shapeviz.capacity import default_deployment
+    from shapeviz.physics import default_deployment
 
     frame = lognormal_frame(3000, 300)
     prefill_s, decode_s = request_gpu_time(frame)
@@ -197,7 +197,7 @@ def test_gpu_time_follows_the_deployment_given() -> None:
 
 
 def test_a_smaller_deployment_costs_the_same_requests_less() -> None:
-    from shapeviz.capacity import Deployment
+    from shapeviz.physics import Deployment
 
     frame = lognormal_frame(3000, 300)
     default = shape_profile(frame)

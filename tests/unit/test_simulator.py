@@ -7,10 +7,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.capacity.physics import Deployment, decode_step_s, mixed_step_s, prefill_time_s
-from shapeviz.capacity.serving import WhatIf, Workload
-from shapeviz.capacity.simulator import Requests, fixed_requests, requests_from_frame, simulate
 from shapeviz.cli import main
+from shapeviz.physics.steps import (
+    Deployment,
+    decode_step_s,
+    mixed_step_s,
+    prefill_time_s,
+)
+from shapeviz.serving.planner import WhatIf, Workload
+from shapeviz.serving.simulator import (
+    Requests,
+    fixed_requests,
+    requests_from_frame,
+    simulate,
+)
 
 DEP = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
 
@@ -240,7 +250,7 @@ def test_simulate_command_fixed_shape_and_user_errors(capsys) -> None:
 
 def test_analytic_ttft_follows_the_simulator_towards_the_knee() -> None:
     """The planner's queue must not read half the simulated TTFT as the load nears the knee (467/256, 70B TP4)."""
-    from shapeviz.capacity.serving import _Evaluator
+    from shapeviz.serving.planner import _Evaluator
 
     dep = Deployment("llama-3.1-70b", "h100-sxm", "bf16", None, 4)
     ev = _Evaluator.build(Workload.fixed(467, 256, rate_rps=1.0), dep)

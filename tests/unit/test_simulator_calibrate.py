@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.capacity import default_deployment
-from shapeviz.capacity.sim_calibrate import fit_to_log, scaled
-from shapeviz.capacity.simulator import Requests, simulate
 from shapeviz.ingest import load_log
+from shapeviz.physics import default_deployment
+from shapeviz.serving.sim_calibrate import fit_to_log, scaled
+from shapeviz.serving.simulator import Requests, simulate
 
 DEP = default_deployment()
 

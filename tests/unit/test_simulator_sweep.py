@@ -4,9 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from shapeviz.capacity import Workload, default_deployment, load_curve, plan
-from shapeviz.capacity.serving import WhatIf
-from shapeviz.capacity.sim_sweep import (
+from shapeviz.fleet.sweep import (
     dash,
     disagreements,
     distribution_figure,
@@ -16,7 +14,10 @@ from shapeviz.capacity.sim_sweep import (
     simulated_point,
     sweep_table,
 )
-from shapeviz.synth import generate
+from shapeviz.physics import default_deployment
+from shapeviz.serving import Workload, load_curve, plan
+from shapeviz.serving.planner import WhatIf
+from shapeviz.workload.synth import generate
 
 
 def _demo() -> pd.DataFrame:
@@ -65,7 +66,7 @@ def test_disagreements_name_the_gap_and_cells_show_a_dash() -> None:
 
 
 def test_levers_are_sized_by_simulation_and_cited_by_the_recommendations() -> None:
-    from shapeviz.capacity.levers import lever_citations, simulate_levers
+    from shapeviz.fleet.levers import lever_citations, simulate_levers
     from shapeviz.recommend import Recommendation, cite_simulated
 
     frame, dep = _demo(), default_deployment()

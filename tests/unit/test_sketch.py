@@ -9,15 +9,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.binning import BINS_PER_DECADE, bin_index
-from shapeviz.capacity.serving import Workload
-from shapeviz.capacity.serving import rate_over_time as rate_over_time_rows
+from shapeviz.analyses.shapes import shape_profile, shape_profile_from_sketch
+from shapeviz.analyses.traffic import rate_over_time
+from shapeviz.analyses.traffic import rate_over_time as rate_over_time_rows
+from shapeviz.analysis import analyze, analyze_sketch
 from shapeviz.ingest import IngestError, Limits, load_log
-from shapeviz.shapes import shape_profile
-from shapeviz.sketch import (WorkloadSketch, merge_all, quantiles_from_bins, rate_over_time,
-                             shape_profile_from_sketch, sketch_log, workload_points)
-from shapeviz.summary import analyze, analyze_sketch, summary_document
-from shapeviz.sketch import SketchedLog
+from shapeviz.outputs.summary import summary_document
+from shapeviz.serving.planner import Workload
+from shapeviz.workload.binning import BINS_PER_DECADE, bin_index
+from shapeviz.workload.sketch import (
+    SketchedLog,
+    WorkloadSketch,
+    merge_all,
+    quantiles_from_bins,
+    sketch_log,
+    workload_points,
+)
 
 TRACES = [
     "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
@@ -211,7 +218,7 @@ def test_a_column_that_changes_type_after_the_first_block_still_loads_every_row(
 
 
 def test_block_reuse_from_the_sketch_matches_the_published_mooncake_figure(trace):
-    from shapeviz.sketch import BlockSample
+    from shapeviz.workload.sketch import BlockSample
 
     frame, _ = load_log(trace("mooncake_fast25/conversation_trace.jsonl.gz"))
     parts = [WorkloadSketch.from_frame(p, seed=i) for i, p in enumerate(_parts(frame, 4))]
@@ -248,8 +255,8 @@ def test_every_real_trace_streams_into_the_same_sketch_as_its_frame(trace, relat
 
 
 def test_sessions_from_the_sketch_keep_every_turn_of_the_sampled_sessions(trace):
-    from shapeviz.sessions import session_summary
-    from shapeviz.sketch import SessionSample
+    from shapeviz.analyses.sessions import session_summary
+    from shapeviz.workload.sketch import SessionSample
 
     frame, report = load_log(trace("burstgpt/burstgpt3_slice.csv"))
     exact = session_summary(frame)
@@ -266,7 +273,7 @@ def test_sessions_from_the_sketch_keep_every_turn_of_the_sampled_sessions(trace)
                                   right.frame.sort_values(["_h", "input_tokens"]).reset_index(drop=True))
     assert len(left.frame) <= 150 and left.rate < 1.0
     sampled = left.canonical()
-    from shapeviz.sketch import _session_hash
+    from shapeviz.workload.sketch import _session_hash
 
     kept = frame[np.isin(_session_hash(frame["session_id"]), sampled["session_id"].astype("uint64").to_numpy())]
     assert len(kept) == len(sampled)                     # every turn of every sampled session

@@ -9,8 +9,15 @@ import pandas as pd
 import pytest
 
 from shapeviz import schema
-from shapeviz.shapes import classify, corner_of
-from shapeviz.synth import PROFILES_PATH, SCENARIOS, generate, load_profiles, scenario, write_log
+from shapeviz.analyses.shapes import classify, corner_of
+from shapeviz.workload.synth import (
+    PROFILES_PATH,
+    SCENARIOS,
+    generate,
+    load_profiles,
+    scenario,
+    write_log,
+)
 
 PROFILES = load_profiles()
 BLOCK = PROFILES["block_size_tokens"]["value"]

@@ -1,0 +1,135 @@
+"""``python -m shapeviz config`` (engine configs and manifest of a plan) and ``check`` (plan vs measured).
+
+Both return a JSON document and a text rendering; every user mistake is a ``ValueError`` with one line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from shapeviz.analysis import load_logs
+from shapeviz.cli.plan import _workload, deployment_from_args
+from shapeviz.outputs.deploy.build import (
+    config_dict,
+    deployment_bundle,
+    longest_context,
+    prefix_signal,
+    settings_dict,
+)
+from shapeviz.outputs.deploy.engines import ENGINE_NAMES
+from shapeviz.outputs.deploy.flags import engine_spec
+from shapeviz.outputs.deploy.loadtest import knee_rate
+from shapeviz.outputs.deploy.settings import PrefixSignal
+from shapeviz.outputs.measured import (
+    check_document,
+    log_levels,
+    plan_reference,
+    read_plan_reference,
+    read_results,
+)
+from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
+from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload
+
+
+def _inputs(args: argparse.Namespace, mapping: dict[str, str] | None):
+    """Deployment, workload, what-if and the log-derived facts (longest context, prefix reuse, frame)."""
+
+    dep, _ = deployment_from_args(args)
+    whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
+    logs = list(getattr(args, "logs", None) or [])
+    if logs and (args.isl is not None or args.osl is not None):
+        raise ValueError("give either LOG files or --isl/--osl, not both")
+    if logs:
+
+        log = load_logs(logs, mapping)
+        frame = log.frame
+        workload = Workload.from_frame(frame, rate_rps=args.rate)
+        return dep, workload, whatif, longest_context(frame, whatif), "measured", prefix_signal(frame, whatif), frame
+    workload, _ = _workload(args, mapping, dep)
+    context = float(args.isl * (1 - whatif.trim_input) + args.osl * (1 - whatif.trim_output))
+    prefix = prefix_signal_for_shape(whatif)
+    return dep, workload, whatif, context, "assumed", prefix, None
+
+
+def prefix_signal_for_shape(whatif: WhatIf):
+    """A fixed shape shows no reuse: only a what-if hit rate turns prefix caching on or off."""
+
+    return None if whatif.cache_hit is None else PrefixSignal(float(whatif.cache_hit), "set by user", "assumed")
+
+
+def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
+    """The ``config --json`` document: settings with provenance, engine configs, manifest, plan reference."""
+
+    dep, workload, whatif, context, context_source, prefix, _ = _inputs(args, mapping)
+    ttft = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
+    tpot = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
+    bundle = deployment_bundle(workload, dep, engine=args.engine, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
+                               max_context_tokens=context, context_source=context_source, prefix=prefix,
+                               tp_source="assumed" if args.tp is not None else "estimated",
+                               model_path=args.model_path, layout=args.layout, port=args.port)
+    knee, _ = knee_rate(workload, dep, whatif, ttft, tpot, int(bundle.plan.replicas or 1))
+    spec = engine_spec(args.engine)
+    document: dict[str, Any] = {
+        "command": "config",
+        "engine": args.engine,
+        "engine_version_read": spec["version"],
+        "engine_flags_source": spec["source"],
+        "deployment": dep.describe(),
+        "meets_slo": bundle.plan.meets_slo,
+        "settings": settings_dict(bundle.settings),
+        "layouts": {layout: [config_dict(c) for c in cfgs] for layout, cfgs in bundle.configs.items()},
+        "manifests": ({layout: bundle.manifest(layout, app=args.app) for layout in bundle.configs}
+                      if args.k8s else None),
+        "plan_reference": plan_reference(workload, dep, bundle.plan, whatif=whatif, ttft_slo_ms=ttft,
+                                         tpot_slo_ms=tpot, knee_rps=knee),
+        "notes": list(bundle.settings.notes) + list(bundle.plan.notes),
+    }
+    return document
+
+
+def config_text(document: dict[str, Any]) -> str:
+    """The scripts (and TensorRT-LLM option files, and manifests with --k8s) one after another."""
+    name = ENGINE_NAMES[document["engine"]]
+    lines = [f"# {name} configs for {document['deployment']} (flags as of: {document['engine_version_read']})"]
+    lines += [f"# note: {n}" for n in document["notes"]]
+    for layout, configs in document["layouts"].items():
+        for c in configs:
+            lines += ["", f"# ===== {layout}: {c['role']} pool ====="]
+            if c.get("yaml"):
+                lines += ["# --- extra-llm-api-options.yaml ---", c["yaml"].rstrip("\n"), "# --- launch script ---"]
+            lines.append(c["shell"].rstrip("\n"))
+    for layout, text in (document.get("manifests") or {}).items():
+        lines += ["", f"# ===== Kubernetes manifest: {layout} =====", text.rstrip("\n")]
+    return "\n".join(lines)
+
+
+def check_from_args(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
+    """``check PLAN_JSON RESULTS... [--log LOG]``: plan vs measured as a JSON document."""
+
+    plan_path = Path(args.plan)
+    try:
+        plan_doc = json.loads(plan_path.read_bytes().decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError(f"{plan_path.name}: not JSON; give the plan.json of a report bundle or `config --json` output") from None
+    reference = read_plan_reference(plan_doc, plan_path.name)
+    levels = read_results(args.results)
+    notes = []
+    for log_path in args.log or []:
+
+        frame = load_logs([log_path], mapping).frame
+        found = log_levels(frame, source=Path(log_path).name)
+        if not found:
+            notes.append(f"{Path(log_path).name} has no ttft_ms or tpot_ms column: no latencies of its own to compare")
+        else:
+            notes.append(f"{Path(log_path).name}: latencies of the fleet that served the log; the plan's figures are "
+                         "for the planned fleet, so they agree only if that is the same fleet")
+        levels.extend(found)
+    if not levels:
+        why = f" ({notes[0]})" if notes else ""
+        raise ValueError(f"no measured levels{why}: give aiperf/guidellm result files and/or --log LOG with latencies")
+    if reference.point_only:
+        notes.append("the plan gives one point (its planned rate): only levels within 10% of that rate are compared; "
+                     "a report bundle's plan.json or `config --json` carries the whole curve")
+    return check_document(reference, levels, notes)

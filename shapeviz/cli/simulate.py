@@ -1,0 +1,151 @@
+"""``python -m shapeviz simulate``: replay a log (or a fixed ``--isl/--osl`` shape) on a fleet, as JSON or text.
+
+``simulate_document(args, mapping)`` runs the simulator and returns the stable JSON document (``method``,
+``requests``, ``ttft_ms``/``tpot_ms``/``e2e_ms`` each ``{mean, p50, p90, p99}``, ``throughput``, ``goodput``,
+``utilization``, ``saturated``); ``simulate_text`` is its short human summary.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from shapeviz.cli.plan import deployment_from_args
+from shapeviz.ingest import combine, load_log
+from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
+from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
+from shapeviz.serving.sim_calibrate import fit_to_log
+from shapeviz.serving.simulator import ROUTERS, SCHEDULERS, fixed_requests, simulate
+
+DEFAULT_FIXED_REQUESTS = 500  # the published online-serving runs' size
+
+
+def add_simulate_options(p: argparse.ArgumentParser) -> None:
+    """The options ``simulate`` adds to the shared plan options."""
+    p.add_argument("--concurrency", type=int, default=None, help="closed loop of C clients instead of a rate")
+    p.add_argument("--replicas", type=int, default=None,
+                   help="colocated replicas (default: the plan's for a log, 1 for --isl/--osl)")
+    p.add_argument("--requests", type=int, default=None, help="simulate only the first N arrivals")
+    p.add_argument("--duration", type=float, default=None, metavar="S", help="simulate arrivals within S seconds")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scheduler", choices=SCHEDULERS, default="fcfs", help="priority: shortest prompt first")
+    p.add_argument("--router", choices=ROUTERS, default="round_robin")
+    p.add_argument("--disaggregate", default=None, metavar="P:D", help="P prefill and D decode replicas")
+    p.add_argument("--max-num-seqs", type=int, default=None, help="engine cap on running sequences")
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
+    p.add_argument("--chunked-prefill", choices=("on", "off"), default="on",
+                   help="off: whole prompts only, as TensorRT-LLM without context chunking (default on, as vLLM)")
+    p.add_argument("--calibrate-to-log", action="store_true",
+                   help="fit the fleet's speed to the log's own ttft_ms/tpot_ms (or e2e_ms) on --replicas "
+                        "(today's fleet), then simulate with that correction")
+
+
+def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
+    """The ``simulate`` JSON document for a log or a fixed shape."""
+    if args.rate is not None and args.concurrency is not None:
+        raise ValueError("give either --rate or --concurrency, not both")
+    if args.concurrency is not None and args.concurrency < 1:
+        raise ValueError(f"--concurrency must be ≥ 1, got {args.concurrency}")
+    if args.replicas is not None and args.replicas < 1:
+        raise ValueError(f"--replicas must be ≥ 1, got {args.replicas}")
+    dep, tp_source = deployment_from_args(args)
+    whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
+    ttft_slo = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
+    tpot_slo = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
+    logs = list(getattr(args, "logs", None) or [])
+    shape_given = args.isl is not None or args.osl is not None
+    if logs and shape_given:
+        raise ValueError("give either LOG files or --isl/--osl, not both")
+    replicas = args.replicas
+    replicas_source = "set by user"
+    rate = args.rate
+    if shape_given:
+        if args.isl is None or args.osl is None:
+            raise ValueError("--isl and --osl go together: give both (e.g. --isl 2048 --osl 256)")
+        if rate is None and args.concurrency is None:
+            raise ValueError("a fixed shape needs a load: --rate R (req/s) or --concurrency C")
+        n = args.requests or (max(DEFAULT_FIXED_REQUESTS, 8 * args.concurrency) if args.concurrency
+                              else DEFAULT_FIXED_REQUESTS)
+        source: Any = fixed_requests(args.isl, args.osl, n)
+        if whatif.traffic_multiplier != 1 and rate is not None:
+            rate *= whatif.traffic_multiplier
+        info: dict[str, Any] = {"source": "--isl/--osl", "isl": args.isl, "osl": args.osl}
+        if replicas is None:
+            replicas, replicas_source = 1, "default for a fixed shape"
+    else:
+        if not logs:
+            raise ValueError("give a LOG file to simulate, or a fixed shape with --isl N --osl M")
+
+        loaded = [load_log(path, mapping=mapping or None) for path in logs]
+        log = loaded[0] if len(loaded) == 1 else combine(loaded)
+        source = log.frame
+        info = {"source": "log", "files": [str(p) for p in logs], "rows_kept": log.report.rows_kept}
+        has_time = "timestamp" in source.columns and source["timestamp"].notna().sum() >= 2
+        if rate is None and args.concurrency is None and not has_time:
+            workload = Workload.from_frame(source)
+            rate = workload.rate_rps * whatif.traffic_multiplier
+            info["rate_note"] = workload.rate_note
+        elif rate is not None:
+            rate *= whatif.traffic_multiplier
+        if replicas is None and args.disaggregate is None:
+            planned = plan(Workload.from_frame(source, rate_rps=args.rate), dep, whatif, ttft_slo, tpot_slo)
+            replicas, replicas_source = planned.replicas or 1, "the analytic plan's colocated replicas"
+    calibration = None
+    if getattr(args, "calibrate_to_log", False):
+        if shape_given:
+            raise ValueError("--calibrate-to-log needs a LOG with measured latencies, not --isl/--osl")
+        if args.replicas is None:
+            raise ValueError("--calibrate-to-log needs today's fleet: give --replicas N (and --gpu, --tp, --model)")
+
+        calibration = fit_to_log(source, dep, args.replicas, requests=args.requests or 1500)
+        dep = calibration.deployment
+    result = simulate(
+        source, dep, rate_rps=rate, concurrency=args.concurrency, replicas=replicas or 1,
+        requests=args.requests, duration_s=args.duration, seed=args.seed, scheduler=args.scheduler,
+        router=args.router, disaggregate=args.disaggregate, max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens, whatif=whatif,
+        chunked_prefill=args.chunked_prefill == "on",
+        ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo,
+    )
+    document: dict[str, Any] = {"command": "simulate", **result.summary()}
+    document["settings"]["tp_source"] = tp_source
+    document["settings"]["replicas_source"] = replicas_source if args.disaggregate is None else "--disaggregate"
+    document["workload"] = info
+    if calibration is not None:
+        document["calibration"] = {
+            "label": calibration.label, "compute_scale": calibration.compute_scale,
+            "memory_scale": calibration.memory_scale, "fitted_to": list(calibration.fitted_to),
+            "before": calibration.before.to_dict(orient="records"),
+            "after": calibration.after.to_dict(orient="records"),
+        }
+        document["settings"]["efficiency"] = calibration.describe()
+    return document
+
+
+def _ms(stats: dict[str, Any], key: str) -> str:
+    v = stats.get(key)
+    return "-" if v is None else f"{v:,.0f}" if v >= 10 else f"{v:,.1f}"
+
+
+def simulate_text(document: dict[str, Any]) -> str:
+    """A short human summary of a ``simulate`` document."""
+    d = document
+    s = d["settings"]
+    fleet = (f"{s['replicas']} replica(s)" if s.get("disaggregate") is None
+             else f"{s['disaggregate'][0]} prefill + {s['disaggregate'][1]} decode replicas")
+    load = (f"closed loop of {s['concurrency']} clients" if s["arrivals"] == "closed"
+            else f"Poisson {s['rate_rps']:,.3g} req/s" if s["arrivals"] == "poisson" else "the log's own timestamps")
+    method = d["method"] + (f", {d['calibration']['label']}" if "calibration" in d else "")
+    lines = [f"{method}: {s['deployment']}, {fleet}, {load}, {d['requests']:,} requests"]
+    if "calibration" in d:
+        lines.append(s["efficiency"])
+    for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        st = d[name]
+        lines.append(f"{name[:-3].upper():5s} ms  mean {_ms(st, 'mean')}  p50 {_ms(st, 'p50')}  "
+                     f"p90 {_ms(st, 'p90')}  p99 {_ms(st, 'p99')}")
+    t = d["throughput"]
+    lines.append(f"throughput: {t['requests_per_s']:,.3g} req/s, {t['output_tokens_per_s']:,.0f} output tok/s; "
+                 f"goodput {d['goodput']:.0%} (TTFT ≤ {d['slo']['ttft_ms']:,.0f} ms and TPOT ≤ "
+                 f"{d['slo']['tpot_ms']:,.0f} ms); busy {d['utilization']:.0%}")
+    lines.append("SATURATED: the queue grows without bound at this load" if d["saturated"] else "keeps up with the load")
+    lines.extend(f"note: {n}" for n in d.get("notes", []))
+    return "\n".join(lines)

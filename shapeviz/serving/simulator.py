@@ -1,0 +1,766 @@
+"""A discrete-event simulator of LLM serving: the log replayed on a fleet, iteration by iteration.
+
+Requests arrive from the log's own timestamps (scaled by the traffic lever), as a Poisson stream, or from a
+closed loop of C clients (how aiperf, guidellm and NIM benchmark). A router spreads them over replicas
+(round-robin or least outstanding tokens). Each replica runs an iteration-level scheduler like vLLM's and
+TensorRT-LLM's: every iteration decodes one token of each running sequence first, then fills the rest of a
+token budget with prefill chunks (chunked prefill), up to ``max_num_seqs`` sequences, while a KV pool holds
+every running sequence's context; a request is admitted only when its prompt fits, and when decode growth
+overflows the pool the newest sequence is preempted (recomputed later). Prefix-cache hits skip prefill work.
+Disaggregated mode runs a prefill pool and a decode pool with the KV transfer in between.
+
+Step times come from the calibrated physics (``physics.mixed_step_s`` and ``decode_step_s``), so the simulator
+and the analytic planner share one source of truth. Speed: iterations that only decode, with nothing arriving
+and nothing finishing, are advanced together as one vectorised run; an arrival cuts a run at the iteration in
+progress, so the result is the same as stepping one iteration at a time.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from shapeviz.physics.steps import (
+    DEFAULT_TPOT_SLO_MS,
+    Deployment,
+    decode_step_s,
+    mixed_step_s,
+    prefill_time_s,
+)
+from shapeviz.plain import json_safe
+from shapeviz.serving.planner import (
+    DEFAULT_TTFT_SLO_MS,
+    WhatIf,
+    Workload,
+    request_tokens,
+)
+
+ARRIVALS = ("trace", "poisson", "closed")
+SCHEDULERS = ("fcfs", "priority")
+ROUTERS = ("round_robin", "least_tokens")
+DEFAULT_MAX_NUM_SEQS: int | None = None  # None: the engine cap of the calibrated physics (efficiency max_batch)
+DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM / TensorRT-LLM default token budget per iteration (max_num_tokens)
+MAX_RUN_STEPS = 2048               # longest decode run advanced at once (bounds the arrays of one run)
+CONTEXT_GRID = 48                  # contexts the decode-step table is evaluated at, per batch size
+SATURATION_SERVED = 0.9            # served/offered rate below this: the queue grows without bound
+QUANTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Per-request arrays fed to the simulator: arrival (s, open loop only), input, output and cached tokens."""
+
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    cached_tokens: np.ndarray
+    arrival_s: np.ndarray | None = None
+    product: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.input_tokens.size)
+
+
+@dataclass
+class SimResult:
+    """What a simulation measured: one row per request (``requests``) and fleet-level series."""
+
+    requests: pd.DataFrame      # arrival_s, input_tokens, output_tokens, cached_tokens, queue_ms, ttft_ms, tpot_ms,
+                                # itl_ms, e2e_ms, replica, preemptions (+ product when known)
+    utilization: pd.DataFrame   # time_s, replica, busy (share of the bucket the replica was stepping)
+    settings: dict[str, Any]
+    ttft_slo_ms: float
+    tpot_slo_ms: float
+    offered_rps: float | None
+    preemptions: int
+    kv_peak_share: float
+    sim_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def goodput(self) -> float:
+        """Share of requests that met both SLOs (TTFT and TPOT; single-token replies have no TPOT)."""
+        r = self.requests
+        if len(r) == 0:
+            return float("nan")
+        tpot_ok = r["tpot_ms"].isna() | (r["tpot_ms"] <= self.tpot_slo_ms)
+        return float(((r["ttft_ms"] <= self.ttft_slo_ms) & tpot_ok).mean())
+
+    @property
+    def served_rps(self) -> float:
+        """Completed requests per second over the run (first arrival to last completion)."""
+        r = self.requests
+        finish = r["arrival_s"] + r["e2e_ms"] / 1000.0
+        span = float(finish.max() - r["arrival_s"].min()) if len(r) else 0.0
+        return (len(r) - 1) / span if span > 0 and len(r) > 1 else float("nan")
+
+    @property
+    def saturated(self) -> bool:
+        """True when the fleet cannot keep up: served rate well below the offered one, or the queue keeps growing."""
+        if self.offered_rps is None or len(self.requests) < 20:
+            return False
+        # the number of requests in the system, seen by each arrival, keeps growing: compare the last fifth of the
+        # arrival window with the second (the first is the warm-up from an empty fleet)
+        r = self.requests.sort_values("arrival_s")
+        arrival = r["arrival_s"].to_numpy()
+        finish = np.sort((r["arrival_s"] + r["e2e_ms"] / 1000.0).to_numpy())
+        in_system = np.arange(1, arrival.size + 1) - np.searchsorted(finish, arrival, side="right")
+        k = max(arrival.size // 5, 1)
+        early, late = float(in_system[k:2 * k].mean()), float(in_system[-k:].mean())
+        if late > 1.3 * early + 2.0 * math.sqrt(early) + 2.0:
+            return True
+        # a queue that grows for the whole run: the last fifth's slow tenth waits far longer than the first
+        # fifth's (a p90, not a median: a KV pool hogged by long contexts starves a minority while most pass)
+        q = self.requests.sort_values("arrival_s")["queue_ms"].to_numpy()
+        k = max(len(q) // 5, 1)
+        first, last = float(np.percentile(q[:k], 90)), float(np.percentile(q[-k:], 90))
+        return last > 4.0 * first + 1000.0
+
+    def summary(self) -> dict[str, Any]:
+        """The stable JSON summary (``simulate --json``): latencies, throughput, goodput, utilisation, saturation."""
+        r = self.requests
+
+        def stats(column: str) -> dict[str, float | None]:
+            v = r[column].dropna().to_numpy(dtype=np.float64)
+            if v.size == 0:
+                return {"mean": None, "p50": None, "p90": None, "p99": None}
+            out: dict[str, float | None] = {"mean": float(v.mean())}
+            for q, value in zip(QUANTILES, np.percentile(v, QUANTILES)):
+                out[f"p{q}"] = float(value)
+            return out
+
+        served = self.served_rps
+        span_rate = served if math.isfinite(served) else 0.0
+        mean_out = float(r["output_tokens"].mean()) if len(r) else 0.0
+        busy = self.utilization
+        util = float(busy["busy"].mean()) if len(busy) else 0.0
+        return json_safe({
+            "method": "simulated",
+            "requests": int(len(r)),
+            "ttft_ms": stats("ttft_ms"),
+            "tpot_ms": stats("tpot_ms"),
+            "itl_ms": stats("itl_ms"),
+            "e2e_ms": stats("e2e_ms"),
+            "queue_ms": stats("queue_ms"),
+            "throughput": {"requests_per_s": span_rate, "output_tokens_per_s": span_rate * mean_out},
+            "offered_requests_per_s": self.offered_rps,
+            "goodput": self.goodput,
+            "slo": {"ttft_ms": self.ttft_slo_ms, "tpot_ms": self.tpot_slo_ms},
+            "utilization": util,
+            "saturated": self.saturated,
+            "preemptions": self.preemptions,
+            "kv_peak_share": self.kv_peak_share,
+            "settings": self.settings,
+            "notes": self.notes,
+        })
+
+
+# --- inputs ----------------------------------------------------------------------------------------------
+def requests_from_frame(frame: pd.DataFrame, whatif: WhatIf = WhatIf()) -> Requests:
+    """Per-request arrays of a canonical frame after the what-if (arrival from ``timestamp`` when present).
+
+    The what-if uses the planner's own semantics (``Workload.apply``) with one point per request, and the
+    traffic lever compresses the timeline (twice the traffic: arrivals twice as close).
+    """
+    n, m, p = request_tokens(frame, "simulate")
+    arrival = None
+    if "timestamp" in frame.columns and frame["timestamp"].notna().sum() >= 2:
+        ts = frame["timestamp"]
+        keep = ts.notna().to_numpy()
+        n, m, p = n[keep], m[keep], p[keep]
+        arrival = ((ts[keep] - ts[keep].min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64)
+        arrival = arrival / whatif.traffic_multiplier
+    product = frame["product"].astype(str).to_numpy() if "product" in frame.columns else None
+    if product is not None and arrival is not None:
+        product = product[frame["timestamp"].notna().to_numpy()]
+    return _apply_whatif(n, m, p, whatif, arrival, product)
+
+
+def _apply_whatif(n: np.ndarray, m: np.ndarray, p: np.ndarray, whatif: WhatIf,
+                  arrival: np.ndarray | None, product: np.ndarray | None) -> Requests:
+    w = Workload(n, m, np.minimum(p, n), np.full(n.size, 1.0 / n.size), 1.0).apply(whatif)
+    inp = np.maximum(np.round(w.input_tokens), 1).astype(np.int64)
+    out = np.maximum(np.round(w.output_tokens), 1).astype(np.int64)
+    cached = np.minimum(np.round(w.cached_tokens), inp - 1).clip(min=0).astype(np.int64)
+    if arrival is not None:
+        order = np.argsort(arrival, kind="stable")
+        inp, out, cached, arrival = inp[order], out[order], cached[order], arrival[order]
+        product = None if product is None else product[order]
+    return Requests(inp, out, cached, arrival, product)
+
+
+def requests_from_workload(workload: Workload, n: int, seed: int = 0, whatif: WhatIf = WhatIf()) -> Requests:
+    """``n`` requests drawn from a binned workload's weighted points (no arrival times: Poisson or closed loop)."""
+    w = workload.apply(whatif)
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(w.weight.size, size=int(n), p=w.weight) if w.weight.size > 1 else np.zeros(int(n), dtype=np.int64)
+    return _apply_whatif(w.input_tokens[pick], w.output_tokens[pick], w.cached_tokens[pick], WhatIf(), None, None)
+
+
+def fixed_requests(isl: int, osl: int, n: int, cached_tokens: int = 0) -> Requests:
+    """``n`` identical requests of ``isl`` input and ``osl`` output tokens (the published benchmarks' shape)."""
+    if isl < 1 or osl < 1:
+        raise ValueError(f"--isl and --osl must be ≥ 1 token, got isl={isl!r}, osl={osl!r}")
+    if n < 1:
+        raise ValueError(f"the number of requests must be ≥ 1, got {n}")
+    return Requests(np.full(n, isl, dtype=np.int64), np.full(n, osl, dtype=np.int64),
+                    np.full(n, min(max(cached_tokens, 0), isl - 1), dtype=np.int64))
+
+
+# --- one replica -------------------------------------------------------------------------------------------
+class _Pool:
+    """Global per-request arrays and settings shared by the replicas of one simulation."""
+
+    def __init__(self, dep: Deployment, req: Requests, max_num_seqs: int, max_batched_tokens: int,
+                 scheduler: str, kv_tokens: int, chunked: bool = True) -> None:
+        self.dep = dep
+        self.chunked = chunked
+        self.n_in = req.input_tokens
+        self.n_out = req.output_tokens
+        self.n_cached = req.cached_tokens
+        self.max_num_seqs = max_num_seqs
+        self.budget = max_batched_tokens
+        self.scheduler = scheduler
+        self.kv_tokens = kv_tokens
+        size = len(req)
+        self.arrival = np.full(size, np.nan)
+        self.start = np.full(size, np.nan)      # first scheduled (end of queue wait)
+        self.first = np.full(size, np.nan)      # first token
+        self.finish = np.full(size, np.nan)
+        self.replica = np.full(size, -1, dtype=np.int64)
+        self.preempted = np.zeros(size, dtype=np.int64)
+        self.decode_tables: dict[int, np.ndarray] = {}
+        hi = float(np.max(req.input_tokens + req.output_tokens)) + 1.0
+        self.context_grid = np.unique(np.concatenate([[1.0], np.geomspace(1.0, max(hi, 2.0), CONTEXT_GRID)]))
+
+    def decode_times(self, batch: int, context0: float, steps: int) -> np.ndarray:
+        """Step times of ``steps`` decode iterations of ``batch`` sequences from mean context ``context0``.
+
+        ``decode_step_s`` tabulated once per batch size over a log grid of contexts, then interpolated: one call of
+        the physics per distinct batch instead of one per iteration.
+        """
+        table = self.decode_tables.get(batch)
+        if table is None:
+            table = decode_step_s(self.dep, float(batch), self.context_grid)
+            self.decode_tables[batch] = table
+        return np.interp(context0 + np.arange(steps, dtype=np.float64), self.context_grid, table)
+
+
+class _Replica:
+    """One replica's queue, running batch, KV pool and the iteration (or decode run) in progress."""
+
+    def __init__(self, index: int, pool: _Pool, role: str, on_done: Callable[[int, float, int], None]) -> None:
+        self.index = index
+        self.pool = pool
+        self.role = role                 # colocated | prefill | decode
+        self.on_done = on_done           # (request, time, replica) → the simulation's bookkeeping
+        self.waiting: deque[int] | list[tuple[int, int]] = deque() if pool.scheduler == "fcfs" else []
+        self.ids = np.empty(0, dtype=np.int64)
+        self.pre_done = np.empty(0, dtype=np.int64)   # prompt tokens in KV (prefill position)
+        self.pre_total = np.empty(0, dtype=np.int64)  # prompt tokens to prefill (input, + generated after preemption)
+        self.out_left = np.empty(0, dtype=np.int64)
+        self.ctx = np.empty(0, dtype=np.int64)        # tokens held in KV
+        self.kv_used = 0
+        self.kv_peak = 0
+        self.outstanding = 0                          # tokens routed here and not yet processed (router signal)
+        self.clock = 0.0
+        self.busy_until = math.inf                    # end of the planned iteration/run; inf when idle
+        self.plan: tuple | None = None
+        self.busy_log: list[tuple[float, float]] = []
+        self.preemptions = 0
+        self.resume: dict[int, tuple[int, int]] = {}  # request → (prompt to prefill, tokens left) when re-queued
+
+    # -- queue --
+    def enqueue(self, rid: int, now: float) -> None:
+        """A request arrives at this replica (a run in progress is cut at the iteration under way)."""
+        if self.pool.scheduler == "fcfs":
+            self.waiting.append(rid)  # type: ignore[union-attr]
+        else:  # shortest prompt first (uncached tokens), FCFS among equals
+            heapq.heappush(self.waiting, (int(self.pool.n_in[rid] - self.pool.n_cached[rid]), rid))  # type: ignore[arg-type]
+        prompt = 0 if self.role == "decode" else int(self.pool.n_in[rid] - self.pool.n_cached[rid])
+        self.outstanding += prompt + int(self.pool.n_out[rid])
+        if self.plan is None:
+            self.clock = max(self.clock, now)
+            self._start()
+        elif self.plan[0] == "run" and now < self.busy_until:
+            t0, cum = self.plan[1], self.plan[2]
+            done = int(np.searchsorted(cum, now - t0, side="left")) + 1
+            if done < cum.size:
+                self._commit_run(done)
+                self._start()
+
+    def _peek(self) -> int:
+        return self.waiting[0] if self.pool.scheduler == "fcfs" else self.waiting[0][1]  # type: ignore[index,return-value]
+
+    def _pop(self) -> int:
+        if self.pool.scheduler == "fcfs":
+            return self.waiting.popleft()  # type: ignore[union-attr]
+        return heapq.heappop(self.waiting)[1]  # type: ignore[arg-type]
+
+    def _push_front(self, rid: int) -> None:
+        if self.pool.scheduler == "fcfs":
+            self.waiting.appendleft(rid)  # type: ignore[union-attr]
+        else:
+            heapq.heappush(self.waiting, (-1, rid))  # type: ignore[arg-type]  # preempted work resumes first
+
+    # -- scheduling --
+    def _preempt_newest(self) -> None:
+        """Free the KV of the most recently admitted sequence and queue it again (recompute, as vLLM does)."""
+        i = self.ids.size - 1
+        rid = int(self.ids[i])
+        self.kv_used -= int(self.ctx[i])
+        generated = int(self.pool.n_out[rid] - self.out_left[i])
+        self.pool.preempted[rid] += 1
+        self.preemptions += 1
+        self.resume[rid] = (int(self.pool.n_in[rid]) + generated, int(self.out_left[i]))
+        self._keep(np.arange(self.ids.size) < i)
+        self._push_front(rid)
+
+    def _keep(self, mask: np.ndarray) -> None:
+        self.ids, self.pre_done, self.pre_total = self.ids[mask], self.pre_done[mask], self.pre_total[mask]
+        self.out_left, self.ctx = self.out_left[mask], self.ctx[mask]
+
+    def _start(self) -> None:
+        """Plan the next iteration (a mixed prefill+decode step) or a run of decode-only iterations."""
+        pool = self.pool
+        while True:
+            decoding = self.pre_done >= self.pre_total
+            b = int(decoding.sum())
+            if b and pool.kv_tokens - self.kv_used < b and self.ids.size > 1:
+                self._preempt_newest()
+                continue
+            break
+        budget = pool.budget - b
+        free = pool.kv_tokens - self.kv_used - b
+        chunk = np.zeros(self.ids.size, dtype=np.int64)
+        # running prompts first (their KV is already reserved), in admission order
+        for i in np.flatnonzero(~decoding):
+            if budget <= 0:
+                break
+            c = int(min(self.pre_total[i] - self.pre_done[i], budget))
+            chunk[i] = c
+            budget -= c
+        # then admit waiting requests while the token budget, the sequence cap and the KV pool allow
+        new_ids, new_done, new_total, new_out, new_chunk = [], [], [], [], []
+        while self.waiting and self.ids.size + len(new_ids) < pool.max_num_seqs:
+            rid = self._peek()
+            total, out_left = self.resume.get(rid, (int(pool.n_in[rid]), int(pool.n_out[rid])))
+            done = 0 if rid in self.resume else int(pool.n_cached[rid])
+            if self.role == "decode":
+                done = total  # the prompt's KV arrives from the prefill pool
+            if total > free:
+                break
+            c = min(total - done, budget)
+            if total - done > 0 and c <= 0:
+                break
+            if not pool.chunked and c < total - done:
+                # whole prompts only (TensorRT-LLM without context chunking): it waits for an iteration with
+                # room, unless no other prompt is in this one (a prompt longer than the budget then runs alone)
+                if budget < pool.budget - b:
+                    break
+                c = total - done
+            self._pop()
+            self.resume.pop(rid, None)
+            free -= total
+            self.kv_used += total
+            budget -= c
+            if math.isnan(pool.start[rid]):
+                pool.start[rid] = self.clock
+            new_ids.append(rid); new_done.append(done); new_total.append(total)
+            new_out.append(out_left); new_chunk.append(c)
+        if new_ids:
+            self.ids = np.concatenate([self.ids, np.asarray(new_ids, dtype=np.int64)])
+            self.pre_done = np.concatenate([self.pre_done, np.asarray(new_done, dtype=np.int64)])
+            self.pre_total = np.concatenate([self.pre_total, np.asarray(new_total, dtype=np.int64)])
+            self.out_left = np.concatenate([self.out_left, np.asarray(new_out, dtype=np.int64)])
+            self.ctx = np.concatenate([self.ctx, np.asarray(new_total, dtype=np.int64)])
+            chunk = np.concatenate([chunk, np.asarray(new_chunk, dtype=np.int64)])
+            # decode-pool arrivals hold their prompt's KV already: they decode from this iteration on
+            decoding = np.concatenate([decoding, np.asarray(new_done, dtype=np.int64) >= np.asarray(new_total)])
+            b = int(decoding.sum())
+        self.kv_peak = max(self.kv_peak, self.kv_used)
+        if self.ids.size == 0:
+            self.plan, self.busy_until = None, math.inf
+            return
+        mean_ctx = float(self.ctx[decoding].mean()) if b else 0.0
+        if chunk.any():
+            part = chunk > 0
+            dt = mixed_step_s(pool.dep, self.pre_done[part] + chunk[part], self.pre_done[part], b, mean_ctx)
+            self.plan = ("step", self.clock, chunk, decoding)
+            self.busy_until = self.clock + dt
+            return
+        if b == 0:
+            raise RuntimeError("scheduler planned an empty iteration")
+        # decode-only: advance until the first sequence finishes or the KV pool fills (an arrival may cut it short)
+        steps = int(min(self.out_left[decoding].min(), MAX_RUN_STEPS,
+                        max((pool.kv_tokens - self.kv_used) // max(b, 1), 1)))
+        cum = np.cumsum(pool.decode_times(b, mean_ctx, steps))
+        self.plan = ("run", self.clock, cum, decoding)
+        self.busy_until = self.clock + float(cum[-1])
+
+    # -- completing work --
+    def advance(self) -> None:
+        """Finish the planned iteration or run (at ``busy_until``) and plan the next."""
+        assert self.plan is not None
+        if self.plan[0] == "run":
+            self._commit_run(int(self.plan[2].size))
+        else:
+            self._commit_step()
+        self._start()
+
+    def _log_busy(self, t0: float, end: float) -> None:
+        # A loaded replica steps back to back: one span per busy period, not one per iteration, so the log grows
+        # with the idle gaps (at most one per request), not with the number of iterations simulated.
+        if self.busy_log and t0 <= self.busy_log[-1][1]:
+            self.busy_log[-1] = (self.busy_log[-1][0], end)
+        else:
+            self.busy_log.append((t0, end))
+
+    def _commit_run(self, steps: int) -> None:
+        _, t0, cum, decoding = self.plan  # type: ignore[misc]
+        end = t0 + float(cum[steps - 1])
+        self._log_busy(t0, end)
+        b = int(decoding.sum())
+        self.out_left[decoding] -= steps
+        self.ctx[decoding] += steps
+        self.kv_used += b * steps
+        self.outstanding -= b * steps
+        self.clock = end
+        self.plan = None
+        self._finish_done(end)
+
+    def _commit_step(self) -> None:
+        _, t0, chunk, decoding = self.plan  # type: ignore[misc]
+        end = self.busy_until
+        self._log_busy(t0, end)
+        pool = self.pool
+        was_prefilling = self.pre_done < self.pre_total
+        self.pre_done = self.pre_done + chunk
+        first_now = was_prefilling & (self.pre_done >= self.pre_total)
+        # decoding sequences and prompts completed by this step each emit one token
+        emit = decoding | first_now
+        self.outstanding -= int(chunk.sum()) + int(emit.sum())
+        for i in np.flatnonzero(first_now):
+            rid = int(self.ids[i])
+            if math.isnan(pool.first[rid]):
+                pool.first[rid] = end
+        self.out_left = self.out_left - emit
+        grow = int(decoding.sum())
+        self.ctx = self.ctx + decoding
+        self.kv_used += grow
+        self.clock = end
+        self.plan = None
+        if self.role == "prefill" and first_now.any():
+            for i in np.flatnonzero(first_now):
+                self.on_done(int(self.ids[i]), end, self.index)
+            gone = first_now
+            self.kv_used -= int(self.ctx[gone].sum())
+            self._keep(~gone)
+        self._finish_done(end)
+
+    def _finish_done(self, now: float) -> None:
+        done = (self.out_left <= 0) & (self.pre_done >= self.pre_total)
+        if not done.any():
+            return
+        pool = self.pool
+        for i in np.flatnonzero(done):
+            rid = int(self.ids[i])
+            pool.finish[rid] = now
+            self.on_done(rid, now, self.index)
+        self.kv_used -= int(self.ctx[done].sum())
+        self._keep(~done)
+
+
+# --- the fleet ---------------------------------------------------------------------------------------------
+def _parse_disaggregate(value: str | tuple[int, int] | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        left, sep, right = value.partition(":")
+        try:
+            p, d = int(left), int(right)
+        except ValueError:
+            p = d = -1
+        if not sep or p < 1 or d < 1:
+            raise ValueError(f"--disaggregate expects PREFILL:DECODE replica counts such as 2:6, got {value!r}")
+        return p, d
+    p, d = (int(value[0]), int(value[1]))
+    if p < 1 or d < 1:
+        raise ValueError(f"disaggregate={value!r} needs at least one prefill and one decode replica")
+    return p, d
+
+
+def simulate(
+    workload_or_requests: Workload | Requests | pd.DataFrame,
+    dep: Deployment,
+    *,
+    arrivals: str | None = None,
+    rate_rps: float | None = None,
+    concurrency: int | None = None,
+    replicas: int = 1,
+    requests: int | None = None,
+    duration_s: float | None = None,
+    seed: int = 0,
+    scheduler: str = "fcfs",
+    router: str = "round_robin",
+    disaggregate: str | tuple[int, int] | None = None,
+    max_num_seqs: int | None = DEFAULT_MAX_NUM_SEQS,
+    max_num_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
+    whatif: WhatIf = WhatIf(),
+    ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
+    tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
+    kv_fraction: float | None = None,
+    chunked_prefill: bool = True,
+    ramp: bool = True,
+    progress: Callable[[float], None] | None = None,
+) -> SimResult:
+    """Replay requests on ``replicas`` replicas of ``dep`` and measure queue wait, TTFT, TPOT/ITL and E2E per request.
+
+    ``arrivals``: "trace" (the log's timestamps, compressed by ``whatif.traffic_multiplier``), "poisson" at
+    ``rate_rps``, or "closed" with ``concurrency`` clients that each send the next request when the previous one
+    completes. Default: "closed" when ``concurrency`` is given, else "poisson" when ``rate_rps`` is given, else
+    "trace". ``requests`` keeps the first N arrivals; ``duration_s`` keeps those arriving within it (open loop;
+    a closed loop sends ``requests`` requests, default max(500, 8·C) when drawn from a Workload).
+    ``disaggregate=(P, D)`` (or "P:D") replaces the colocated replicas by P prefill and D decode replicas.
+    ``chunked_prefill=False`` schedules whole prompts only (TensorRT-LLM's default without context chunking):
+    a prompt that does not fit the rest of an iteration's token budget waits for the next iteration.
+    """
+    import time
+
+    started = time.process_time()
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler={scheduler!r} must be one of {SCHEDULERS}")
+    if router not in ROUTERS:
+        raise ValueError(f"router={router!r} must be one of {ROUTERS}")
+    if not (isinstance(replicas, (int, np.integer)) and replicas >= 1):
+        raise ValueError(f"replicas={replicas!r} must be a whole number ≥ 1")
+    if max_num_seqs is None:
+        max_num_seqs = int(dep.eff.max_batch)
+    if max_num_seqs < 1 or max_num_batched_tokens < 1:
+        raise ValueError("max_num_seqs and max_num_batched_tokens must be ≥ 1")
+    for name, v in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)):
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"{name}={v!r} must be a positive number of milliseconds")
+    split = _parse_disaggregate(disaggregate)
+    if arrivals is None:
+        arrivals = "closed" if concurrency is not None else "poisson" if rate_rps is not None else "trace"
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"arrivals={arrivals!r} must be one of {ARRIVALS}")
+    if arrivals == "closed" and not (concurrency is not None and concurrency >= 1):
+        raise ValueError("a closed loop needs concurrency ≥ 1 (--concurrency C)")
+    if requests is not None and requests < 1:
+        raise ValueError(f"requests={requests!r} must be ≥ 1")
+    rng = np.random.default_rng(seed)
+
+    # -- the requests --
+    if isinstance(workload_or_requests, pd.DataFrame):
+        req = requests_from_frame(workload_or_requests, whatif)
+    elif isinstance(workload_or_requests, Workload):
+        n_draw = requests or (max(500, 8 * int(concurrency or 0)) if arrivals == "closed" else None)
+        if n_draw is None:
+            span = duration_s if duration_s is not None else 500 / (rate_rps or workload_or_requests.rate_rps)
+            n_draw = max(int(math.ceil(span * (rate_rps or workload_or_requests.rate_rps * whatif.traffic_multiplier))), 1)
+        req = requests_from_workload(workload_or_requests, n_draw, seed, whatif)
+        if rate_rps is None and arrivals == "poisson":
+            rate_rps = workload_or_requests.rate_rps * whatif.traffic_multiplier
+    elif isinstance(workload_or_requests, Requests):
+        req = workload_or_requests
+    else:
+        raise ValueError("simulate needs a Workload, a Requests set or a canonical frame")
+    if arrivals == "trace":
+        if req.arrival_s is None:
+            if rate_rps is None:
+                raise ValueError("the log has no timestamps: give a rate (--rate R) or a concurrency (--concurrency C)")
+            arrivals = "poisson"
+    if arrivals == "poisson" and not (rate_rps is not None and math.isfinite(rate_rps) and rate_rps > 0):
+        raise ValueError("Poisson arrivals need a positive rate (--rate R, requests per second)")
+    if arrivals == "trace":
+        arrival = np.asarray(req.arrival_s, dtype=np.float64)
+    elif arrivals == "poisson":
+        arrival = np.cumsum(rng.exponential(1.0 / float(rate_rps), size=len(req)))  # type: ignore[arg-type]
+        arrival -= arrival[0]
+    else:
+        arrival = np.full(len(req), np.nan)
+    keep = np.ones(len(req), dtype=bool)
+    if duration_s is not None and arrivals != "closed":
+        keep &= arrival <= duration_s
+    if requests is not None:
+        keep &= np.cumsum(keep) <= requests
+    if not keep.all():
+        req = Requests(req.input_tokens[keep], req.output_tokens[keep], req.cached_tokens[keep],
+                       None if req.arrival_s is None else req.arrival_s[keep],
+                       None if req.product is None else req.product[keep])
+        arrival = arrival[keep]
+    size = len(req)
+    if size == 0:
+        raise ValueError("no requests left to simulate (check --requests / --duration)")
+
+    # -- the fleet --
+    per_gpu_token = float(dep.kv_bytes_per_gpu(1.0))
+    kv_tokens = int(dep.kv_pool_bytes_per_gpu(kv_fraction) // max(per_gpu_token, 1e-9))
+    longest = int(np.max(req.input_tokens + req.output_tokens))
+    if longest > kv_tokens:
+        raise ValueError(
+            f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
+            f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
+    pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill)
+    heap: list[tuple[float, int, int, int]] = []   # (time, tie, request, target pool: 0 front, 1 decode pool)
+    tie = 0
+    clients = {"next": 0}
+
+    def on_done(rid: int, now: float, replica: int) -> None:
+        nonlocal tie
+        r = fleet[replica]
+        if r.role == "prefill":
+            # KV travels to the decode pool; the first token is counted once it is there, as the planner does
+            transfer = float(dep.kv_bytes_per_gpu(float(pool.n_in[rid]))) * dep.tp / (dep.eff.kv_transfer_gbps * 1e9)
+            pool.first[rid] = now + transfer
+            if pool.n_out[rid] <= 1:
+                pool.finish[rid] = now + transfer
+                _closed_next(now + transfer)
+            else:
+                tie += 1
+                heapq.heappush(heap, (now + transfer, tie, rid, 1))
+            return
+        _closed_next(now)
+
+    def _closed_next(now: float) -> None:
+        nonlocal tie
+        if arrivals == "closed" and clients["next"] < size:
+            tie += 1
+            heapq.heappush(heap, (now, tie, clients["next"], 0))
+            clients["next"] += 1
+
+    fleet: list[_Replica] = []
+    if split is None:
+        fleet = [_Replica(i, pool, "colocated", on_done) for i in range(replicas)]
+        front_ids, back_ids = list(range(replicas)), []
+    else:
+        fleet = [_Replica(i, pool, "prefill", on_done) for i in range(split[0])]
+        fleet += [_Replica(split[0] + i, pool, "decode", on_done) for i in range(split[1])]
+        front_ids, back_ids = list(range(split[0])), list(range(split[0], split[0] + split[1]))
+
+    if arrivals == "closed":
+        # Clients start spread over one request's latency: otherwise identical requests started together stay
+        # in lock-step forever (every completion wave re-arrives as a burst), which no real benchmark shows.
+        c = min(int(concurrency), size)  # type: ignore[arg-type]
+        starts = np.sort(rng.uniform(0.0, _one_request_s(dep, req, c), size=c)) if ramp else np.zeros(c)
+        for k in range(c):
+            _closed_next(float(starts[k]))
+    rr = {0: 0, 1: 0}
+
+    def route(rid: int, now: float, target: int) -> None:
+        ids = front_ids if target == 0 else back_ids
+        if router == "round_robin":
+            k = ids[rr[target] % len(ids)]
+            rr[target] += 1
+        else:
+            k = min(ids, key=lambda j: fleet[j].outstanding)
+        if target == 0:
+            pool.arrival[rid] = now
+        pool.replica[rid] = k if target == 0 or split is None else pool.replica[rid]
+        if target == 1:  # decode pool: the prompt's KV arrived, the first token came from the prefill pool
+            fleet[k].resume[rid] = (int(pool.n_in[rid]), int(pool.n_out[rid]) - 1)
+        fleet[k].enqueue(rid, now)
+
+    ptr = 0
+    open_loop = arrivals != "closed"
+    report_every = max(size // 50, 1)
+    completed_marks = 0
+    while True:
+        t_ext = float(arrival[ptr]) if open_loop and ptr < size else math.inf
+        t_int = heap[0][0] if heap else math.inf
+        t_a = min(t_ext, t_int)
+        busy = min(fleet, key=lambda r: r.busy_until)
+        t_r = busy.busy_until
+        if t_a == math.inf and t_r == math.inf:
+            break
+        if t_a <= t_r:
+            if t_ext <= t_int:
+                route(ptr, t_ext, 0)
+                ptr += 1
+            else:
+                t, _, rid, target = heapq.heappop(heap)
+                route(rid, t, target)
+        else:
+            busy.advance()
+        if progress is not None:
+            marks = int(np.count_nonzero(~np.isnan(pool.finish[:: report_every])))
+            if marks != completed_marks:
+                completed_marks = marks
+                progress(min(marks / max(len(pool.finish[::report_every]), 1), 1.0))
+
+    unfinished = int(np.isnan(pool.finish).sum())
+    if unfinished:
+        raise RuntimeError(f"simulation ended with {unfinished} unfinished requests (a scheduler bug)")
+
+    out = req.output_tokens
+    tpot = np.where(out > 1, (pool.finish - pool.first) / np.maximum(out - 1, 1) * 1000.0, np.nan)
+    frame = pd.DataFrame({
+        "arrival_s": pool.arrival,
+        "input_tokens": req.input_tokens,
+        "output_tokens": out,
+        "cached_tokens": req.cached_tokens,
+        "queue_ms": (pool.start - pool.arrival) * 1000.0,
+        "ttft_ms": (pool.first - pool.arrival) * 1000.0,
+        "tpot_ms": tpot,
+        "itl_ms": tpot,
+        "e2e_ms": (pool.finish - pool.arrival) * 1000.0,
+        "replica": pool.replica,
+        "preemptions": pool.preempted,
+    })
+    if req.product is not None:
+        frame["product"] = req.product
+    makespan = float(np.nanmax(pool.finish))
+    util = _utilization(fleet, makespan)
+    offered = None  # the realised offered rate of an open loop (a closed loop offers what it is served)
+    if arrivals != "closed" and size > 1 and float(arrival[-1] - arrival[0]) > 0:
+        offered = (size - 1) / float(arrival[-1] - arrival[0])
+    settings = {
+        "deployment": dep.describe(), "arrivals": arrivals, "rate_rps": rate_rps, "concurrency": concurrency,
+        "replicas": replicas if split is None else None, "disaggregate": list(split) if split else None,
+        "scheduler": scheduler, "router": router, "max_num_seqs": int(max_num_seqs),
+        "max_num_batched_tokens": int(max_num_batched_tokens), "kv_pool_tokens_per_replica": kv_tokens,
+        "chunked_prefill": bool(chunked_prefill),
+        "seed": seed, "whatif": {k: getattr(whatif, k) for k in ("trim_input", "trim_output", "cache_hit",
+                                                                   "traffic_multiplier")},
+    }
+    result = SimResult(frame, util, settings, float(ttft_slo_ms), float(tpot_slo_ms), offered,
+                       int(sum(r.preemptions for r in fleet)),
+                       max(r.kv_peak for r in fleet) / max(kv_tokens, 1),
+                       sim_seconds=time.process_time() - started)
+    if result.preemptions:
+        result.notes.append(f"{result.preemptions} preemption(s): the KV pool ran out and sequences were recomputed")
+    return result
+
+
+def _one_request_s(dep: Deployment, req: Requests, concurrency: int) -> float:
+    """Latency of a mean request at a decode batch of ``concurrency`` (prefill alone + its decode steps)."""
+    n = float(np.mean(req.input_tokens))
+    m = float(np.mean(req.output_tokens))
+    return float(prefill_time_s(dep, n, float(np.mean(req.cached_tokens)))) + m * float(
+        decode_step_s(dep, float(concurrency), n + m / 2.0))
+
+
+def _utilization(fleet: list[_Replica], makespan: float, buckets: int = 60) -> pd.DataFrame:
+    """Busy share of each replica over ``buckets`` equal time buckets (stepping = busy)."""
+    edges = np.linspace(0.0, max(makespan, 1e-9), buckets + 1)
+    rows = []
+    for r in fleet:
+        if r.busy_log:
+            spans = np.asarray(r.busy_log)
+            busy = np.zeros(buckets)
+            for lo_span in range(0, spans.shape[0], 50_000):  # the overlap matrix in slices: bounded memory
+                part = spans[lo_span:lo_span + 50_000]
+                lo = np.clip(part[:, 0][:, None], edges[:-1][None, :], edges[1:][None, :])
+                hi = np.clip(part[:, 1][:, None], edges[:-1][None, :], edges[1:][None, :])
+                busy += (hi - lo).sum(axis=0)
+        else:
+            busy = np.zeros(buckets)
+        width = np.diff(edges)
+        rows.append(pd.DataFrame({"time_s": edges[:-1], "replica": r.index, "busy": np.clip(busy / width, 0, 1)}))
+    return pd.concat(rows, ignore_index=True)
