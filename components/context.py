@@ -17,7 +17,7 @@ from components.entry import through_entry
 from components.progress import progress_bar
 from shapeviz.analyses.shapes import Corners
 from shapeviz.analyses.traffic import rate_over_time
-from shapeviz.analyses.traffic import rate_over_time as sketch_rate_over_time
+from shapeviz.analyses.traffic import rate_over_time_from_sketch as sketch_rate_over_time
 from shapeviz.analysis import Analysis, analyze, analyze_sketch
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import plane_figure, product_colors, rate_figure

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from shapeviz.analyses.shapes import shape_profile, shape_profile_from_sketch
-from shapeviz.analyses.traffic import rate_over_time
+from shapeviz.analyses.traffic import rate_over_time_from_sketch as rate_over_time
 from shapeviz.analyses.traffic import rate_over_time as rate_over_time_rows
 from shapeviz.analysis import analyze, analyze_sketch
 from shapeviz.ingest import IngestError, Limits, load_log
