@@ -140,6 +140,8 @@ class Deployment:
     efficiency: Efficiency | None = None
     ep: int = 1
     attention_dp: bool = False
+    # ``physics.speculative.Speculative`` (duck-typed here: that module builds on this one), or None
+    speculative: Any = None
 
     def __post_init__(self) -> None:
         # Forgiving construction: ids are accepted wherever a Model or GPU is.
@@ -156,6 +158,8 @@ class Deployment:
             raise ValueError(f"tensor parallelism tp={self.tp!r} must be one of {TP_CHOICES}")
         object.__setattr__(self, "tp", int(self.tp))
         self._check_layout()
+        if self.speculative is not None:
+            self.speculative.check(self)
         free = self.free_bytes_per_gpu
         if free <= 0:
             need = self.weight_bytes_per_gpu / GIB
@@ -293,8 +297,13 @@ class Deployment:
 
     @property
     def weight_bytes_per_gpu(self) -> float:
-        """Weights each GPU holds: experts over all ``tp`` GPUs; the rest too, or whole on each under attention-DP."""
-        return self.expert_weight_bytes / self.tp + (self.dense_weight_bytes + self.embedding_bytes) / self.dense_split
+        """Weights each GPU holds: experts over all ``tp`` GPUs; the rest too, or whole on each under attention-DP.
+
+        A speculative draft (head, MTP module or draft model) adds its own weights, spread over the replica.
+        """
+        draft = self.speculative.weight_bytes(self) / self.tp if self.speculative is not None else 0.0
+        return (self.expert_weight_bytes / self.tp + (self.dense_weight_bytes + self.embedding_bytes) / self.dense_split
+                + draft)
 
     @property
     def free_bytes_per_gpu(self) -> float:
@@ -304,7 +313,9 @@ class Deployment:
     def kv_pool_bytes_per_gpu(self, fraction: float | None = None) -> float:
         """KV pool per GPU: (memory − weights − reserve) × fraction (serving fraction by default)."""
         f = self.eff.kv_fraction_serving if fraction is None else fraction
-        return max(self.free_bytes_per_gpu, 0.0) * f
+        # a speculative draft keeps its own KV for every sequence: the target's share of the pool is what is left
+        draft = self.speculative.kv_pool_share(self) if self.speculative is not None else 0.0
+        return max(self.free_bytes_per_gpu, 0.0) * f * (1.0 - draft)
 
     @property
     def kv_replication(self) -> float:
@@ -412,9 +423,10 @@ class Deployment:
     def describe(self) -> str:
         """``Llama-3.1-70B on 2× H100 SXM5 80GB, FP8 (KV FP8)``, with the layout when it is not plain TP."""
         layout = "" if self.ep == 1 and not self.attention_dp else f" as {self.layout}"
+        spec = "" if self.speculative is None else f", speculative {self.speculative.describe()}"
         return (
             f"{self.model.name} on {self.tp}× {self.gpu.name}{layout}, {str(self.precision).upper()} "
-            f"(KV {str(self.kv_precision).upper()})"
+            f"(KV {str(self.kv_precision).upper()}){spec}"
         )
 
 
@@ -659,22 +671,45 @@ def prefill_work_s(
 
 
 def decode_step_s(dep: Deployment, batch: np.ndarray | float, context_tokens: np.ndarray | float) -> np.ndarray:
-    """Time of one decode step of ``batch`` sequences at mean context ``context_tokens``: the TPOT of each.
+    """Time per output token of ``batch`` decoding sequences at mean context ``context_tokens``: the TPOT of each.
 
-    Memory-bound (weights once + every sequence's KV) until the batch is large enough to be compute-bound.
+    One decode pass (``decode_pass_s``); with speculative decoding, one draft-and-verify iteration over the tokens
+    it keeps on average (``physics.speculative``).
+    """
+    if dep.speculative is not None:
+        return dep.speculative.token_time_s(dep, batch, context_tokens)
+    return decode_pass_s(dep, batch, context_tokens)
+
+
+def decode_pass_s(
+    dep: Deployment,
+    batch: np.ndarray | float,
+    context_tokens: np.ndarray | float,
+    tokens_per_sequence: float = 1.0,
+    step_overhead: bool = True,
+) -> np.ndarray:
+    """One forward pass of ``batch`` decoding sequences, each with ``tokens_per_sequence`` new tokens (a plain decode
+    step at 1; a speculative verification of k drafts at k+1), whatever ``dep.speculative`` says.
+
+    Memory-bound (weights once + every sequence's KV, read once however many of its tokens are in the pass) until
+    the tokens are enough to be compute-bound. ``step_overhead=False`` leaves out the engine's per-iteration
+    scheduling cost (a draft model's pass inside a speculative iteration).
     """
     m = dep.model
     b = np.maximum(np.asarray(batch, dtype=np.float64), 1.0)
     c = np.asarray(context_tokens, dtype=np.float64)
-    memory = (_weight_read_bytes_per_gpu(dep, b) + b * dep.kv_bytes_per_gpu(c)) / dep.hbm_bytes_per_gpu
+    t = b * float(tokens_per_sequence)
+    memory = (_weight_read_bytes_per_gpu(dep, t) + b * dep.kv_bytes_per_gpu(c)) / dep.hbm_bytes_per_gpu
     experts = 2.0 * _active_expert_params(m)
     dense = 2.0 * (_active_body_params(m) - _active_expert_params(m) + _lm_head_params(m))
     attention = m.layers * m.attention_flops_per_context_token(decode=True) * _effective_context(m, c)
-    compute = _compute_s(dep, b * dense, b * experts, b * attention, decode=True)
+    compute = _compute_s(dep, t * dense, t * experts, t * attention, decode=True)
     # Fitted on TP rows, where every rank samples and schedules the whole batch. Under attention-DP it is kept per
     # replica: ranks wait for each other at every expert layer, and the H100 rows (DEP8 ≈ TP8 measured) reject /tp.
-    per_sequence = b * dep.eff.sequence_overhead_us * 1e-6
-    return np.maximum(memory, compute) + communication_s(dep, b) + _fixed_s(dep) + per_sequence
+    # Charged per token of the pass: a verification samples (and checks) every one of its k+1 positions.
+    per_sequence = t * dep.eff.sequence_overhead_us * 1e-6
+    fixed = _fixed_s(dep) if step_overhead else dep.model.layers * dep.eff.layer_overhead_us * 1e-6
+    return np.maximum(memory, compute) + communication_s(dep, t) + fixed + per_sequence
 
 
 def batch_for_tpot(dep: Deployment, context_tokens: np.ndarray | float, tpot_slo_ms: float) -> np.ndarray:
@@ -854,16 +889,24 @@ def mixed_step_s(
         rates = _compute_rates(dep, not (end.size == 1 and b == 0), False)
         compute += sum(x * r for x, r in zip(parts, rates))
     kv = 0.0
+    spec = dep.speculative if b > 0 else None
+    q = 1.0 if spec is None else spec.draft_tokens + 1.0  # tokens each decoding sequence puts through the target
     if b > 0:
         c = np.asarray(float(decode_context))
         experts = 2.0 * _active_expert_params(m)
         dense = 2.0 * (_active_body_params(m) - _active_expert_params(m) + _lm_head_params(m))
         attention = m.layers * m.attention_flops_per_context_token(decode=True) * _effective_context(m, c)
         rates = _compute_rates(dep, True, True)
-        compute += b * (dense * rates[0] + experts * rates[1] + float(attention) * rates[2])
+        compute += b * q * (dense * rates[0] + experts * rates[1] + float(attention) * rates[2])
         kv = b * float(dep.kv_bytes_per_gpu(c))
-    weights, collective = _pass_costs(dep, int(round(new + b)))
+    weights, collective = _pass_costs(dep, int(round(new + b * q)))
     hbm, fixed, per_sequence, prefill_extra = _iteration_constants(dep)
     memory = (weights + kv) / hbm
-    fixed += b * per_sequence + (prefill_extra if new > 0 else 0.0)
-    return max(compute, memory) + collective + fixed
+    fixed += b * q * per_sequence + (prefill_extra if new > 0 else 0.0)
+    step = max(compute, memory) + collective + fixed
+    if spec is None:
+        return step
+    # Speculative: the iteration also runs the k draft passes, and emits τ tokens per decoding sequence where the
+    # simulator counts one; so the decodes' own iteration is charged per token kept, the prompt chunks' in full.
+    full = float(spec.iteration_s(dep, b, float(decode_context)))
+    return step + float(spec.draft_s(dep, b, float(decode_context))) - full * (1.0 - 1.0 / spec.acceptance_length)
