@@ -145,6 +145,16 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-hit", type=float, default=None, metavar="F")
     p.add_argument("--traffic", type=float, default=1.0, metavar="X", help="traffic multiplier")
     p.add_argument("--gpu-hour-usd", type=float, default=None)
+    # Choices spelled out so that building the parser reads no data file; physics/speculative.py defines them.
+    p.add_argument("--speculative", choices=("none", "eagle3", "mtp", "ngram", "draft"), default="none",
+                   help="speculative decoding: an EAGLE-3 head, the model's MTP layers (DeepSeek), n-gram prompt "
+                        "lookup, or a smaller draft model of the same tokenizer (default none)")
+    p.add_argument("--draft-tokens", type=int, default=None, metavar="K",
+                   help="with --speculative: tokens drafted per step (default per method: eagle3 3, mtp 1, ngram 3, "
+                        "draft 4)")
+    p.add_argument("--acceptance-length", type=float, default=None, metavar="L",
+                   help="with --speculative: mean tokens kept per step, bonus included, as vLLM/SGLang report it "
+                        "(default: assumed from published benchmarks for the log's corners)")
 
 
 def cmd_summary(args: argparse.Namespace) -> int:

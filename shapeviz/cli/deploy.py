@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from shapeviz.analysis import load_logs
-from shapeviz.cli.plan import _workload, deployment_from_args
+from shapeviz.cli.plan import _workload, deployment_from_args, speculative_from_args
 from shapeviz.outputs.deploy.build import (
     config_dict,
     deployment_bundle,
@@ -46,8 +46,10 @@ def _inputs(args: argparse.Namespace, mapping: dict[str, str] | None):
         log = load_logs(logs, mapping)
         frame = log.frame
         workload = Workload.from_frame(frame, rate_rps=args.rate)
+        dep = speculative_from_args(dep, workload, args)
         return dep, workload, whatif, longest_context(frame, whatif), "measured", prefix_signal(frame, whatif), frame
     workload, _ = _workload(args, mapping, dep)
+    dep = speculative_from_args(dep, workload, args)
     context = float(args.isl * (1 - whatif.trim_input) + args.osl * (1 - whatif.trim_output))
     prefix = prefix_signal_for_shape(whatif)
     return dep, workload, whatif, context, "assumed", prefix, None

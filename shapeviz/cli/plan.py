@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from shapeviz.fleet.speculative import speculative_deployment, speculative_effect
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.catalogue import get_gpu, get_model
 from shapeviz.physics.steps import (
@@ -36,6 +37,12 @@ def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str]:
     layout_ep = ep if ep is not None else (tp if adp else 1)
     return Deployment(model, gpu, args.precision, args.kv_precision, tp, ep=layout_ep, attention_dp=adp), source
 
+
+
+def speculative_from_args(dep: Deployment, workload: Workload, args: argparse.Namespace) -> Deployment:
+    """The replica with the speculative decoding the options ask for (acceptance assumed from the workload's corners)."""
+    return speculative_deployment(dep, workload, getattr(args, "speculative", "none"),
+                                  getattr(args, "draft_tokens", None), getattr(args, "acceptance_length", None))
 
 
 def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Deployment) -> tuple[Workload, dict[str, Any]]:
@@ -86,9 +93,12 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     dep, tp_source = deployment_from_args(args)
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     workload, info = _workload(args, mapping, dep)
+    dep = speculative_from_args(dep, workload, args)
     ttft_slo = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
     tpot_slo = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
     result = plan(workload, dep, whatif, ttft_slo, tpot_slo, args.gpu_hour_usd).to_dict()
+    effect = (None if dep.speculative is None
+              else speculative_effect(workload, dep, whatif, ttft_slo, tpot_slo, args.gpu_hour_usd))
     result["assumptions"]["tp_source"] = tp_source
     result["assumptions"]["slo"]["source"] = (
         "set by user" if args.ttft_slo_ms is not None and args.tpot_slo_ms is not None
@@ -120,6 +130,10 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
         "slo": {"ttft_p90_ms": ttft_slo, "tpot_p90_ms": tpot_slo},
     }
     document.update(result)
+    # with the lever: what it buys at the planned load and where it stops paying (None without it)
+    document["speculative"] = None if effect is None else effect.to_dict()
+    if effect is not None:
+        document["speculative"]["summary"] = effect.citation()
     return document
 
 
@@ -160,6 +174,8 @@ def plan_text(document: dict[str, Any]) -> str:
                      + (f", ${per_m:,.3f} per 1M tokens" if per_m is not None else "")
                      + (f", ${per_out:,.2f} per 1M output tokens" if per_out is not None else "")
                      + f" at ${c['usd_per_gpu_hour']:,.2f}/GPU-hour ({d['assumptions']['price_source']})")
+    if d.get("speculative"):
+        lines.append(d["speculative"]["summary"])
     lines.append("SLOs met" if d["meets_slo"] else "SLOs NOT met")
     lines.extend(f"note: {n}" for n in d.get("notes", []))
     return "\n".join(lines)

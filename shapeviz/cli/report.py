@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from shapeviz.analysis import analyze, analyze_sketch, load_logs
-from shapeviz.cli.plan import deployment_from_args
+from shapeviz.cli.plan import deployment_from_args, speculative_from_args
 from shapeviz.outputs.report import report_files, write_bundle
 from shapeviz.progress import terminal_progress
 from shapeviz.serving import WhatIf, Workload
@@ -30,10 +30,12 @@ def write_report_from_args(args: Any, mapping: dict[str, str] | None = None) -> 
 
         sketch = sketch_paths(args.logs, mapping=mapping or None, scheduler=args.scheduler, workers=args.workers)
         log = report_log(sketch)
+        dep = speculative_from_args(dep, Workload.from_sketch(sketch, rate_rps=1.0), args)
         extra = {"analysis": analyze_sketch(SketchedLog(sketch), deployment=dep),
                  "workload": Workload.from_sketch(sketch, rate_rps=args.rate)}
     else:
         log = load_logs(args.logs, mapping)
+        dep = speculative_from_args(dep, Workload.from_frame(log.frame, rate_rps=1.0), args)
         with terminal_progress() as progress:   # stages on stderr when it is a terminal; pipes stay clean
             extra = {"analysis": analyze(log, deployment=dep, progress=progress)}
     bundle = report_files(log, deployment=dep, whatif=whatif, ttft_slo_ms=args.ttft_slo_ms,

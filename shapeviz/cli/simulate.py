@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shapeviz.cli.plan import deployment_from_args
+from shapeviz.cli.plan import deployment_from_args, speculative_from_args
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
@@ -66,6 +66,7 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         n = args.requests or (max(DEFAULT_FIXED_REQUESTS, 8 * args.concurrency) if args.concurrency
                               else DEFAULT_FIXED_REQUESTS)
         source: Any = fixed_requests(args.isl, args.osl, n)
+        dep = speculative_from_args(dep, Workload.fixed(args.isl, args.osl, rate_rps=rate or 1.0), args)
         if whatif.traffic_multiplier != 1 and rate is not None:
             rate *= whatif.traffic_multiplier
         info: dict[str, Any] = {"source": "--isl/--osl", "isl": args.isl, "osl": args.osl}
@@ -79,6 +80,7 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         log = loaded[0] if len(loaded) == 1 else combine(loaded)
         source = log.frame
         info = {"source": "log", "files": [str(p) for p in logs], "rows_kept": log.report.rows_kept}
+        dep = speculative_from_args(dep, Workload.from_frame(source, rate_rps=1.0), args)
         has_time = "timestamp" in source.columns and source["timestamp"].notna().sum() >= 2
         if rate is None and args.concurrency is None and not has_time:
             workload = Workload.from_frame(source)
