@@ -194,6 +194,15 @@ def vllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT
         args.append(Arg("--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"},
                                                            separators=(",", ":")),
                         "assumed", "NIXL KV transfer between the prefill and decode pools (llm-d's P/D setup)"))
+    spec = _speculative(s, role)
+    if spec is not None:
+        v = spec.value
+        config: dict[str, Any] = {"method": VLLM_METHODS[v["method"]], "num_speculative_tokens": v["draft_tokens"]}
+        if v["draft"]:
+            config["model"] = v["draft"]
+        if v["method"] == "ngram":
+            config["prompt_lookup_max"] = 4  # assumed: match up to 4-token n-grams of the prompt
+        args.append(Arg("--speculative-config", json.dumps(config, separators=(",", ":")), spec.source, spec.why))
     return EngineConfig("vllm", role, pool.replicas, int(s.tp.value), s.gpu_name, s.model_path, tuple(args),
                         notes=tuple(notes), defaults=tuple(defaults))
 
@@ -233,6 +242,17 @@ def sglang_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
     if role in ("prefill", "decode"):
         args.append(Arg("--disaggregation-mode", role, "estimated", f"the plan's {role} pool"))
         args.append(Arg("--disaggregation-transfer-backend", "nixl", "assumed", "NIXL KV transfer (mooncake also works)"))
+    spec = _speculative(s, role)
+    if spec is not None:
+        v = spec.value
+        args.append(Arg("--speculative-algorithm", SGLANG_ALGORITHMS[v["method"]], spec.source, spec.why))
+        if v["draft"]:
+            args.append(Arg("--speculative-draft-model-path", v["draft"], spec.source, "the draft's weights"))
+        if v["method"] != "ngram":
+            args.append(Arg("--speculative-num-steps", str(v["draft_tokens"]), spec.source, "one draft step per token"))
+            args.append(Arg("--speculative-eagle-topk", "1", spec.source, "a chain of drafts, as the plan models"))
+        args.append(Arg("--speculative-num-draft-tokens", str(v["draft_tokens"] + 1), spec.source,
+                        f"{v['draft_tokens']} drafts + the token they extend, verified per step"))
     return EngineConfig("sglang", role, pool.replicas, int(s.tp.value), s.gpu_name, s.model_path, tuple(args),
                         notes=_notes(s, role), defaults=tuple(defaults))
 
@@ -274,12 +294,36 @@ def trtllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
     if role in ("prefill", "decode"):
         options["cache_transceiver_config"] = {
             "backend": Setting("DEFAULT", "assumed", "TensorRT-LLM's default KV transfer backend between pools")}
+    spec = _speculative(s, role)
+    if spec is not None:
+        v = spec.value
+        spec_options: dict[str, Any] = {
+            "decoding_type": Setting(TRTLLM_DECODING[v["method"]], spec.source, spec.why)}
+        if v["method"] == "mtp":
+            spec_options["num_nextn_predict_layers"] = Setting(v["draft_tokens"], spec.source, "one MTP step per draft")
+        else:
+            spec_options["max_draft_len"] = Setting(v["draft_tokens"], spec.source, "tokens drafted per step")
+        if v["draft"]:
+            spec_options["speculative_model"] = Setting(v["draft"], spec.source, "the draft's weights")
+        options["speculative_config"] = spec_options
     notes = list(_notes(s, role))
     if s.precision.value == "fp8":
         notes.append("FP8 weights come from the checkpoint in TensorRT-LLM: point MODEL at an FP8-quantised "
                      "checkpoint of this model (e.g. a ModelOpt FP8 export)")
     return EngineConfig("trtllm", role, pool.replicas, int(s.tp.value), s.gpu_name, s.model_path, tuple(args),
                         yaml_options=options, notes=tuple(notes), defaults=tuple(defaults))
+
+
+# Each engine's name for the plan's speculative method (data/engine_flags.json lists the values it accepts).
+VLLM_METHODS = {"eagle3": "eagle3", "mtp": "deepseek_mtp", "ngram": "ngram", "draft": "draft_model"}
+SGLANG_ALGORITHMS = {"eagle3": "EAGLE3", "mtp": "NEXTN", "ngram": "NGRAM", "draft": "STANDALONE"}
+TRTLLM_DECODING = {"eagle3": "Eagle3", "mtp": "MTP", "ngram": "NGram", "draft": "Draft_Target"}
+
+
+def _speculative(s: ServingSettings, role: str) -> Setting | None:
+    """The plan's speculative decoding for a pool that decodes (a prefill-only pool has nothing to speculate)."""
+    spec = getattr(s, "speculative", None)
+    return None if spec is None or role == "prefill" else spec
 
 
 RENDERERS = {"vllm": vllm_config, "sglang": sglang_config, "trtllm": trtllm_config}

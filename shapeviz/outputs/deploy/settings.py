@@ -15,6 +15,7 @@ import numpy as np
 
 from shapeviz.outputs.deploy.flags import model_repo
 from shapeviz.physics.catalogue import GIB, Model
+from shapeviz.physics.speculative import load_speculative
 from shapeviz.physics.steps import (
     Deployment,
     decode_step_s,
@@ -84,6 +85,8 @@ class ServingSettings:
     pools: dict[str, PoolSettings]
     notes: list[str] = field(default_factory=list)
     context_note: str | None = None  # max-model-len capped at the model's limit: every config's header says so
+    # speculative decoding of the pools that decode: method, draft_tokens, draft (repo or None), acceptance_length
+    speculative: Setting | None = None
 
     def layouts(self) -> list[str]:
         """The layouts this plan supports: colocated always, disaggregated when both pools could be sized."""
@@ -292,4 +295,28 @@ def serving_settings(
         precision=precision,
         kv_precision=kv_precision, max_model_len=max_model_len, prefix_caching=_prefix_setting(prefix),
         memory=memory_settings(dep), rate_rps=rate, pools=pools, notes=notes, context_note=context_note,
+        speculative=speculative_setting(dep),
     )
+
+
+def speculative_setting(dep: Deployment) -> Setting | None:
+    """The plan's speculative decoding as engine-neutral values (None without it); the draft's repo is assumed."""
+    spec = dep.speculative
+    if spec is None:
+        return None
+    draft, why = None, ""
+    if spec.method == "eagle3":
+        heads = load_speculative()["eagle3_heads"]
+        draft = heads.get(dep.model.id) or f"EAGLE3_HEAD_FOR_{dep.model.id.upper().replace('-', '_').replace('.', '_')}"
+        why = ("a published EAGLE-3 head for this model" if dep.model.id in heads
+               else "no published EAGLE-3 head is known for this model: replace the placeholder with one trained for it")
+    elif spec.method == "draft":
+        draft = model_repo(str(spec.draft_model)) or str(spec.draft_model)
+        why = f"{spec.draft_model}, the catalogue's smallest model with {dep.model.name}'s tokenizer"
+    elif spec.method == "mtp":
+        why = "the MTP layers ship in the model's own checkpoint"
+    else:
+        why = "drafts are copied from the prompt: no draft weights"
+    value = {"method": spec.method, "draft_tokens": spec.draft_tokens, "draft": draft,
+             "acceptance_length": spec.acceptance_length}
+    return Setting(value, "assumed", f"speculative decoding chosen for the plan ({spec.describe()}); {why}")
