@@ -19,6 +19,7 @@ from shapeviz.analyses.shapes import Corners
 from shapeviz.analyses.traffic import rate_over_time
 from shapeviz.analyses.traffic import rate_over_time_from_sketch as sketch_rate_over_time
 from shapeviz.analysis import Analysis, analyze, analyze_sketch
+from shapeviz.fleet.speculative import speculative_deployment
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import plane_figure, product_colors, rate_figure
 from shapeviz.outputs.report import inert_figure
@@ -168,6 +169,9 @@ def page_context() -> PageContext:
         st.stop()
     try:
         dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp, s.layout)
+        if s.speculative != "none":
+            dep = speculative_deployment(dep, workload(dataset.digest, dataset.log), s.speculative, s.draft_tokens,
+                                         s.acceptance_length, s.corners)
     except ValueError as exc:
         st.error(f"Deployment: {md_literal(exc)}", icon=":material/memory:")
         st.stop()

@@ -14,6 +14,7 @@ from shapeviz.analyses.shapes import Corners
 from shapeviz.ingest import DEFAULT_LIMITS
 from shapeviz.ingest.limits import human_bytes
 from shapeviz.physics import get_gpu, get_model, list_gpus, list_models
+from shapeviz.physics.speculative import default_draft_tokens
 from shapeviz.serving.compare import precisions_for
 
 DEFAULTS: dict[str, object] = {
@@ -33,7 +34,12 @@ DEFAULTS: dict[str, object] = {
     "long_input": 4096,
     "long_output": 1024,
     "short_output": 48,
+    "speculative": "none",
+    "draft_tokens": 3,
+    "acceptance_length": 0.0,
 }
+SPECULATIVE = {"none": "none", "eagle3": "EAGLE-3 head", "mtp": "MTP layers (DeepSeek)", "ngram": "n-gram (prompt lookup)",
+               "draft": "draft model"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,9 @@ class Settings:
     tpot_slo_ms: float
     gpu_hour_usd: float
     layout: str = "tp"           # "tp", "tp+ep" or "dep" (MoE models only)
+    speculative: str = "none"    # none | eagle3 | mtp | ngram | draft
+    draft_tokens: int | None = None
+    acceptance_length: float | None = None  # None: assumed from the log's corners
 
 
 PENDING_CACHE_HIT = "_pending_cache_hit_pct"
@@ -146,6 +155,14 @@ def _on_model_change() -> None:
         st.session_state["precision"] = native
 
 
+def _on_speculative_change() -> None:
+    # Each method starts at its own draft length (MTP drafts 1 token, EAGLE-3 3, ...) and an assumed acceptance.
+    method = str(st.session_state["speculative"])
+    if method != "none":
+        st.session_state["draft_tokens"] = default_draft_tokens(method)
+        st.session_state["acceptance_length"] = 0.0
+
+
 def render_whatif() -> None:
     """Trim, cache, traffic, deployment, SLOs and price: the levers a planning meeting moves."""
     st.sidebar.markdown("### What-if")
@@ -179,6 +196,16 @@ def render_whatif() -> None:
                               "the expert layers. DEP needs 2 GPUs or more.")
         st.number_input("$ per GPU-hour", 0.0, 100.0, key="gpu_hour_usd", step=0.1, format="%.2f",
                         help="An assumption: set your own contract price.")
+        st.selectbox("Speculative decoding", list(SPECULATIVE), key="speculative", format_func=SPECULATIVE.get,
+                     on_change=_on_speculative_change,
+                     help="A draft proposes tokens the model verifies in one step: faster TPOT at small batch, a "
+                          "slowdown at high load. The Capacity page shows where it stops paying.")
+        if st.session_state["speculative"] != "none":
+            left, right = st.columns(2)
+            left.number_input("Draft tokens", 1, 8, key="draft_tokens", step=1)
+            right.number_input("Accepted / step", 0.0, 9.0, key="acceptance_length", step=0.1, format="%.1f",
+                               help="Mean tokens kept per step, bonus included, as vLLM/SGLang report it. "
+                                    "0: assumed from published benchmarks for the log's corners.")
     with st.sidebar.expander("SLOs (p90)", expanded=True):
         st.number_input("TTFT SLO (ms)", 10, 60_000, key="ttft_slo_ms", step=50)
         st.number_input("TPOT SLO (ms)", 1, 1_000, key="tpot_slo_ms", step=5)
@@ -210,4 +237,7 @@ def settings() -> Settings:
         ttft_slo_ms=float(s["ttft_slo_ms"]), tpot_slo_ms=float(s["tpot_slo_ms"]),
         gpu_hour_usd=float(s["gpu_hour_usd"]),
         layout=str(s.get("layout", "tp")),
+        speculative=str(s.get("speculative", "none")),
+        draft_tokens=int(s["draft_tokens"]) if s.get("speculative", "none") != "none" else None,
+        acceptance_length=(float(s["acceptance_length"]) or None) if s.get("speculative", "none") != "none" else None,
     )

@@ -7,6 +7,7 @@ import streamlit as st
 from components.context import page_context, rate_chart, workload
 from components.measured import plan_vs_measured
 from components.simulate import render_simulation
+from components.speculative import speculative_section
 from components.widgets import MISSING, badge, chart, table
 from shapeviz.outputs.figures import load_curve_figure, pressure_figure
 from shapeviz.serving import load_curve
@@ -96,6 +97,7 @@ curve = load_curve(w, dep, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms, tpot_sl
 chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve", inert=True)
 st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
            "headroom a planner buys.")
+speculative_section(w, dep, ctx)
 render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, w.rate_rps * ctx.whatif.traffic_multiplier,
                   int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve, ctx.analysis.recommendations)
 

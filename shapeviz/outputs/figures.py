@@ -484,6 +484,46 @@ def load_curve_figure(curve: pd.DataFrame, ttft_slo_ms: float, tpot_slo_ms: floa
     return fig
 
 
+def speculative_figure(curve: pd.DataFrame, tpot_slo_ms: float, current_rps: float,
+                       stops_rps: float | None = None, label: str = "speculative", height: int = 380) -> go.Figure:
+    """TPOT p50 with and without speculative decoding, and the speed-up, against request rate on a fixed fleet.
+
+    ``curve`` is ``SpeculativeEffect.curve``; the dotted line marks today's rate, the dashed one the rate above
+    which the lever costs more than it saves (when the fleet reaches it).
+    """
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("TPOT p50", "Speed-up (without / with)"),
+                        horizontal_spacing=0.1)
+    x = curve["rate_rps"]
+    for name, column, dash in (("without", "tpot_p50_ms_without", "solid"), (label, "tpot_p50_ms_with", "dot")):
+        fig.add_trace(go.Scatter(x=x, y=curve[column], mode="lines", name=name, line=dict(color="#0072B2", dash=dash),
+                                 hovertemplate=f"%{{x:,.3g}} req/s: {name} %{{y:,.1f}} ms<extra></extra>"), row=1, col=1)
+    gain = curve["speedup"].where(curve["speedup"] > 0)
+    fig.add_trace(go.Scatter(x=x, y=gain, mode="lines", name="speed-up", line=dict(color="#009E73"),
+                             hovertemplate="%{x:,.3g} req/s: ×%{y:.2f}<extra></extra>"), row=1, col=2)
+    fig.add_shape(type="line", xref="x domain", yref="y", x0=0, x1=1, y0=tpot_slo_ms, y1=tpot_slo_ms,
+                  line=dict(color="#C0392B", dash="dash"))
+    fig.add_annotation(xref="x domain", yref="y", x=0, y=tpot_slo_ms, text=f"SLO {tpot_slo_ms:,.0f} ms",
+                       showarrow=False, xanchor="left", yanchor="bottom")
+    fig.add_shape(type="line", xref="x2 domain", yref="y2", x0=0, x1=1, y0=1.0, y1=1.0,
+                  line=dict(color="#555", dash="dash"))
+    for axis in ("", "2"):
+        fig.add_shape(type="line", xref=f"x{axis}", yref=f"y{axis} domain", x0=current_rps, x1=current_rps, y0=0,
+                      y1=1, line=dict(color="#555", dash="dot"))
+        if stops_rps is not None:
+            fig.add_shape(type="line", xref=f"x{axis}", yref=f"y{axis} domain", x0=stops_rps, x1=stops_rps, y0=0,
+                          y1=1, line=dict(color="#C0392B", dash="dash"))
+    fig.update_xaxes(title_text="request rate on this fleet (req/s)", type="log", **LIGHT_AXIS)
+    fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1, **LIGHT_AXIS)
+    fig.update_yaxes(title_text="× faster", rangemode="tozero", row=1, col=2, **LIGHT_AXIS)
+    where = (f"stops paying above {stops_rps:,.3g} req/s (red dashes)" if stops_rps is not None
+             else "pays at every rate this fleet carries")
+    fig.update_layout(height=height, **LIGHT, margin=dict(l=60, r=20, t=70, b=50),
+                      title=dict(text=f"Speculative decoding against load<br><sup>{where}; dotted line: today</sup>",
+                                 x=0.01),
+                      legend=dict(orientation="h", y=1.15, x=1, xanchor="right"))
+    return fig
+
+
 def rate_figure(rates: pd.DataFrame, colors: dict[str, str] | None = None, height: int = 320) -> go.Figure:
     """Request rate over time per product (stacked), from ``capacity.rate_over_time``."""
     products = [str(p) for p in rates["product"].unique()]
