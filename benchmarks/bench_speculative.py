@@ -8,7 +8,8 @@ engine, same batch). The model predicts ``speculative.speedup(dep, batch, contex
 ``data/speculative.json``. Rows marked ``fit`` set an acceptance (``--fit`` prints it); every other row is judged:
 median |predicted / measured − 1| per group and overall, and per group the batch where the gain first falls under
 1.1× (measured vs predicted, on the group's own batch grid: "within one step" means at most one grid step apart).
-Then the closed form at batch 1 with a free draft, and wall/CPU seconds of the evaluations (medians of --repeat).
+Then the closed form at batch 1 with a free draft, and wall/CPU seconds of the evaluations (medians of --repeat),
+the Capacity page's ``speculative_effect`` on the 20k-request demo included.
 """
 from __future__ import annotations
 
@@ -31,7 +32,11 @@ from shapeviz.physics.speculative import (  # noqa: E402
     dataset_alpha,
     speedup,
 )
+from shapeviz.fleet.speculative import speculative_deployment, speculative_effect  # noqa: E402
+from shapeviz.physics import default_deployment  # noqa: E402
 from shapeviz.physics.steps import Deployment, load_efficiency  # noqa: E402
+from shapeviz.serving import Workload  # noqa: E402
+from shapeviz.workload.synth import generate  # noqa: E402
 
 ROWS = DATA_DIR / "speculative_measurements.csv"
 SMALL_GAIN = 1.1
@@ -125,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     grid = np.arange(1.0, 513.0)
     _, wall, cpu = timed(lambda: speedup(dep, grid, 512.0), args.repeat)
     print(f"speed-up over 512 batch sizes (one vectorised call): {wall * 1e3:.2f} ms wall, {cpu * 1e3:.2f} ms CPU")
+    # What the Capacity page runs per rerun with the lever on: two plans and two load curves on the demo log.
+    w = Workload.from_frame(generate(20_000, seed=0, with_hashes=False))
+    dep = speculative_deployment(default_deployment(), w, "eagle3")
+    effect, wall, cpu = timed(lambda: speculative_effect(w, dep), args.repeat)
+    print(f"speculative_effect on the 20k-request demo ({w.weight.size} workload points): {wall * 1e3:.0f} ms wall, "
+          f"{cpu * 1e3:.0f} ms CPU; {effect.citation()}")
     return 0
 
 

@@ -160,7 +160,8 @@ class SpeculativeEffect:
             where = (f"stops paying above {stop['rate_rps']:,.3g} req/s ({stop['traffic_multiplier']:.1f}× this log's "
                      f"rate, a decode batch of {stop['batch']:,.0f} per replica on {self.replicas} replica(s))")
         elif stop["batch"] is not None:
-            where = f"stops paying above a decode batch of {stop['batch']:,.0f} per replica"
+            where = (f"pays at every load {self.replicas} replica(s) carry; it would stop above a decode batch of "
+                     f"{stop['batch']:,.0f} per replica")
         else:
             where = "pays at every load this fleet carries"
         return f"estimated: {head}: {gain}{gpus}; {where}"
