@@ -119,6 +119,8 @@ def test_plan_on_a_real_chat_log_says_what_the_lever_buys_and_where_it_stops(cap
     assert {"method", "draft_tokens", "acceptance_length", "tpot_speedup", "throughput_speedup"} <= set(s)
     assert s["method"] == "eagle3" and s["draft_tokens"] == 3
     assert s["provenance"]["acceptance_length"] == "assumed" and "mt-bench" in s["acceptance_source"]
+    # a chat log (98 % of its output tokens in the chat corner) is assumed to accept as MT-bench does
+    assert s["acceptance_rate"] == pytest.approx(dataset_alpha("eagle3", "mt-bench"), abs=0.01)
     # chat at this log's rate: a real TPOT gain, and the plan itself decodes faster
     assert s["tpot_speedup"] > 1.3
     assert on["tpot_ms"]["p50"] < off["tpot_ms"]["p50"]
