@@ -24,9 +24,11 @@ def speculative_section(w: Workload, dep: Deployment, ctx) -> None:  # noqa: ANN
     cols = st.columns(4)
     cols[0].metric("TPOT speed-up here", MISSING if effect.tpot_speedup is None else f"×{effect.tpot_speedup:.2f}",
                    help="TPOT p50 without / with the lever at the planned load, on the plan's fleet without it.")
-    cols[1].metric("Throughput at the TPOT SLO", f"×{effect.throughput_speedup:.2f}",
-                   help="Decode tokens/s per replica at the largest batch the TPOT SLO and the KV pool allow, "
-                        "with / without: below 1 the lever costs capacity at full load.")
+    cols[1].metric("Output tok/s per GPU here",
+                   MISSING if effect.throughput_speedup is None else f"×{effect.throughput_speedup:.2f}",
+                   help="The planned load on the GPUs that meet both SLOs, with / without the lever (GPUs without / "
+                        f"with). At full load (the largest batch the TPOT SLO allows) a replica decodes "
+                        f"×{effect.capacity_speedup:.2f} as many tokens/s with it: below 1 it costs capacity there.")
     g = effect.gpus
     cols[2].metric("GPUs that meet both SLOs", f"{g['with'] or MISSING}",
                    None if not (g["with"] and g["without"]) or g["with"] == g["without"]

@@ -121,7 +121,8 @@ class SpeculativeEffect:
     context_tokens: float               # mean context of a decode step
     tpot_ms: dict[str, float | None]    # p50 at the planned load on that fleet: without, with
     tpot_speedup: float | None
-    throughput_speedup: float           # decode tokens/s per replica within the TPOT SLO: with / without
+    throughput_speedup: float | None    # output tokens/s per GPU at the planned load: GPUs without / with
+    capacity_speedup: float             # decode tokens/s per replica at the largest batch the TPOT SLO allows
     gpus: dict[str, int | None]         # colocated GPUs that meet both SLOs: without, with
     stops_paying: dict[str, float | None]   # rate_rps, traffic_multiplier, batch where the speed-up falls under 1
     small_gain: dict[str, float | None]     # the same where it falls under 1.1
@@ -137,11 +138,13 @@ class SpeculativeEffect:
             "acceptance_length": s["acceptance_length"], "acceptance_rate": s["acceptance_rate"],
             "acceptance_source": s["acceptance_source"],
             "tpot_speedup": self.tpot_speedup, "throughput_speedup": self.throughput_speedup,
+            "capacity_at_tpot_slo_speedup": self.capacity_speedup,
             "tpot_p50_ms": self.tpot_ms, "gpus": self.gpus, "rate_rps": self.rate_rps, "replicas": self.replicas,
             "context_tokens": self.context_tokens,
             "stops_paying_above": self.stops_paying, "gain_below_1_1x_above": self.small_gain,
             "provenance": {"acceptance_length": "set by user" if s["acceptance_source"] == "set by user" else "assumed",
-                           "tpot_speedup": "estimated", "throughput_speedup": "estimated", "gpus": "estimated",
+                           "tpot_speedup": "estimated", "throughput_speedup": "estimated",
+                           "capacity_at_tpot_slo_speedup": "estimated", "gpus": "estimated",
                            "stops_paying_above": "estimated"},
             "notes": self.notes,
         })
@@ -230,7 +233,10 @@ def speculative_effect(
         b = float(operating_batch(d, context, tpot_slo_ms))
         return b / float(decode_step_s(d, b, context))
 
-    throughput_speedup = capacity(dep) / capacity(plain)
+    capacity_speedup = capacity(dep) / capacity(plain)
+    g0, g1 = without.gpus["colocated"], with_lever.gpus["colocated"]
+    # the same demand on fewer (or more) GPUs: output tokens/s per GPU at the planned load
+    throughput_speedup = g0 / g1 if g0 and g1 else None
     stop_rate = _first_below(curve["rate_rps"].to_numpy(), ratio, 1.0)
     gain_rate = _first_below(curve["rate_rps"].to_numpy(), ratio, SMALL_GAIN)
     stop_batch = _first_below(grid, s0 / s1, 1.0)
@@ -250,7 +256,8 @@ def speculative_effect(
         context_tokens=context,
         tpot_ms={"without": _finite(t0[here]), "with": _finite(t1[here])},
         tpot_speedup=tpot_speedup,
-        throughput_speedup=float(throughput_speedup),
+        throughput_speedup=None if throughput_speedup is None else float(throughput_speedup),
+        capacity_speedup=float(capacity_speedup),
         gpus={"without": without.gpus["colocated"], "with": with_lever.gpus["colocated"]},
         stops_paying={"rate_rps": stop_rate, "traffic_multiplier": None if stop_rate is None else stop_rate / base,
                       "batch": stop_batch},

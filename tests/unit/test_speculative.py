@@ -123,6 +123,7 @@ def test_plan_on_a_real_chat_log_says_what_the_lever_buys_and_where_it_stops(cap
     assert s["acceptance_rate"] == pytest.approx(dataset_alpha("eagle3", "mt-bench"), abs=0.01)
     # chat at this log's rate: a real TPOT gain, and the plan itself decodes faster
     assert s["tpot_speedup"] > 1.3
+    assert s["throughput_speedup"] == pytest.approx(s["gpus"]["without"] / s["gpus"]["with"])
     assert on["tpot_ms"]["p50"] < off["tpot_ms"]["p50"]
     # and the load where it stops paying lies above today's, on the same fleet
     stop = s["stops_paying_above"]
