@@ -110,6 +110,7 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
     )
     document: dict[str, Any] = {"command": "simulate", **result.summary()}
     document["settings"]["tp_source"] = tp_source
+    document["settings"]["speculative"] = None if dep.speculative is None else dep.speculative.to_dict()
     document["settings"]["replicas_source"] = replicas_source if args.disaggregate is None else "--disaggregate"
     document["workload"] = info
     if calibration is not None:

@@ -87,6 +87,19 @@ def test_the_simulator_sees_the_gain_at_low_load_and_the_slowdown_at_high_load()
     assert tpot["spec", 320] > tpot["plain", 320]
 
 
+def test_simulate_on_the_command_line_runs_with_the_lever(capsys) -> None:
+    runs = {}
+    for method in ("none", "ngram"):
+        code = main(["simulate", "--isl", "1000", "--osl", "300", "--concurrency", "4", "--requests", "40",
+                     "--model", "llama-3.1-8b", "--precision", "bf16", "--speculative", method, "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        runs[method] = json.loads(out)
+    assert runs["none"]["settings"]["speculative"] is None
+    assert runs["ngram"]["settings"]["speculative"]["method"] == "ngram"
+    assert runs["ngram"]["tpot_ms"]["p50"] < runs["none"]["tpot_ms"]["p50"]
+
+
 def test_the_draft_takes_memory_so_fewer_sequences_fit() -> None:
     context = 4096.0
     base = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
