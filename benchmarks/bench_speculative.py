@@ -26,14 +26,14 @@ sys.path.insert(0, str(ROOT))
 from timing import timed  # noqa: E402  (benchmarks/timing.py, beside this script)
 
 from shapeviz.datadir import DATA_DIR  # noqa: E402
+from shapeviz.fleet.speculative import speculative_deployment, speculative_effect  # noqa: E402
+from shapeviz.physics import default_deployment  # noqa: E402
 from shapeviz.physics.speculative import (  # noqa: E402
     Speculative,
     acceptance_length,
     dataset_alpha,
     speedup,
 )
-from shapeviz.fleet.speculative import speculative_deployment, speculative_effect  # noqa: E402
-from shapeviz.physics import default_deployment  # noqa: E402
 from shapeviz.physics.steps import Deployment, load_efficiency  # noqa: E402
 from shapeviz.serving import Workload  # noqa: E402
 from shapeviz.workload.synth import generate  # noqa: E402
