@@ -145,6 +145,13 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-hit", type=float, default=None, metavar="F")
     p.add_argument("--traffic", type=float, default=1.0, metavar="X", help="traffic multiplier")
     p.add_argument("--gpu-hour-usd", type=float, default=None)
+    # Spelled out (shapeviz.serving.routers.ROUTERS) so that building the parser imports no pandas.
+    p.add_argument("--router", choices=("round_robin", "least_tokens", "session", "prefix"), default=None,
+                   help="how requests are spread over replicas; with block hashes or sessions in the log, each "
+                        "replica's own prefix cache then decides the reuse (simulate: default round_robin; plan, "
+                        "config: plan with the reuse this router keeps on the planned fleet)")
+    p.add_argument("--block-size", type=int, default=None, metavar="TOKENS",
+                   help="tokens per hash_ids block (default: inferred from input length / number of hashes)")
 
 
 def cmd_summary(args: argparse.Namespace) -> int:

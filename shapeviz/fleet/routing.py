@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 
 from shapeviz.fleet.levers import smallest_fleet
 from shapeviz.physics.steps import Deployment
-from shapeviz.serving.planner import WhatIf
+from shapeviz.serving.planner import Plan, WhatIf, Workload, plan
 from shapeviz.serving.prefix_cache import PrefixCache
 from shapeviz.serving.routers import LABELS, ROUTERS
 from shapeviz.serving.simulator import Requests, SimResult, requests_from_frame, simulate
@@ -183,3 +183,37 @@ def hit_ratio_figure(curve: pd.DataFrame, height: int = 360) -> go.Figure:
                       yaxis=dict(title="prompt tokens from the cache", tickformat=".0%", rangemode="tozero"),
                       legend=dict(orientation="h", y=-0.3, x=0, xanchor="left"))
     return fig
+
+
+def plan_with_router(workload: Workload, frame: pd.DataFrame | None, dep: Deployment, router: str, whatif: WhatIf,
+                     ttft_slo_ms: float, tpot_slo_ms: float, gpu_hour_usd: float | None = None, *,
+                     block_size: int | None = None) -> tuple[Plan, dict[str, Any]]:
+    """The analytic plan with the prefix reuse ``router`` keeps on the planned fleet (``plan/config --router``).
+
+    Plan, simulate the log's first requests on the planned replicas under the router, plan again with that hit
+    ratio as the cached share; once more if the fleet size changed. Without block hashes or sessions the router
+    cannot change the reuse, and the plan is the plain one (the ``prefix`` block says so).
+    """
+    planned = plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+    if frame is None:
+        return planned, {"router": router, "source": "none", "hit_ratio_tokens": None,
+                         "note": "a fixed shape has no prefixes to reuse: the router changes nothing"}
+    rate = workload.rate_rps * whatif.traffic_multiplier
+    routed: dict[str, Any] = {}
+    for _ in range(2):
+        k = max(int(planned.replicas or 1), 1)
+        routed = routed_reuse(frame, dep, router, k, rate, whatif, ttft_slo_ms, tpot_slo_ms, block_size=block_size)
+        if routed.get("source") not in ("block_hashes", "sessions") or routed.get("hit_ratio_tokens") is None:
+            routed["note"] = ("the log has no block hashes or sessions: the router cannot change the reuse, the plan "
+                              "keeps the log's reported cached tokens or the what-if share")
+            return planned, routed
+        share = min(float(routed["hit_ratio_tokens"]), 0.99)
+        replanned = plan(workload, dep, replace(whatif, cache_hit=share), ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+        same = replanned.replicas == planned.replicas
+        planned = replanned
+        if same:
+            break
+    routed["note"] = (f"planned with the {routed['hit_ratio_tokens']:.1%} of prompt tokens the {LABELS[router]} "
+                      f"router keeps cached on {routed['replicas']} replica(s) (simulated on the log's first "
+                      f"{routed['window_requests']:,} requests)")
+    return planned, routed
