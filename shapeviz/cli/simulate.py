@@ -146,7 +146,7 @@ def simulate_text(document: dict[str, Any]) -> str:
                  f"goodput {d['goodput']:.0%} (TTFT ≤ {d['slo']['ttft_ms']:,.0f} ms and TPOT ≤ "
                  f"{d['slo']['tpot_ms']:,.0f} ms); busy {d['utilization']:.0%}")
     p = d.get("prefix") or {}
-    if p.get("hit_ratio_tokens") is not None:
+    if p.get("hit_ratio_tokens") is not None and p.get("source") != "none":
         source = {"block_hashes": "simulated per replica from the log's block hashes",
                   "sessions": "simulated per replica from sessions",
                   "reported_cached_tokens": "the log's reported cached tokens", "whatif": "the what-if share (assumed)",
