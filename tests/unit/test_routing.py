@@ -217,3 +217,19 @@ def test_simulate_json_reports_the_prefix_reuse_per_replica(trace, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["simulate", str(path), "--requests", "50", "--router", "nearest"])
     assert exit_.value.code == 2
+
+
+def test_plan_and_config_with_a_router_plan_with_the_reuse_it_keeps(trace, capsys):
+    path = str(trace("burstgpt/burstgpt3_slice.csv"))   # sessions, no hashes, no reported cached tokens
+    assert main(["plan", path, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(["plan", path, "--router", "session", "--json"]) == 0
+    routed = json.loads(capsys.readouterr().out)
+    p = routed["prefix"]
+    assert p["source"] == "sessions" and p["router"] == "session" and p["hit_ratio_tokens"] > 0.3
+    assert plain["workload"]["mean_cached_tokens"] == 0 and "prefix" not in plain
+    assert any("session affinity" in n for n in routed["notes"])
+    assert main(["config", path, "--router", "prefix", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["router"]["router"] == "prefix" and "cache_aware" in doc["router"]["run_it_as"]
+    assert doc["router"]["prefix"]["source"] == "sessions"
