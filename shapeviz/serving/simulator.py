@@ -5,8 +5,9 @@ closed loop of C clients (how aiperf, guidellm and NIM benchmark). A router spre
 (``shapeviz.serving.routers``: round-robin, least outstanding tokens, session affinity, prefix-aware). Each
 replica runs an iteration-level scheduler like vLLM's and TensorRT-LLM's: every iteration decodes one token of
 each running sequence first, then fills the rest of a token budget with prefill chunks (chunked prefill), up to
-``max_num_seqs`` sequences, while a KV pool holds every running sequence's context; a request is admitted only when its prompt fits, and when decode growth
-overflows the pool the newest sequence is preempted (recomputed later). Prefix-cache hits skip prefill work:
+``max_num_seqs`` sequences, while a KV pool holds every running sequence's context; a request is admitted only
+when its prompt fits, and when decode growth overflows the pool the newest sequence is preempted (recomputed
+later). Prefix-cache hits skip prefill work:
 when the log carries block hashes or sessions, each replica keeps its own prefix cache in its KV pool
 (``shapeviz.serving.prefix_cache``) and a request's hit is what that replica holds when it is admitted;
 otherwise each request keeps the log's reported cached tokens (or the what-if share).
