@@ -197,7 +197,8 @@ def plan_with_router(workload: Workload, frame: pd.DataFrame | None, dep: Deploy
     planned = plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
     if frame is None:
         return planned, {"router": router, "source": "none", "hit_ratio_tokens": None,
-                         "note": "a fixed shape has no prefixes to reuse: the router changes nothing"}
+                         "note": "no rows to replay (a fixed shape, or a log read as a sketch with --engine dask): "
+                                 "the router cannot change the reuse"}
     rate = workload.rate_rps * whatif.traffic_multiplier
     routed: dict[str, Any] = {}
     for _ in range(2):
