@@ -312,7 +312,7 @@ class _Replica:
         """A request arrives at this replica (a run in progress is cut at the iteration under way)."""
         self.in_flight += 1
         if self.cache is not None and rid not in self.resume:   # what this cache holds now; exact at admission
-            self.pool.n_cached[rid] = self._hit_tokens(rid, int(self.pool.n_in[rid]))
+            self.pool.n_cached[rid] = self._hit(rid, int(self.pool.n_in[rid]))[1]
         if self.pool.scheduler == "fcfs":
             self.waiting.append(rid)  # type: ignore[union-attr]
         else:  # shortest prompt first (uncached tokens), FCFS among equals
@@ -329,10 +329,11 @@ class _Replica:
                 self._commit_run(done)
                 self._start()
 
-    def _hit_tokens(self, rid: int, prompt: int) -> int:
-        """Tokens of ``prompt`` this replica's cache holds (its leading blocks; at least one token is computed)."""
-        hit = self.cache.match(self.pool.look[rid]) * self.cache.block_size  # type: ignore[union-attr]
-        return max(min(hit, prompt - 1), 0)
+    def _hit(self, rid: int, prompt: int) -> tuple[int, int]:
+        """Leading blocks of the request this replica's cache holds, and the tokens of ``prompt`` they cover (at
+        least one token is always computed)."""
+        blocks = self.cache.match(self.pool.look[rid])  # type: ignore[union-attr]
+        return blocks, max(min(blocks * self.cache.block_size, prompt - 1), 0)  # type: ignore[union-attr]
 
     def _release(self, rid: int) -> None:
         """A sequence left the KV pool (finished, preempted, or sent to the decode pool): its blocks stay cached."""
@@ -399,7 +400,7 @@ class _Replica:
             total, out_left = self.resume.get(rid, (int(pool.n_in[rid]), int(pool.n_out[rid])))
             done = 0 if rid in self.resume else int(pool.n_cached[rid])
             if self.cache is not None:   # the replica's cache at admission (a preempted prompt may hit its own blocks)
-                done = self._hit_tokens(rid, total)
+                hit_blocks, done = self._hit(rid, total)
             if self.role == "decode":
                 done = total  # the prompt's KV arrives from the prefill pool
             if total > free:
@@ -418,7 +419,7 @@ class _Replica:
                 if rid not in self.resume:   # the counted hit, and the router's estimate made exact
                     self.outstanding += int(pool.n_cached[rid]) - done
                     pool.n_cached[rid] = done
-                    pool.hit_blocks[rid] = self.cache.match(pool.look[rid])
+                    pool.hit_blocks[rid] = hit_blocks
                 self.cache.pin(pool.look[rid])
             self.resume.pop(rid, None)
             free -= total
