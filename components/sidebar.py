@@ -171,8 +171,10 @@ def render_whatif() -> None:
     st.sidebar.slider("Trim output %", 0, 90, key="trim_output_pct", step=5,
                       help="Tighter prompts, stopping criteria, output budgets.")
     st.sidebar.slider("Prefix-cache hit %", 0, 95, key="cache_hit_pct", step=1,
-                      help="Share of input tokens served from a prefix cache. Defaults to what the log shows "
-                           "when it carries block hashes, cached-token counts or sessions.")
+                      help="An assumption: the share of input tokens served from a prefix cache, the same on every "
+                           "replica whatever the router. Defaults to what the log shows when it carries block "
+                           "hashes, cached-token counts or sessions; with hashes or sessions the Capacity page "
+                           "simulates the reuse each router really keeps on per-replica caches.")
     st.sidebar.slider("Traffic ×", 0.25, 10.0, key="traffic", step=0.25)
     with st.sidebar.expander("Deployment", expanded=True):
         st.selectbox("Model", list_models(), key="model", format_func=lambda m: get_model(m).name,

@@ -6,6 +6,7 @@ import streamlit as st
 
 from components.context import page_context, rate_chart, workload
 from components.measured import plan_vs_measured
+from components.routing import render_routers
 from components.simulate import render_simulation
 from components.speculative import speculative_section
 from components.widgets import MISSING, badge, chart, table
@@ -100,6 +101,8 @@ st.caption("The fleet is held at the plan's size; the gap between the operating 
 speculative_section(w, dep, ctx)
 render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, w.rate_rps * ctx.whatif.traffic_multiplier,
                   int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve, ctx.analysis.recommendations)
+render_routers(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, w.rate_rps * ctx.whatif.traffic_multiplier,
+               int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, ctx.analysis.recommendations)
 
 if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"

@@ -88,6 +88,8 @@ else:
     cols[2].metric("Requests counted", f"{pr.requests:,}")
     badge(provenance)
     st.caption(f"**Definition.** {md_literal(pr.definition)}")
+    if pr.block_size_source:
+        st.caption(f"Block size: {pr.block_size:,} tokens, {md_literal(pr.block_size_source)}.")
     for note in pr.notes:
         st.caption(md_literal(note))
     if pr.capacity_curve:

@@ -15,7 +15,7 @@ from shapeviz.analyses.clusters import (
     clusters_from_sketch,
     find_clusters,
 )
-from shapeviz.analyses.prefix import DEFAULT_BLOCK_SIZE, PrefixReuse, prefix_reuse
+from shapeviz.analyses.prefix import PrefixReuse, infer_block_size_from_totals, prefix_reuse
 from shapeviz.analyses.sessions import AgentVerdict, detect_agents, session_summary
 from shapeviz.analyses.shapes import (
     DEFAULT_CORNERS,
@@ -155,13 +155,16 @@ def _prefix_from_blocks(sketch: WorkloadSketch) -> PrefixReuse | None:
     if blocks is None or blocks.hit_ratio_blocks is None:
         return None
     exact = blocks.rate >= 1.0
+    # the sketch keeps totals only: the block size the log's Σ input tokens and Σ hashes allow
+    size = infer_block_size_from_totals(blocks.input_tokens, blocks.accesses, blocks.with_hashes)
     return PrefixReuse(
         method="block_hashes", provenance="simulated" if exact else "estimated",
-        definition=(f"Share of prompt blocks ({DEFAULT_BLOCK_SIZE} tokens each) whose prefix hash appeared in an "
+        definition=(f"Share of prompt blocks ({size} tokens each) whose prefix hash appeared in an "
                     "earlier request, through an ideal cache that starts empty and never evicts; token-weighted "
                     "≈ reused blocks × block size / input tokens."),
-        hit_ratio_blocks=float(blocks.hit_ratio_blocks), hit_ratio_tokens=blocks.hit_ratio_tokens(DEFAULT_BLOCK_SIZE),
-        requests=blocks.with_hashes, block_size=DEFAULT_BLOCK_SIZE,
+        hit_ratio_blocks=float(blocks.hit_ratio_blocks), hit_ratio_tokens=blocks.hit_ratio_tokens(size),
+        requests=blocks.with_hashes, block_size=size,
+        block_size_source="inferred from Σ input tokens / Σ hashes (workload sketch)",
         notes=[("every block id counted (workload sketch)" if exact else
                 f"estimated from a SHARDS sample of {len(blocks.ids):,} block ids ({blocks.rate:.2%} of ids) in the "
                 "workload sketch"), "no capacity curve from a sketch: it needs the order of every access"],

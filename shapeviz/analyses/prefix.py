@@ -107,6 +107,75 @@ def _product_codes(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     return codes, names
 
 
+# Block sizes a log's hashes are tried against when none is given: powers of two from 1 to 1,048,576 tokens
+# (engines use 16, 32, 64; Mooncake 512).
+_CANDIDATE_BLOCK_SIZES = 2 ** np.arange(0, 21, dtype=np.int64)
+
+
+def has_hashes(frame: pd.DataFrame) -> bool:
+    """True when the frame carries at least one request with ``hash_ids`` blocks."""
+    return _has_hashes(frame)
+
+
+def row_blocks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a ``hash_ids`` object array, its number of blocks, and every id flattened in row order."""
+    present = ~pd.isna(pd.Series(values, dtype=object)).to_numpy()
+    lengths = np.zeros(len(values), dtype=np.int64)
+    try:
+        lengths[present] = np.fromiter(map(len, values[present]), dtype=np.int64, count=int(present.sum()))
+        ids = (np.concatenate(values[present]).astype(np.int64, copy=False) if lengths.sum()
+               else np.empty(0, np.int64))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(
+            f"hash_ids must hold one list of integer block ids per request ({exc}); "
+            "map the log's prefix-hash column, or drop it"
+        ) from None
+    return lengths, ids
+
+
+def infer_block_size(frame: pd.DataFrame) -> tuple[int, float]:
+    """The block size of the log's hashes, and the share of requests it explains.
+
+    A request of ``n`` tokens with ``L`` hashes of ``B``-token blocks has ``L = ceil(n / B)`` (every block hashed,
+    the last one partial, as Mooncake does) or ``L = floor(n / B)`` (only full blocks, as engines hash). The
+    answer is the power of two that explains the most requests either way (the smallest among equals); where
+    none explains even half of them, the median of ``n / L``.
+    """
+    lengths, _ = row_blocks(frame["hash_ids"].to_numpy(dtype=object))
+    rows = lengths > 0
+    if not rows.any():
+        return DEFAULT_BLOCK_SIZE, 0.0
+    n = frame["input_tokens"].to_numpy(dtype=np.int64)[rows][None, :]
+    blocks = lengths[rows][None, :]
+    sizes = _CANDIDATE_BLOCK_SIZES[:, None]
+    ceil_ok = (-(-n // sizes) == blocks).mean(axis=1)
+    floor_ok = ((n // sizes) == blocks).mean(axis=1)
+    share = np.maximum(ceil_ok, floor_ok)
+    best = int(np.argmax(share))
+    if share[best] >= 0.5:
+        return int(_CANDIDATE_BLOCK_SIZES[best]), float(share[best])
+    return max(int(round(float(np.median(n / blocks)))), 1), float(share[best])
+
+
+def infer_block_size_from_totals(input_tokens: int, blocks: int, requests: int) -> int:
+    """The block size from totals only (a workload sketch): Σ input tokens, Σ hashes and the requests holding them.
+
+    With ``L = ceil(n / B)`` per request, ``B`` lies in [Σn / ΣL, Σn / (ΣL − requests)); with ``floor``, in
+    (Σn / (ΣL + requests), Σn / ΣL]. The smallest power of two inside either interval, else the nearest one.
+    """
+    if blocks <= 0 or input_tokens <= 0:
+        return DEFAULT_BLOCK_SIZE
+    lo = input_tokens / blocks
+    hi = input_tokens / (blocks - requests) if blocks > requests else np.inf
+    for low, high, closed_high in ((lo, hi, False), (input_tokens / (blocks + requests), lo, True)):
+        inside = _CANDIDATE_BLOCK_SIZES[(_CANDIDATE_BLOCK_SIZES >= low) & ((_CANDIDATE_BLOCK_SIZES <= high)
+                                                                          if closed_high else
+                                                                          (_CANDIDATE_BLOCK_SIZES < high))]
+        if inside.size:
+            return int(inside[0])
+    return int(_CANDIDATE_BLOCK_SIZES[np.argmin(np.abs(np.log2(_CANDIDATE_BLOCK_SIZES) - np.log2(lo)))])
+
+
 def _has_hashes(frame: pd.DataFrame) -> bool:
     if "hash_ids" not in frame.columns or len(frame) == 0:
         return False
@@ -126,17 +195,7 @@ def _block_stream(frame: pd.DataFrame) -> _Blocks:
     order = _arrival_order(frame)
     values = frame["hash_ids"].to_numpy(dtype=object)[order]
     # Rows without hashes (e.g. a log combined with one that has none) take part with zero blocks.
-    present = ~pd.isna(pd.Series(values, dtype=object)).to_numpy()
-    lengths = np.zeros(len(values), dtype=np.int64)
-    try:
-        lengths[present] = np.fromiter(map(len, values[present]), dtype=np.int64, count=int(present.sum()))
-        ids = (np.concatenate(values[present]).astype(np.int64, copy=False) if lengths.sum()
-               else np.empty(0, np.int64))
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(
-            f"hash_ids must hold one list of integer block ids per request ({exc}); "
-            "map the log's prefix-hash column, or drop it"
-        ) from None
+    lengths, ids = row_blocks(values)
     request = np.repeat(np.arange(len(values), dtype=np.int64), lengths)
     inp = frame["input_tokens"].to_numpy(dtype=np.int64)[order]
     codes, products = _product_codes(frame)
@@ -459,19 +518,22 @@ def _curve(
 def block_reuse(
     frame: pd.DataFrame,
     *,
-    block_size: int = DEFAULT_BLOCK_SIZE,
+    block_size: int | None = None,
     kv_bytes_per_token: float | None = None,
     capacities: Sequence[int] | np.ndarray | None = None,
     curve: bool = True,
     max_exact_accesses: int = DEFAULT_MAX_EXACT_ACCESSES,
     sample_rate: float | None = None,
 ) -> BlockReuse:
-    """Unbounded and LRU prefix-cache hit ratios from the frame's ``hash_ids``, requests in arrival order."""
-    block_size = _check_block_size(block_size)
+    """Unbounded and LRU prefix-cache hit ratios from the frame's ``hash_ids``, requests in arrival order.
+
+    ``block_size`` None: inferred from input length over the number of hashes (``infer_block_size``).
+    """
     kv_bytes_per_token = check_kv_bytes_per_token(kv_bytes_per_token)
     caps = _check_capacities(capacities)
     if not _has_hashes(frame):
         raise ValueError("the frame has no hash_ids blocks; block reuse needs a Mooncake-style hash_ids column")
+    block_size = infer_block_size(frame)[0] if block_size is None else _check_block_size(block_size)
     blocks = _block_stream(frame)
     hit = blocks.prev >= 0
     n = len(blocks.ids)
@@ -597,6 +659,7 @@ class PrefixReuse:
     hit_ratio_tokens: float | None
     requests: int
     block_size: int | None = None
+    block_size_source: str | None = None   # given, or inferred from input length / number of hashes
     capacity_curve: list[dict] = field(default_factory=list)
     curve_method: str | None = None
     per_product: dict[str, dict] = field(default_factory=dict)
@@ -628,14 +691,24 @@ _DEFINITIONS = {
 def prefix_reuse(
     frame: pd.DataFrame,
     *,
-    block_size: int = DEFAULT_BLOCK_SIZE,
+    block_size: int | None = None,
     kv_bytes_per_token: float | None = None,
     capacities: Sequence[int] | np.ndarray | None = None,
     max_exact_accesses: int = DEFAULT_MAX_EXACT_ACCESSES,
 ) -> PrefixReuse:
-    """Prefix-cache reuse by the best available method: block hashes > reported cached tokens > sessions."""
-    block_size = _check_block_size(block_size)
+    """Prefix-cache reuse by the best available method: block hashes > reported cached tokens > sessions.
+
+    ``block_size``: the hashes' block size in tokens; None infers it from input length over the number of hashes
+    (a log of 64-token blocks read as 512-token ones would count each hit block eight times over).
+    """
+    if block_size is not None:
+        block_size = _check_block_size(block_size)
     if _has_hashes(frame):
+        if block_size is None:
+            block_size, agree = infer_block_size(frame)
+            size_source = f"inferred from input length / number of hashes ({agree:.0%} of requests agree)"
+        else:
+            size_source = "given"
         r = block_reuse(
             frame,
             block_size=block_size,
@@ -657,6 +730,7 @@ def prefix_reuse(
             method="block_hashes",
             provenance="simulated",
             definition=_DEFINITIONS["block_hashes"].format(bs=block_size),
+            block_size_source=size_source,
             hit_ratio_blocks=r.hit_ratio_blocks,
             hit_ratio_tokens=r.hit_ratio_tokens,
             requests=r.requests,

@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="GPUs, TTFT/TPOT and cost for a log or a fixed shape")
     plan.add_argument("logs", nargs="*", metavar="LOG")
     _add_plan_options(plan)
+    _add_router_options(plan)
     _add_common(plan)
     _add_engine(plan)
     plan.set_defaults(handler=cmd_plan)
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = sub.add_parser("simulate", help="replay a log or a fixed shape on a fleet (discrete-event simulation)")
     simulate.add_argument("logs", nargs="*", metavar="LOG")
     _add_plan_options(simulate)
+    _add_router_options(simulate)
     from shapeviz.cli.simulate import add_simulate_options
 
     add_simulate_options(simulate)
@@ -84,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--port", type=int, default=8000)
     config.add_argument("--app", default="llm", help="name prefix of the Kubernetes objects")
     _add_plan_options(config)
+    _add_router_options(config)
     _add_common(config)
     config.set_defaults(handler=cmd_config)
 
@@ -155,6 +158,18 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--acceptance-length", type=float, default=None, metavar="L",
                    help="with --speculative: mean tokens kept per step, bonus included, as vLLM/SGLang report it "
                         "(default: assumed from published benchmarks for the log's corners)")
+
+
+def _add_router_options(p: argparse.ArgumentParser) -> None:
+    """``--router`` and ``--block-size``: the commands that simulate per-replica prefix caches."""
+    # Spelled out (shapeviz.serving.routers.ROUTERS) so that building the parser imports no pandas.
+    p.add_argument("--router", choices=("round_robin", "least_tokens", "session", "prefix"), default=None,
+                   help="how requests are spread over replicas; with block hashes or sessions in the log, each "
+                        "replica's own prefix cache then decides the reuse (simulate: default round_robin; plan, "
+                        "config: plan with the reuse this router keeps on the planned fleet)")
+    p.add_argument("--block-size", type=int, default=None, metavar="TOKENS",
+                   help="tokens per hash_ids block, for the simulated prefix caches (simulate, or plan/config with "
+                        "--router; default: inferred from input length / number of hashes)")
 
 
 def cmd_summary(args: argparse.Namespace) -> int:

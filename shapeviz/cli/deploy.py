@@ -5,12 +5,14 @@ Both return a JSON document and a text rendering; every user mistake is a ``Valu
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import json
 from pathlib import Path
 from typing import Any
 
 from shapeviz.analysis import load_logs
 from shapeviz.cli.plan import _workload, deployment_from_args, speculative_from_args
+from shapeviz.fleet.routing import plan_with_router
 from shapeviz.outputs.deploy.build import (
     config_dict,
     deployment_bundle,
@@ -31,6 +33,19 @@ from shapeviz.outputs.measured import (
 )
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload
+from shapeviz.serving.routers import LABELS
+
+# How each simulated router is run in front of the engines (the routers' own documentation and source).
+ROUTER_DEPLOY = {
+    "round_robin": "a plain Kubernetes Service (kube-proxy spreads connections), or SGLang router --policy round_robin",
+    "least_tokens": "llm-d's inference scheduler with its queue and KV-utilisation scorers, or Dynamo's frontend with "
+                    "--kv-overlap-score-weight 0 (load only)",
+    "session": "session affinity on the conversation id (llm-d's session-affinity scorer, SGLang router "
+               "--policy consistent_hash), or a gateway hashing a session header",
+    "prefix": "SGLang router --policy cache_aware (defaults: cache-threshold 0.3, balance-abs-threshold 64, "
+              "balance-rel-threshold 1.5), llm-d's prefix-cache-scorer with its queue scorer, or Dynamo's frontend "
+              "--router-mode kv",
+}
 
 
 def _inputs(args: argparse.Namespace, mapping: dict[str, str] | None):
@@ -64,9 +79,18 @@ def prefix_signal_for_shape(whatif: WhatIf):
 def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
     """The ``config --json`` document: settings with provenance, engine configs, manifest, plan reference."""
 
-    dep, workload, whatif, context, context_source, prefix, _ = _inputs(args, mapping)
+    dep, workload, whatif, context, context_source, prefix, frame = _inputs(args, mapping)
     ttft = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
     tpot = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
+    routed = None
+    if getattr(args, "router", None):
+        # the reuse this router keeps on the planned fleet replaces the log's ideal (one shared cache) figure
+        _, routed = plan_with_router(workload, frame, dep, args.router, whatif, ttft, tpot,
+                                     block_size=args.block_size)
+        if routed.get("source") in ("block_hashes", "sessions") and routed.get("hit_ratio_tokens") is not None:
+            share = min(float(routed["hit_ratio_tokens"]), 0.99)
+            whatif = replace(whatif, cache_hit=share)
+            prefix = PrefixSignal(share, f"{routed['source']} with the {args.router} router", "simulated")
     bundle = deployment_bundle(workload, dep, engine=args.engine, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
                                max_context_tokens=context, context_source=context_source, prefix=prefix,
                                tp_source="assumed" if args.tp is not None else "estimated",
@@ -88,6 +112,10 @@ def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
                                          tpot_slo_ms=tpot, knee_rps=knee),
         "notes": list(bundle.settings.notes) + list(bundle.plan.notes),
     }
+    if routed is not None:
+        document["router"] = {"router": args.router, "rule": LABELS[args.router], "run_it_as": ROUTER_DEPLOY[args.router],
+                              "prefix": routed}
+        document["notes"] += [routed["note"], f"router: {ROUTER_DEPLOY[args.router]}"]
     return document
 
 

@@ -17,6 +17,7 @@ from shapeviz.physics.steps import (
     max_throughput,
     smallest_tp,
 )
+from shapeviz.fleet.routing import plan_with_router
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.workload.distributed import sketch_paths
 
@@ -45,7 +46,8 @@ def speculative_from_args(dep: Deployment, workload: Workload, args: argparse.Na
                                   getattr(args, "draft_tokens", None), getattr(args, "acceptance_length", None))
 
 
-def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Deployment) -> tuple[Workload, dict[str, Any]]:
+def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Deployment,
+              frames: list | None = None) -> tuple[Workload, dict[str, Any]]:
     logs = list(getattr(args, "logs", None) or [])
     shape_given = args.isl is not None or args.osl is not None
     if logs and shape_given:
@@ -83,6 +85,8 @@ def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Dep
         log = loaded[0] if len(loaded) == 1 else combine(loaded)
         workload = Workload.from_frame(log.frame, rate_rps=args.rate)
         report = log.report
+        if frames is not None:   # the rows, for what needs them (the router's simulated reuse)
+            frames.append(log.frame)
     info = {"source": "log", "files": [str(p) for p in logs], "rows_read": report.rows_read,
             "rows_kept": report.rows_kept, "dropped": dict(report.dropped)}
     return workload, info
@@ -92,11 +96,18 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     """The ``plan`` JSON document: deployment, workload, max throughput, phases, TTFT/TPOT, GPUs, cost, assumptions."""
     dep, tp_source = deployment_from_args(args)
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
-    workload, info = _workload(args, mapping, dep)
+    frames: list = []
+    workload, info = _workload(args, mapping, dep, frames)
     dep = speculative_from_args(dep, workload, args)
     ttft_slo = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
     tpot_slo = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
-    result = plan(workload, dep, whatif, ttft_slo, tpot_slo, args.gpu_hour_usd).to_dict()
+    routed = None
+    if getattr(args, "router", None):
+        planned, routed = plan_with_router(workload, frames[0] if frames else None, dep, args.router, whatif,
+                                           ttft_slo, tpot_slo, args.gpu_hour_usd, block_size=args.block_size)
+    else:
+        planned = plan(workload, dep, whatif, ttft_slo, tpot_slo, args.gpu_hour_usd)
+    result = planned.to_dict()
     effect = (None if dep.speculative is None
               else speculative_effect(workload, dep, whatif, ttft_slo, tpot_slo, args.gpu_hour_usd))
     result["assumptions"]["tp_source"] = tp_source
@@ -134,6 +145,9 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     document["speculative"] = None if effect is None else effect.to_dict()
     if effect is not None:
         document["speculative"]["summary"] = effect.citation()
+    if routed is not None:
+        document["prefix"] = routed
+        document["notes"] = [*document.get("notes", []), routed["note"]]
     return document
 
 

@@ -14,7 +14,7 @@ from shapeviz.ingest import combine, load_log
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.serving.sim_calibrate import fit_to_log
-from shapeviz.serving.simulator import ROUTERS, SCHEDULERS, fixed_requests, simulate
+from shapeviz.serving.simulator import SCHEDULERS, fixed_requests, simulate
 
 DEFAULT_FIXED_REQUESTS = 500  # the published online-serving runs' size
 
@@ -28,7 +28,6 @@ def add_simulate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=float, default=None, metavar="S", help="simulate arrivals within S seconds")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scheduler", choices=SCHEDULERS, default="fcfs", help="priority: shortest prompt first")
-    p.add_argument("--router", choices=ROUTERS, default="round_robin")
     p.add_argument("--disaggregate", default=None, metavar="P:D", help="P prefill and D decode replicas")
     p.add_argument("--max-num-seqs", type=int, default=None, help="engine cap on running sequences")
     p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
@@ -103,10 +102,10 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
     result = simulate(
         source, dep, rate_rps=rate, concurrency=args.concurrency, replicas=replicas or 1,
         requests=args.requests, duration_s=args.duration, seed=args.seed, scheduler=args.scheduler,
-        router=args.router, disaggregate=args.disaggregate, max_num_seqs=args.max_num_seqs,
+        router=args.router or "round_robin", disaggregate=args.disaggregate, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, whatif=whatif,
         chunked_prefill=args.chunked_prefill == "on",
-        ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo,
+        ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo, block_size=args.block_size,
     )
     document: dict[str, Any] = {"command": "simulate", **result.summary()}
     document["settings"]["tp_source"] = tp_source
@@ -149,6 +148,15 @@ def simulate_text(document: dict[str, Any]) -> str:
     lines.append(f"throughput: {t['requests_per_s']:,.3g} req/s, {t['output_tokens_per_s']:,.0f} output tok/s; "
                  f"goodput {d['goodput']:.0%} (TTFT ≤ {d['slo']['ttft_ms']:,.0f} ms and TPOT ≤ "
                  f"{d['slo']['tpot_ms']:,.0f} ms); busy {d['utilization']:.0%}")
+    p = d.get("prefix") or {}
+    if p.get("hit_ratio_tokens") is not None and p.get("source") != "none":
+        source = {"block_hashes": "simulated per replica from the log's block hashes",
+                  "sessions": "simulated per replica from sessions",
+                  "reported_cached_tokens": "the log's reported cached tokens", "whatif": "the what-if share (assumed)",
+                  "none": "none"}.get(p["source"], p["source"])
+        evicted = "" if p.get("evicted_blocks") is None else f", {p['evicted_blocks']:,} blocks evicted"
+        lines.append(f"prefix cache: {p['hit_ratio_tokens']:.1%} of prompt tokens, {p['hit_ratio_requests']:.0%} of "
+                     f"requests hit ({source}; router {s['router']}{evicted})")
     lines.append("SATURATED: the queue grows without bound at this load" if d["saturated"] else "keeps up with the load")
     lines.extend(f"note: {n}" for n in d.get("notes", []))
     return "\n".join(lines)

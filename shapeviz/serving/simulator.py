@@ -2,11 +2,15 @@
 
 Requests arrive from the log's own timestamps (scaled by the traffic lever), as a Poisson stream, or from a
 closed loop of C clients (how aiperf, guidellm and NIM benchmark). A router spreads them over replicas
-(round-robin or least outstanding tokens). Each replica runs an iteration-level scheduler like vLLM's and
-TensorRT-LLM's: every iteration decodes one token of each running sequence first, then fills the rest of a
-token budget with prefill chunks (chunked prefill), up to ``max_num_seqs`` sequences, while a KV pool holds
-every running sequence's context; a request is admitted only when its prompt fits, and when decode growth
-overflows the pool the newest sequence is preempted (recomputed later). Prefix-cache hits skip prefill work.
+(``shapeviz.serving.routers``: round-robin, least outstanding tokens, session affinity, prefix-aware). Each
+replica runs an iteration-level scheduler like vLLM's and TensorRT-LLM's: every iteration decodes one token of
+each running sequence first, then fills the rest of a token budget with prefill chunks (chunked prefill), up to
+``max_num_seqs`` sequences, while a KV pool holds every running sequence's context; a request is admitted only
+when its prompt fits, and when decode growth overflows the pool the newest sequence is preempted (recomputed
+later). Prefix-cache hits skip prefill work:
+when the log carries block hashes or sessions, each replica keeps its own prefix cache in its KV pool
+(``shapeviz.serving.prefix_cache``) and a request's hit is what that replica holds when it is admitted;
+otherwise each request keeps the log's reported cached tokens (or the what-if share).
 Disaggregated mode runs a prefill pool and a decode pool with the KV transfer in between.
 
 Step times come from the calibrated physics (``physics.mixed_step_s`` and ``decode_step_s``), so the simulator
@@ -39,10 +43,12 @@ from shapeviz.serving.planner import (
     Workload,
     request_tokens,
 )
+from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
+from shapeviz.serving.routers import LABELS as ROUTER_LABELS
+from shapeviz.serving.routers import ROUTERS, make_router
 
 ARRIVALS = ("trace", "poisson", "closed")
 SCHEDULERS = ("fcfs", "priority")
-ROUTERS = ("round_robin", "least_tokens")
 DEFAULT_MAX_NUM_SEQS: int | None = None  # None: the engine cap of the calibrated physics (efficiency max_batch)
 DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM / TensorRT-LLM default token budget per iteration (max_num_tokens)
 MAX_RUN_STEPS = 2048               # longest decode run advanced at once (bounds the arrays of one run)
@@ -60,9 +66,18 @@ class Requests:
     cached_tokens: np.ndarray
     arrival_s: np.ndarray | None = None
     product: np.ndarray | None = None
+    blocks: PrefixBlocks | None = None   # prompt blocks per request (hashes or sessions): per-replica caches
 
     def __len__(self) -> int:
         return int(self.input_tokens.size)
+
+    def take(self, index: np.ndarray) -> "Requests":
+        """The requests at ``index`` (a boolean mask or positions), in that order, every array kept in step."""
+        def sub(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[index]
+        return Requests(self.input_tokens[index], self.output_tokens[index], self.cached_tokens[index],
+                        sub(self.arrival_s), sub(self.product),
+                        None if self.blocks is None else self.blocks.take(index))
 
 
 @dataclass
@@ -80,6 +95,7 @@ class SimResult:
     kv_peak_share: float
     sim_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    prefix: dict[str, Any] = field(default_factory=dict)   # where reuse came from, hit ratios, per replica
 
     @property
     def goodput(self) -> float:
@@ -155,19 +171,25 @@ class SimResult:
             "preemptions": self.preemptions,
             "kv_peak_share": self.kv_peak_share,
             "settings": self.settings,
+            "prefix": self.prefix,
             "notes": self.notes,
         })
 
 
 # --- inputs ----------------------------------------------------------------------------------------------
-def requests_from_frame(frame: pd.DataFrame, whatif: WhatIf = WhatIf()) -> Requests:
+def requests_from_frame(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), *, reuse: bool = True,
+                        block_size: int | None = None) -> Requests:
     """Per-request arrays of a canonical frame after the what-if (arrival from ``timestamp`` when present).
 
     The what-if uses the planner's own semantics (``Workload.apply``) with one point per request, and the
-    traffic lever compresses the timeline (twice the traffic: arrivals twice as close).
+    traffic lever compresses the timeline (twice the traffic: arrivals twice as close). With ``reuse`` the
+    requests carry their prompt blocks when the log has block hashes or sessions (``block_size``: the hashes'
+    block size, inferred when None), so the replicas' prefix caches decide each request's hit.
     """
     n, m, p = request_tokens(frame, "simulate")
+    blocks = blocks_from_frame(frame, block_size) if reuse else None
     arrival = None
+    keep = None
     if "timestamp" in frame.columns and frame["timestamp"].notna().sum() >= 2:
         ts = frame["timestamp"]
         keep = ts.notna().to_numpy()
@@ -175,22 +197,21 @@ def requests_from_frame(frame: pd.DataFrame, whatif: WhatIf = WhatIf()) -> Reque
         arrival = ((ts[keep] - ts[keep].min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64)
         arrival = arrival / whatif.traffic_multiplier
     product = frame["product"].astype(str).to_numpy() if "product" in frame.columns else None
-    if product is not None and arrival is not None:
-        product = product[frame["timestamp"].notna().to_numpy()]
-    return _apply_whatif(n, m, p, whatif, arrival, product)
+    if keep is not None:
+        product = None if product is None else product[keep]
+        blocks = None if blocks is None else blocks.take(keep)
+    return _apply_whatif(n, m, p, whatif, arrival, product, blocks)
 
 
 def _apply_whatif(n: np.ndarray, m: np.ndarray, p: np.ndarray, whatif: WhatIf,
-                  arrival: np.ndarray | None, product: np.ndarray | None) -> Requests:
+                  arrival: np.ndarray | None, product: np.ndarray | None,
+                  blocks: PrefixBlocks | None = None) -> Requests:
     w = Workload(n, m, np.minimum(p, n), np.full(n.size, 1.0 / n.size), 1.0).apply(whatif)
     inp = np.maximum(np.round(w.input_tokens), 1).astype(np.int64)
     out = np.maximum(np.round(w.output_tokens), 1).astype(np.int64)
     cached = np.minimum(np.round(w.cached_tokens), inp - 1).clip(min=0).astype(np.int64)
-    if arrival is not None:
-        order = np.argsort(arrival, kind="stable")
-        inp, out, cached, arrival = inp[order], out[order], cached[order], arrival[order]
-        product = None if product is None else product[order]
-    return Requests(inp, out, cached, arrival, product)
+    req = Requests(inp, out, cached, arrival, product, blocks)
+    return req.take(np.argsort(arrival, kind="stable")) if arrival is not None else req
 
 
 def requests_from_workload(workload: Workload, n: int, seed: int = 0, whatif: WhatIf = WhatIf()) -> Requests:
@@ -216,12 +237,21 @@ class _Pool:
     """Global per-request arrays and settings shared by the replicas of one simulation."""
 
     def __init__(self, dep: Deployment, req: Requests, max_num_seqs: int, max_batched_tokens: int,
-                 scheduler: str, kv_tokens: int, chunked: bool = True) -> None:
+                 scheduler: str, kv_tokens: int, chunked: bool = True,
+                 cache_blocks: float | None = None) -> None:
         self.dep = dep
         self.chunked = chunked
         self.n_in = req.input_tokens
         self.n_out = req.output_tokens
         self.n_cached = req.cached_tokens
+        self.blocks = req.blocks
+        self.cache_blocks = cache_blocks
+        self.look: list[list[int]] = []
+        self.keep: list[list[int]] = []
+        if req.blocks is not None:   # each request's hit is simulated: the what-if's share is not used
+            self.n_cached = np.zeros_like(req.cached_tokens)
+            self.look, self.keep = req.blocks.lists()
+        self.hit_blocks = np.zeros(len(req), dtype=np.int64)   # leading blocks found at first admission
         self.max_num_seqs = max_num_seqs
         self.budget = max_batched_tokens
         self.scheduler = scheduler
@@ -273,10 +303,16 @@ class _Replica:
         self.busy_log: list[tuple[float, float]] = []
         self.preemptions = 0
         self.resume: dict[int, tuple[int, int]] = {}  # request → (prompt to prefill, tokens left) when re-queued
+        self.in_flight = 0                            # requests routed here and not finished (router signal)
+        self.cache = (PrefixCache(pool.blocks.block_size, pool.cache_blocks)
+                      if pool.blocks is not None and role != "decode" else None)
 
     # -- queue --
     def enqueue(self, rid: int, now: float) -> None:
         """A request arrives at this replica (a run in progress is cut at the iteration under way)."""
+        self.in_flight += 1
+        if self.cache is not None and rid not in self.resume:   # what this cache holds now; exact at admission
+            self.pool.n_cached[rid] = self._hit(rid, int(self.pool.n_in[rid]))[1]
         if self.pool.scheduler == "fcfs":
             self.waiting.append(rid)  # type: ignore[union-attr]
         else:  # shortest prompt first (uncached tokens), FCFS among equals
@@ -292,6 +328,18 @@ class _Replica:
             if done < cum.size:
                 self._commit_run(done)
                 self._start()
+
+    def _hit(self, rid: int, prompt: int) -> tuple[int, int]:
+        """Leading blocks of the request this replica's cache holds, and the tokens of ``prompt`` they cover (at
+        least one token is always computed)."""
+        blocks = self.cache.match(self.pool.look[rid])  # type: ignore[union-attr]
+        return blocks, max(min(blocks * self.cache.block_size, prompt - 1), 0)  # type: ignore[union-attr]
+
+    def _release(self, rid: int) -> None:
+        """A sequence left the KV pool (finished, preempted, or sent to the decode pool): its blocks stay cached."""
+        if self.cache is not None:
+            self.cache.release(self.pool.look[rid], self.pool.keep[rid])
+            self.cache.fit(self.pool.kv_tokens - self.kv_used)
 
     def _peek(self) -> int:
         return self.waiting[0] if self.pool.scheduler == "fcfs" else self.waiting[0][1]  # type: ignore[index,return-value]
@@ -318,6 +366,7 @@ class _Replica:
         self.preemptions += 1
         self.resume[rid] = (int(self.pool.n_in[rid]) + generated, int(self.out_left[i]))
         self._keep(np.arange(self.ids.size) < i)
+        self._release(rid)
         self._push_front(rid)
 
     def _keep(self, mask: np.ndarray) -> None:
@@ -350,6 +399,8 @@ class _Replica:
             rid = self._peek()
             total, out_left = self.resume.get(rid, (int(pool.n_in[rid]), int(pool.n_out[rid])))
             done = 0 if rid in self.resume else int(pool.n_cached[rid])
+            if self.cache is not None:   # the replica's cache at admission (a preempted prompt may hit its own blocks)
+                hit_blocks, done = self._hit(rid, total)
             if self.role == "decode":
                 done = total  # the prompt's KV arrives from the prefill pool
             if total > free:
@@ -364,6 +415,12 @@ class _Replica:
                     break
                 c = total - done
             self._pop()
+            if self.cache is not None:
+                if rid not in self.resume:   # the counted hit, and the router's estimate made exact
+                    self.outstanding += int(pool.n_cached[rid]) - done
+                    pool.n_cached[rid] = done
+                    pool.hit_blocks[rid] = hit_blocks
+                self.cache.pin(pool.look[rid])
             self.resume.pop(rid, None)
             free -= total
             self.kv_used += total
@@ -382,6 +439,8 @@ class _Replica:
             # decode-pool arrivals hold their prompt's KV already: they decode from this iteration on
             decoding = np.concatenate([decoding, np.asarray(new_done, dtype=np.int64) >= np.asarray(new_total)])
             b = int(decoding.sum())
+            if self.cache is not None:   # the admitted sequences take room from the cached blocks
+                self.cache.fit(pool.kv_tokens - self.kv_used)
         self.kv_peak = max(self.kv_peak, self.kv_used)
         if self.ids.size == 0:
             self.plan, self.busy_until = None, math.inf
@@ -429,6 +488,8 @@ class _Replica:
         self.ctx[decoding] += steps
         self.kv_used += b * steps
         self.outstanding -= b * steps
+        if self.cache is not None:
+            self.cache.fit(self.pool.kv_tokens - self.kv_used)
         self.clock = end
         self.plan = None
         self._finish_done(end)
@@ -452,6 +513,8 @@ class _Replica:
         grow = int(decoding.sum())
         self.ctx = self.ctx + decoding
         self.kv_used += grow
+        if self.cache is not None:
+            self.cache.fit(pool.kv_tokens - self.kv_used)
         self.clock = end
         self.plan = None
         if self.role == "prefill" and first_now.any():
@@ -459,7 +522,11 @@ class _Replica:
                 self.on_done(int(self.ids[i]), end, self.index)
             gone = first_now
             self.kv_used -= int(self.ctx[gone].sum())
+            self.in_flight -= int(gone.sum())
+            left = self.ids[gone]
             self._keep(~gone)
+            for rid in left:
+                self._release(int(rid))
         self._finish_done(end)
 
     def _finish_done(self, now: float) -> None:
@@ -472,7 +539,11 @@ class _Replica:
             pool.finish[rid] = now
             self.on_done(rid, now, self.index)
         self.kv_used -= int(self.ctx[done].sum())
+        self.in_flight -= int(done.sum())
+        left = self.ids[done]
         self._keep(~done)
+        for rid in left:
+            self._release(int(rid))
 
 
 # --- the fleet ---------------------------------------------------------------------------------------------
@@ -517,6 +588,8 @@ def simulate(
     chunked_prefill: bool = True,
     ramp: bool = True,
     progress: Callable[[float], None] | None = None,
+    block_size: int | None = None,
+    prefix_cache_blocks: float | None = None,
 ) -> SimResult:
     """Replay requests on ``replicas`` replicas of ``dep`` and measure queue wait, TTFT, TPOT/ITL and E2E per request.
 
@@ -528,6 +601,10 @@ def simulate(
     ``disaggregate=(P, D)`` (or "P:D") replaces the colocated replicas by P prefill and D decode replicas.
     ``chunked_prefill=False`` schedules whole prompts only (TensorRT-LLM's default without context chunking):
     a prompt that does not fit the rest of an iteration's token budget waits for the next iteration.
+    ``router``: one of ``shapeviz.serving.routers.ROUTERS``. When the requests carry prompt blocks (a frame with
+    ``hash_ids`` or sessions; ``block_size`` is the hashes' block size, inferred when None) every replica keeps
+    its own prefix cache in its KV pool; ``prefix_cache_blocks`` caps it at that many blocks outside the pool
+    instead (math.inf: unbounded), to check the simulator against the offline hit ratio and LRU curve.
     """
     import time
 
@@ -558,7 +635,7 @@ def simulate(
 
     # -- the requests --
     if isinstance(workload_or_requests, pd.DataFrame):
-        req = requests_from_frame(workload_or_requests, whatif)
+        req = requests_from_frame(workload_or_requests, whatif, block_size=block_size)
     elif isinstance(workload_or_requests, Workload):
         n_draw = requests or (max(500, 8 * int(concurrency or 0)) if arrivals == "closed" else None)
         if n_draw is None:
@@ -591,9 +668,7 @@ def simulate(
     if requests is not None:
         keep &= np.cumsum(keep) <= requests
     if not keep.all():
-        req = Requests(req.input_tokens[keep], req.output_tokens[keep], req.cached_tokens[keep],
-                       None if req.arrival_s is None else req.arrival_s[keep],
-                       None if req.product is None else req.product[keep])
+        req = req.take(keep)
         arrival = arrival[keep]
     size = len(req)
     if size == 0:
@@ -607,7 +682,8 @@ def simulate(
         raise ValueError(
             f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
             f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
-    pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill)
+    pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
+                 prefix_cache_blocks)
     heap: list[tuple[float, int, int, int]] = []   # (time, tie, request, target pool: 0 front, 1 decode pool)
     tie = 0
     clients = {"next": 0}
@@ -651,15 +727,15 @@ def simulate(
         starts = np.sort(rng.uniform(0.0, _one_request_s(dep, req, c), size=c)) if ramp else np.zeros(c)
         for k in range(c):
             _closed_next(float(starts[k]))
-    rr = {0: 0, 1: 0}
+    blocks = req.blocks
+    routers = {0: make_router(router, front_ids, None if blocks is None else blocks.key, pool.look or None,
+                              req.input_tokens),
+               # the decode pool holds no prefix cache: it balances load (as SGLang's PD router does)
+               1: make_router(router if router in ("round_robin", "least_tokens") else "least_tokens", back_ids)}
 
     def route(rid: int, now: float, target: int) -> None:
         ids = front_ids if target == 0 else back_ids
-        if router == "round_robin":
-            k = ids[rr[target] % len(ids)]
-            rr[target] += 1
-        else:
-            k = min(ids, key=lambda j: fleet[j].outstanding)
+        k = routers[target].pick(rid, ids, fleet)
         if target == 0:
             pool.arrival[rid] = now
         pool.replica[rid] = k if target == 0 or split is None else pool.replica[rid]
@@ -704,7 +780,7 @@ def simulate(
         "arrival_s": pool.arrival,
         "input_tokens": req.input_tokens,
         "output_tokens": out,
-        "cached_tokens": req.cached_tokens,
+        "cached_tokens": pool.n_cached,   # the simulated hit when the replicas keep prefix caches
         "queue_ms": (pool.start - pool.arrival) * 1000.0,
         "ttft_ms": (pool.first - pool.arrival) * 1000.0,
         "tpot_ms": tpot,
@@ -723,7 +799,8 @@ def simulate(
     settings = {
         "deployment": dep.describe(), "arrivals": arrivals, "rate_rps": rate_rps, "concurrency": concurrency,
         "replicas": replicas if split is None else None, "disaggregate": list(split) if split else None,
-        "scheduler": scheduler, "router": router, "max_num_seqs": int(max_num_seqs),
+        "scheduler": scheduler, "router": router, "router_rule": ROUTER_LABELS[router],
+        "max_num_seqs": int(max_num_seqs),
         "max_num_batched_tokens": int(max_num_batched_tokens), "kv_pool_tokens_per_replica": kv_tokens,
         "chunked_prefill": bool(chunked_prefill),
         "seed": seed, "whatif": {k: getattr(whatif, k) for k in ("trim_input", "trim_output", "cache_hit",
@@ -735,7 +812,75 @@ def simulate(
                        sim_seconds=time.process_time() - started)
     if result.preemptions:
         result.notes.append(f"{result.preemptions} preemption(s): the KV pool ran out and sequences were recomputed")
+    result.prefix = _prefix_summary(req, pool, fleet, router, whatif)
+    result.notes.extend(_router_notes(req, router, whatif))
     return result
+
+
+def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: str, whatif: WhatIf) -> dict[str, Any]:
+    """The ``prefix`` block of ``simulate --json``: where reuse came from, the hit ratios, per replica, evictions.
+
+    Ratios are token-weighted (Σ cached / Σ input) over the requests that carry blocks (all requests when the
+    reuse is the log's reported share or the what-if's); hit_ratio_requests is the share of them with any hit.
+    """
+    blocks = req.blocks
+    hit = pool.n_cached.astype(np.float64)
+    inp = req.input_tokens.astype(np.float64)
+    counted = blocks.with_blocks if blocks is not None else np.ones(len(req), dtype=bool)
+    if blocks is not None:
+        source = blocks.source
+    elif whatif.cache_hit is not None:
+        source = "whatif"
+    else:
+        source = "reported_cached_tokens" if hit.any() else "none"
+    per_replica = []
+    for r in fleet:
+        if r.role == "decode":
+            continue
+        mine = counted & (pool.replica == r.index)
+        per_replica.append({
+            "replica": r.index, "requests": int(mine.sum()),
+            "hit_ratio_tokens": float(hit[mine].sum() / inp[mine].sum()) if mine.any() else None,
+            "evicted_blocks": None if r.cache is None else int(r.cache.evicted),
+            "cached_blocks_at_end": None if r.cache is None else int(r.cache.cached_blocks),
+        })
+    caches = [r.cache for r in fleet if r.cache is not None]
+    return {
+        "source": source,
+        "router": router,
+        "block_size": None if blocks is None else blocks.block_size,
+        "block_size_source": None if blocks is None else blocks.block_size_source,
+        "cache": (None if blocks is None else "per replica, in its KV pool (LRU)" if pool.cache_blocks is None
+                  else f"per replica, {pool.cache_blocks:g} blocks (validation)"),
+        "requests": int(counted.sum()),
+        "hit_ratio_tokens": float(hit[counted].sum() / inp[counted].sum()) if counted.any() else None,
+        "hit_ratio_blocks": (float(pool.hit_blocks.sum() / max(blocks.look_ids.size, 1)) if blocks is not None
+                             else None),
+        "hit_ratio_requests": float((hit[counted] > 0).mean()) if counted.any() else None,
+        "per_replica": per_replica,
+        "evicted_blocks": int(sum(c.evicted for c in caches)) if caches else None,
+    }
+
+
+def _router_notes(req: Requests, router: str, whatif: WhatIf) -> list[str]:
+    """What the reader must know about where reuse came from and what the router could see."""
+    notes = []
+    blocks = req.blocks
+    if blocks is not None:
+        what = ("the log's block hashes" if blocks.source == "block_hashes"
+                else "sessions (each turn starts with the previous turn's whole context)")
+        notes.append(f"prefix reuse simulated per replica from {what}, {blocks.block_size}-token blocks "
+                     f"({blocks.block_size_source})")
+        if whatif.cache_hit is not None:
+            notes.append("the what-if prefix-cache share is not used: the log's own reuse is simulated instead")
+        if router == "session" and (blocks.key < 0).all():
+            notes.append("the log has no session ids: session affinity has no key, so requests go round-robin")
+    elif router in ("session", "prefix"):
+        fallback = "round-robin" if router == "session" else "least outstanding tokens"
+        notes.append(f"the log has no block hashes or sessions: the {router} router works as {fallback}, and "
+                     "every request keeps its " + ("what-if" if whatif.cache_hit is not None else "reported")
+                     + " cached share")
+    return notes
 
 
 def _one_request_s(dep: Deployment, req: Requests, concurrency: int) -> float:

@@ -62,3 +62,22 @@ def test_a_log_with_latencies_is_calibrated_on_the_page(trace) -> None:
     assert any(m.value.startswith("calibrated to your log: compute efficiency ×") for m in at.markdown)
     fit = _table_with(at, "measured p50")
     assert set(fit["fit"]) == {"before", "calibrated to your log"} and not fit.isin(["None", "nan"]).any().any()
+
+
+def test_routers_are_compared_on_the_demo_with_reuse_as_a_result() -> None:
+    """The demo carries block hashes: each router's simulated hit ratio, TTFT and GPUs, and the scale-out chart."""
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.run()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="capacity_router").value == "prefix"
+    at.button(key="compare_routers").click().run()
+    assert not at.exception, at.exception
+    routers = _table_with(at, "GPUs meeting the SLOs")
+    assert len(routers) == 4 and routers["router"].iloc[0] == "round-robin"
+    assert not routers.isin(["None", "nan"]).any().any()
+    hit = {m.label: m.value for m in at.metric}["Prefix hit ratio"]
+    assert hit.endswith("%")
+    titles = [str(json.loads(c.proto.spec).get("layout", {}).get("title", {}).get("text", ""))
+              for c in at.get("plotly_chart")]
+    assert any(t.startswith("Prefix hit ratio against replicas") for t in titles)

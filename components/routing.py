@@ -1,0 +1,100 @@
+"""The Capacity page's "Routers and prefix caches" section: the reuse each router keeps, its TTFT and GPUs.
+
+Each replica keeps its own prefix cache in its KV pool, so the router decides how much of the log's reuse the
+fleet really gets. Simulated once per (log, deployment, what-if, rate, fleet, SLOs) on request and cached; drawn
+only for logs with block hashes or sessions (otherwise the sidebar's prefix-cache share stays an assumption).
+"""
+from __future__ import annotations
+
+from dataclasses import astuple
+
+import pandas as pd
+import streamlit as st
+
+from components.widgets import chart, table
+from shapeviz.analyses.prefix import has_hashes
+from shapeviz.analyses.sessions import has_sessions
+from shapeviz.fleet.routing import (
+    WINDOW_REQUESTS,
+    hit_ratio_figure,
+    ideal_hit_ratio,
+    reuse_window,
+    router_citation,
+    router_table,
+)
+from shapeviz.fleet.sweep import dash
+from shapeviz.ingest import LoadedLog
+from shapeviz.physics import Deployment
+from shapeviz.recommend import LEVER_LABELS, Recommendation, cite_simulated
+from shapeviz.serving import WhatIf
+from shapeviz.serving.routers import LABELS, ROUTERS
+from shapeviz.text import md_literal
+
+RUN_KEY = "compare_routers_run"
+ROUTER_KEY = "capacity_router"
+
+
+@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner=False)
+def _routers(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, replicas: int, ttft_slo_ms: float,
+             tpot_slo_ms: float, _log: LoadedLog, _progress=None) -> tuple[pd.DataFrame, pd.DataFrame, float | None]:
+    requests = reuse_window(_log.frame, WhatIf(*whatif))
+    curve, summary = router_table(requests, dep, rate_rps, replicas, ttft_slo_ms, tpot_slo_ms, progress=_progress)
+    return curve, summary, ideal_hit_ratio(requests)
+
+
+def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float, replicas: int,
+                   ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation]) -> None:
+    """Draw the router comparison: one row per router, the hit ratio against replicas, the cited recommendation."""
+    st.subheader("Routers and prefix caches")
+    frame = log.frame
+    if not (has_hashes(frame) or has_sessions(frame)):
+        st.caption("This log has no block hashes or session ids, so the reuse a router keeps cannot be simulated: "
+                   "the sidebar's prefix-cache share applies to every request on every replica (an assumption).")
+        return
+    source = "block hashes" if has_hashes(frame) else "sessions (each turn reuses the previous turn's context)"
+    st.caption(f"Each replica keeps its own prefix cache in its KV pool; which cache a request meets is the router's "
+               f"choice. Simulated on the first {WINDOW_REQUESTS:,} requests of your log in arrival order (reuse "
+               f"from its {source}), Poisson arrivals at {rate_rps:,.2f} req/s, caches starting cold.")
+    choice = st.selectbox("Router", ROUTERS, format_func=LABELS.get, key=ROUTER_KEY, index=ROUTERS.index("prefix"),
+                          help="The router whose figures lead; the table compares all four.")
+    settings = (digest, dep, astuple(whatif), rate_rps, replicas, ttft_slo_ms, tpot_slo_ms)
+    if st.button("Compare routers", icon=":material/alt_route:", key="compare_routers"):
+        st.session_state[RUN_KEY] = settings
+    if st.session_state.get(RUN_KEY) != settings:
+        st.caption("Four routers × five fleet sizes plus the smallest fleet meeting the SLOs; takes tens of seconds.")
+        return
+    bar = st.progress(0.0, text="Simulating the routers…")
+    try:
+        curve, summary, ideal = _routers(*settings, log,
+                                         _progress=lambda f: bar.progress(f, text="Simulating the routers…"))
+    except ValueError as exc:
+        bar.empty()
+        st.error(f"Simulation: {md_literal(exc)}", icon=":material/error:")
+        return
+    bar.empty()
+    row = summary.set_index("router").loc[choice]
+    cols = st.columns(4)
+    cols[0].metric("Prefix hit ratio", dash(row["hit_ratio_tokens"], "{:.0%}"),
+                   help=f"Share of prompt tokens served from the replicas' caches on {replicas} replicas.")
+    cols[1].metric("TTFT p50 / p90 (ms)", f"{dash(row['ttft_p50_ms'])} / {dash(row['ttft_p90_ms'])}")
+    cols[2].metric("GPUs meeting the SLOs", "cannot meet" if pd.isna(row["gpus"]) else f"{int(row['gpus'])}")
+    cols[3].metric("One shared cache, unbounded", dash(ideal, "{:.0%}"),
+                   help="The same requests through one cache that never evicts: the ceiling of any router.")
+    st.badge("simulated", color="violet", help="From the discrete-event simulator, not measured.")
+    table(pd.DataFrame({
+        "router": summary["label"],
+        f"hit ratio on {replicas} replicas": [dash(v, "{:.1%}") for v in summary["hit_ratio_tokens"]],
+        "TTFT p50": [dash(v, "{:,.0f} ms") for v in summary["ttft_p50_ms"]],
+        "TTFT p90": [dash(v, "{:,.0f} ms") for v in summary["ttft_p90_ms"]],
+        "GPUs meeting the SLOs": ["cannot meet" if pd.isna(v) else f"{int(v):,}" for v in summary["gpus"]],
+        "hit ratio there": [dash(v, "{:.1%}") for v in summary["hit_ratio_at_gpus"]],
+    }))
+    chart(hit_ratio_figure(curve), key="router_hit_ratio")
+    st.caption("Round-robin and least-tokens spread a conversation's turns over every replica's cache: each cache "
+               "holds copies of the same prefixes. Affinity keeps them on one replica, so N small caches act as one "
+               "large one. The prefix-aware rule is SGLang router's cache_aware (load guard: in-flight requests "
+               "max − min > 64 and max > 1.5 × min → least loaded).")
+    cite = router_citation(summary)
+    if cite:
+        for rec in cite_simulated([r for r in recommendations if r.lever == "prefix_cache"], {"prefix_cache": cite}):
+            st.markdown(f"- **{LEVER_LABELS[rec.lever]}** ({md_literal(rec.scope)}): {md_literal(rec.reason)}")

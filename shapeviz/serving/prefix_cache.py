@@ -1,0 +1,217 @@
+"""Prefix caches that live on replicas: which prompt blocks a request can reuse, and how long they stay.
+
+Each replica keeps its own cache inside its own KV pool, with the engines' semantics (vLLM's automatic prefix
+caching, SGLang's radix cache): the blocks of a finished (or preempted) request stay cached until they are evicted,
+least recently used first, when running sequences need the room; a new request's hit is the longest run of its
+leading blocks found in that replica's cache when it is admitted (blocks held by running sequences count: they
+are shared); hit blocks skip prefill.
+
+Where the blocks come from (``blocks_from_frame``), best first:
+
+1. the log's block hashes (``hash_ids``, Mooncake-style: one id per ``block_size`` tokens, each id covering its
+   block and every block before it), with the log's block size (given, or inferred from input length over the
+   number of hashes);
+2. sessions: a turn's prompt starts with the previous turn's whole context (input + output), so the session is
+   one growing token stream and block ``k`` of any of its turns is the same block; a finished turn leaves the
+   full blocks of its whole context cached (an engine caches generated tokens too), in the engine's block size.
+
+Without either, the simulator keeps the log's reported ``cached_tokens`` (or the what-if share) per request, as
+before: every request gets its share whatever the router does.
+
+Memory: a running sequence holds its whole context in the pool (the simulator's token accounting, unchanged);
+cached blocks that no sequence uses take the free room, ``block_size`` tokens each, and are evicted as the
+running sequences grow. Two running sequences that share a prefix are each charged for it (an overestimate of
+memory by the shared part: engines keep one copy). A request's blocks become visible to others when it is
+admitted, a little before its prefill computes them.
+"""
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from shapeviz.analyses.prefix import has_hashes, infer_block_size, row_blocks
+from shapeviz.analyses.sessions import has_sessions
+from shapeviz.datadir import DATA_DIR
+
+SOURCES = ("block_hashes", "sessions")
+_BLOCK_BITS = 24   # session stream block ids: (session code << 24) | block index
+
+
+@lru_cache(maxsize=1)
+def routing_constants() -> dict:
+    """``data/routing.json``: router thresholds and the engine block size, each with its source."""
+    return json.loads((DATA_DIR / "routing.json").read_text())
+
+
+def engine_block_tokens() -> int:
+    """The engine's KV block size used when reuse is built from sessions (vLLM's default)."""
+    return int(routing_constants()["engine_block_tokens"]["value"])
+
+
+@dataclass(frozen=True)
+class PrefixBlocks:
+    """Per request (in the simulator's order): the prompt blocks looked up at admission and the blocks it leaves.
+
+    Ragged arrays in CSR form: request ``i`` looks up ``look_ids[look_ptr[i]:look_ptr[i+1]]`` and, when it
+    finishes, leaves ``keep_ids[keep_ptr[i]:keep_ptr[i+1]]`` cached. ``key`` is the affinity key of the session
+    router (the session's code; -1: no session).
+    """
+
+    block_size: int
+    source: str                 # block_hashes | sessions
+    block_size_source: str      # how the block size was chosen (given, inferred, the engine default)
+    look_ptr: np.ndarray
+    look_ids: np.ndarray
+    keep_ptr: np.ndarray
+    keep_ids: np.ndarray
+    key: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.look_ptr.size - 1)
+
+    def take(self, index: np.ndarray) -> "PrefixBlocks":
+        """The blocks of the requests at ``index`` (a boolean mask or positions), in that order."""
+        index = np.asarray(index)
+        pos = np.flatnonzero(index) if index.dtype == bool else index.astype(np.int64)
+        look_ptr, look_ids = _take_ragged(self.look_ptr, self.look_ids, pos)
+        keep_ptr, keep_ids = _take_ragged(self.keep_ptr, self.keep_ids, pos)
+        return PrefixBlocks(self.block_size, self.source, self.block_size_source, look_ptr, look_ids,
+                            keep_ptr, keep_ids, self.key[pos])
+
+    def lists(self) -> tuple[list[list[int]], list[list[int]]]:
+        """Per request, the looked-up and the kept block ids as Python lists (what the caches walk)."""
+        look = np.split(self.look_ids, self.look_ptr[1:-1])
+        keep = np.split(self.keep_ids, self.keep_ptr[1:-1])
+        return [a.tolist() for a in look], [a.tolist() for a in keep]
+
+    @property
+    def with_blocks(self) -> np.ndarray:
+        """True for requests that look up at least one block."""
+        return np.diff(self.look_ptr) > 0
+
+
+def _take_ragged(ptr: np.ndarray, ids: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lengths = (ptr[1:] - ptr[:-1])[pos]
+    new_ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    if not new_ptr[-1]:
+        return new_ptr, np.empty(0, dtype=np.int64)
+    start = np.repeat(ptr[pos] - new_ptr[:-1], lengths)
+    return new_ptr, ids[start + np.arange(new_ptr[-1], dtype=np.int64)]
+
+
+def _ragged_range(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR pointers of rows of ``lengths`` and, per element, its index inside its row."""
+    ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    inner = np.arange(ptr[-1], dtype=np.int64) - np.repeat(ptr[:-1], lengths)
+    return ptr, inner
+
+
+def _session_codes(frame: pd.DataFrame) -> np.ndarray:
+    col = frame["session_id"]
+    cat = col.array if isinstance(col.array, pd.Categorical) else pd.Categorical(col)
+    return np.asarray(cat.codes, dtype=np.int64)
+
+
+def blocks_from_frame(frame: pd.DataFrame, block_size: int | None = None) -> PrefixBlocks | None:
+    """The prompt blocks of every row (frame order): from ``hash_ids``, else from sessions; None without either."""
+    if block_size is not None and not (isinstance(block_size, (int, np.integer)) and 0 < block_size <= 1_048_576):
+        raise ValueError(f"--block-size must be a whole number of tokens in 1..1048576, got {block_size!r}")
+    sessions = has_sessions(frame)
+    codes = _session_codes(frame) if sessions else None
+    if has_hashes(frame):
+        lengths, ids = row_blocks(frame["hash_ids"].to_numpy(dtype=object))
+        if block_size is None:
+            size, share = infer_block_size(frame)
+            how = f"inferred from input length / number of hashes ({share:.0%} of requests agree)"
+        else:
+            size, how = int(block_size), "given (--block-size)"
+        ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+        key = codes if codes is not None else np.full(len(lengths), -1, dtype=np.int64)
+        return PrefixBlocks(size, "block_hashes", how, ptr, ids, ptr, ids, key)
+    if not sessions:
+        return None
+    size = int(block_size) if block_size is not None else engine_block_tokens()
+    how = "given (--block-size)" if block_size is not None else "the engine's default KV block (vLLM: 16 tokens)"
+    n = frame["input_tokens"].to_numpy(dtype=np.int64)
+    m = frame["output_tokens"].to_numpy(dtype=np.int64)
+    in_session = codes >= 0
+    look_len = np.where(in_session, -(-n // size), 0)          # every block of the prompt, the last maybe partial
+    keep_len = np.where(in_session, (n + m) // size, 0)        # the full blocks of the whole context
+    look_ptr, look_k = _ragged_range(look_len)
+    keep_ptr, keep_k = _ragged_range(keep_len)
+    base = np.left_shift(np.maximum(codes, 0), _BLOCK_BITS)
+    look_ids = np.repeat(base, look_len) | look_k
+    keep_ids = np.repeat(base, keep_len) | keep_k
+    return PrefixBlocks(size, "sessions", how, look_ptr, look_ids, keep_ptr, keep_ids, codes)
+
+
+class PrefixCache:
+    """One replica's prefix cache: blocks in use by running sequences, and evictable cached blocks in LRU order.
+
+    ``capacity_blocks`` None (the engines): cached blocks live in the KV pool's free room (``fit``); a number caps
+    the blocks held (cached + in use) instead, outside the pool (math.inf: unbounded), to check the simulator
+    against the offline hit ratio and LRU curve.
+    """
+
+    def __init__(self, block_size: int, capacity_blocks: float | None = None) -> None:
+        self.block_size = int(block_size)
+        self.capacity_blocks = capacity_blocks
+        self.free: OrderedDict[int, None] = OrderedDict()   # cached, no running sequence holds it; LRU first
+        self.pinned: dict[int, int] = {}                      # block → running sequences holding it
+        self.evicted = 0
+
+    def match(self, ids: list[int]) -> int:
+        """How many leading blocks of ``ids`` this replica holds (cached or in use)."""
+        free, pinned = self.free, self.pinned
+        hit = 0
+        for b in ids:
+            if b in free or b in pinned:
+                hit += 1
+            else:
+                break
+        return hit
+
+    def pin(self, ids: list[int]) -> None:
+        """A sequence was admitted: its prompt blocks are in use (shared when another sequence holds them)."""
+        free, pinned = self.free, self.pinned
+        for b in ids:
+            if b in pinned:
+                pinned[b] += 1
+            else:
+                free.pop(b, None)
+                pinned[b] = 1
+
+    def release(self, pinned_ids: list[int], keep_ids: list[int]) -> None:
+        """A sequence finished or was preempted: its blocks stay cached, most recently used, in block order."""
+        free, pinned = self.free, self.pinned
+        for b in pinned_ids:
+            left = pinned[b] - 1
+            if left:
+                pinned[b] = left
+            else:
+                del pinned[b]
+        for b in keep_ids:
+            if b not in pinned:
+                free[b] = None
+                free.move_to_end(b)
+
+    def fit(self, room_tokens: int) -> None:
+        """Evict least recently used cached blocks until they fit (the pool's free room, or the fixed capacity)."""
+        if self.capacity_blocks is None:
+            limit = max(int(room_tokens), 0) // self.block_size
+        else:
+            limit = self.capacity_blocks - len(self.pinned)
+        free = self.free
+        while free and len(free) > limit:
+            free.popitem(last=False)
+            self.evicted += 1
+
+    @property
+    def cached_blocks(self) -> int:
+        """Blocks this replica holds (cached or in use)."""
+        return len(self.free) + len(self.pinned)
