@@ -47,8 +47,9 @@ PINS: dict[str, dict[str, str]] = {
                "where": "PyPI wheel (pip download --no-deps --only-binary :all: sglang==0.5.3)"},
     "trtllm": {"release": "main of the 1.x line", "repository": "NVIDIA/TensorRT-LLM",
                "commit": "00209af149e7774406881a37283dce303571eb11",
-               "where": "tensorrt_llm/commands/serve.py of the repository at that commit (the `serve` command's "
-                        "click decorators); PyPI's tensorrt-llm 1.0.0-1.2.1 are redirect stubs without source"},
+               "where": "the `serve` command's click decorators of tensorrt_llm/commands/serve.py at that commit, "
+                        "copied as read (help texts left out; the repository snapshot is too large to fetch whole, "
+                        "and PyPI's tensorrt-llm 1.0.0-1.2.1 are redirect stubs without source)"},
 }
 VLLM_FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py",
               "vllm/model_executor/layers/quantization/__init__.py")
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vllm-wheel", type=Path, required=True)
     parser.add_argument("--sglang-wheel", type=Path, required=True)
     parser.add_argument("--trtllm-serve", type=Path, required=True,
-                        help="tensorrt_llm/commands/serve.py at the pinned commit")
+                        help="tensorrt_llm/commands/serve.py at the pinned commit, or its `serve` decorators")
     parser.add_argument("--out", type=Path, default=ROOT / "data" / "engine_cli_source.json")
     args = parser.parse_args(argv)
 
@@ -299,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         "sglang": {**PINS["sglang"], "command": "python -m sglang.launch_server", "paths": sorted(sglang_src),
                    "flags": sglang_flags(sglang_src)},
         "trtllm": {**PINS["trtllm"], "command": "trtllm-serve serve", "paths": ["tensorrt_llm/commands/serve.py"],
-                   "serve_py_sha256": sha256(args.trtllm_serve), "flags": trtllm_flags(trtllm_text)},
+                   "excerpt_sha256": sha256(args.trtllm_serve), "flags": trtllm_flags(trtllm_text)},
     }
     for spec in engines.values():
         spec["flags"] = dict(sorted(spec["flags"].items()))
