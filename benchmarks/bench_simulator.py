@@ -26,7 +26,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shapeviz.physics.steps import Deployment  # noqa: E402
+from shapeviz.physics.steps import Deployment, Efficiency  # noqa: E402
 from shapeviz.serving.planner import Workload, load_curve  # noqa: E402
 from shapeviz.serving.simulator import Requests, fixed_requests, simulate  # noqa: E402
 
@@ -35,13 +35,16 @@ def _err(sim: float, measured: float) -> float:
     return sim / measured - 1.0
 
 
-def online_rows(reference: Path, analytic: bool) -> pd.DataFrame:
-    """Every Triton/TensorRT-LLM online-serving row, simulated (Poisson at the offered rate, 500 requests)."""
+def online_rows(reference: Path, analytic: bool, eff: Efficiency | None = None) -> pd.DataFrame:
+    """Every Triton/TensorRT-LLM online-serving row, simulated (Poisson at the offered rate, 500 requests).
+
+    ``eff``: the efficiencies to simulate with (default: the stored ones, which were fitted on these rows too).
+    """
     rows = pd.read_csv(reference / "calibration" / "trtllm_online_serving_h100.csv")
     out = []
     for r in rows.itertuples(index=False):
         model = "llama-3.1-70b" if "70B" in r.model else "llama-3.1-8b"
-        dep = Deployment(model, "h100-sxm", "bf16", None, int(r.tp))
+        dep = Deployment(model, "h100-sxm", "bf16", None, int(r.tp), eff)
         qps = float(r.qps_offered)
         req = fixed_requests(int(r.isl), int(r.osl), 500)
         if math.isinf(qps):  # everything at once: arrivals all at t=0
@@ -63,12 +66,12 @@ def online_rows(reference: Path, analytic: bool) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def nim_rows(reference: Path) -> pd.DataFrame:
+def nim_rows(reference: Path, eff: Efficiency | None = None) -> pd.DataFrame:
     """Every NIM fixed-concurrency row (5000 in / 500 out, Llama-3.3-70B FP8 on 2×H100 TP2), closed loop."""
     pub = pd.read_csv(reference / "calibration" / "published_h100_mlperf_nim.csv")
     nim = pub[pub["source_id"].str.startswith("nim")]
     wide = nim.pivot_table(index="concurrency_or_batch", columns="metric", values="value", aggfunc="first")
-    dep = Deployment("llama-3.3-70b", "h100-sxm", "fp8", None, 2)
+    dep = Deployment("llama-3.3-70b", "h100-sxm", "fp8", None, 2, eff)
     out = []
     for c, r in wide.iterrows():
         c = int(float(c))

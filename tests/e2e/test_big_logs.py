@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("playwright.sync_api", reason="the playwright package drives the browser tests")
+from tests.needs import require_module
+
+require_module("playwright.sync_api", "the playwright package drives the browser tests")
 
 from dashboard import FIRST_LOAD_MS, RERUN_MS, OpenDashboard  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402

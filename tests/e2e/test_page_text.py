@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("playwright.sync_api", reason="the playwright package drives the browser tests")
+from tests.needs import require_module
+
+require_module("playwright.sync_api", "the playwright package drives the browser tests")
 
 from dashboard import FIRST_LOAD_MS, RERUN_MS, Dashboard, OpenDashboard  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
@@ -86,10 +88,29 @@ def test_names_from_a_log_are_shown_as_typed(open_dashboard: OpenDashboard) -> N
     for literal in (HOSTILE_PRODUCTS[0], HOSTILE_MODEL):
         assert literal in text, f"{literal!r} is not shown as typed on the Clusters page"
     _assert_nothing_rendered(app, "Clusters")
-    for link, title in (("Capacity what-if", "Capacity what-if"),
-                        ("Sessions & prefix cache", "Sessions & prefix cache"), ("Report", "Report")):
-        app.go(link, title)
-        _assert_nothing_rendered(app, title)
+    # Capacity: the request-rate chart's legend names each product as typed (plotly reads <b>, $...$ as markup)
+    app.go("Capacity what-if", "Capacity what-if")
+    legend = app.main.locator(".legendtext")
+    expect(legend.first).to_be_attached(timeout=RERUN_MS)
+    shown = {t.replace(JOINER, "") for t in legend.all_text_contents()}
+    for literal in HOSTILE_PRODUCTS:
+        assert literal in shown, f"{literal!r} is not in the Capacity page's legend as typed: {shown}"
+    _assert_nothing_rendered(app, "Capacity what-if")
+    # Sessions: the agent verdicts name each product in a table cell, as typed
+    app.go("Sessions & prefix cache", "Sessions & prefix cache")
+    tables = app.main.get_by_test_id("stDataFrame")
+    expect(tables.first).to_be_visible(timeout=RERUN_MS)
+    cells = set()
+    for i in range(tables.count()):
+        tables.nth(i).scroll_into_view_if_needed()
+        cells |= {c.replace(JOINER, "") for c in tables.nth(i).evaluate(CELLS_JS)}
+    for literal in HOSTILE_PRODUCTS:
+        assert literal in cells, f"{literal!r} is not in a Sessions table cell as typed"
+    _assert_nothing_rendered(app, "Sessions & prefix cache")
+    # Report: the caption names the uploaded file as typed
+    app.go("Report", "Report")
+    assert HOSTILE_FILE in app.main.inner_text().replace(JOINER, ""), "the file name is not shown as typed on Report"
+    _assert_nothing_rendered(app, "Report")
     app.expect_healthy()
 
 
@@ -132,6 +153,8 @@ def _problems(app: Dashboard, page: str) -> tuple[list[str], int]:
         table.scroll_into_view_if_needed()  # the grid fills its cells once it is on screen
         expect(table.locator("td").first).to_be_attached(timeout=RERUN_MS)
         cells = table.evaluate(CELLS_JS)
+        if not cells:   # a drawn table whose cells were not read would pass any check below
+            found.append(f"{page}: table {i} is on screen but none of its cells could be read")
         read += len(cells)
         bad = [c for c in cells if not c.strip() or MISSING_WORDS.fullmatch(c.strip())]
         if bad:
@@ -155,7 +178,7 @@ def test_every_metric_and_cell_reads_as_a_value(open_dashboard: OpenDashboard, t
     assert read > 0, "no table cell was read on the Shape page: the check would pass on anything"
     for link, title in PAGES[1:]:
         app.go(link, title)
-        found, _ = _problems(app, title)
+        found, _ = _problems(app, title)   # every table on screen must give its cells (checked inside)
         problems += found
     assert not problems, "\n".join(problems)
     app.expect_healthy()

@@ -77,10 +77,12 @@ def stock_venv(stock_python: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 def test_make_builds_its_own_venv_from_the_stock_python(stock_venv: Path, stock_python: Path) -> None:
     python = stock_venv / "bin" / "python"
     assert python.exists()
-    base = subprocess.run([str(python), "-c", "import sys; print(sys.base_prefix)"], capture_output=True, text=True)
-    stock = subprocess.run([str(stock_python), "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
-                           text=True)
-    assert base.stdout == stock.stdout   # made from the system interpreter, not the one running this test
+    # pyvenv.cfg names the interpreter that made the venv (sys.base_prefix is /usr for every Debian python3.X)
+    cfg = dict(line.split(" = ", 1) for line in (stock_venv / "pyvenv.cfg").read_text().splitlines() if " = " in line)
+    assert Path(cfg["executable"]).resolve() == stock_python.resolve(), cfg
+    stock_version = subprocess.run([str(stock_python), "-c", "import platform; print(platform.python_version())"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+    assert cfg["version"] == stock_version, cfg
     # The suite itself runs from that venv (one small file: the whole suite is what `make test` runs anyway).
     result = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit/test_shapes.py"],
                             cwd=ROOT, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
@@ -91,7 +93,8 @@ def test_make_builds_its_own_venv_from_the_stock_python(stock_venv: Path, stock_
 def test_make_run_serves_the_dashboard_from_that_venv(stock_venv: Path, stock_python: Path) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env.update(STREAMLIT_SERVER_PORT=str(port), STREAMLIT_SERVER_ADDRESS="127.0.0.1", STREAMLIT_SERVER_HEADLESS="true")
+    env.update(STREAMLIT_SERVER_PORT=str(port), STREAMLIT_SERVER_ADDRESS="127.0.0.1", STREAMLIT_SERVER_HEADLESS="true",
+               STREAMLIT_SERVER_SCRIPT_HEALTH_CHECK_ENABLED="true")
     server = subprocess.Popen(["make", "run", f"VENV={stock_venv}", f"PYTHON={stock_python}"], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -106,8 +109,15 @@ def test_make_run_serves_the_dashboard_from_that_venv(stock_venv: Path, stock_py
                 pass
             assert time.monotonic() < deadline, "make run did not answer its health check in time"
             time.sleep(0.5)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
-            assert response.status == 200 and b"<noscript>" in response.read()
+        # The server answers its health check and serves its page shell even when app.py raises; Streamlit's
+        # script health check runs app.py (and its first page) once and answers 503 with the error if it fails.
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/script-health-check",
+                                        timeout=SERVER_START_S) as response:
+                status, body = response.status, response.read().decode(errors="replace")
+        except urllib.error.HTTPError as error:
+            status, body = error.code, error.read().decode(errors="replace")
+        assert status == 200 and body == "ok", f"app.py does not run from that venv ({status}): {body[:2000]}"
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:

@@ -6,6 +6,8 @@ import json
 import pytest
 
 from shapeviz.cli import main
+from shapeviz.ingest import load_log
+from shapeviz.outputs.deploy.settings import CONTEXT_HEADROOM, CONTEXT_ROUND
 from shapeviz.outputs.deploy import check_command, check_yaml_keys
 
 
@@ -31,7 +33,16 @@ def test_a_log_config_reads_the_longest_context_off_the_log(trace, capsys):
     path = trace("burstgpt/burstgpt_slice.csv")
     assert main(["config", str(path), "--model", "llama-3.1-8b", "--layout", "colocated", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["settings"]["max_model_len"]["source"] == "measured"
+    max_len = doc["settings"]["max_model_len"]
+    assert max_len["source"] == "measured"
+    # the value: the log's longest request (input + output) plus the headroom, rounded up, and passed to vLLM
+    frame = load_log(path).frame
+    longest = int((frame["input_tokens"] + frame["output_tokens"]).max())
+    expected = -(-longest * (1 + CONTEXT_HEADROOM) // CONTEXT_ROUND) * CONTEXT_ROUND
+    assert longest < max_len["value"] == expected
+    for configs in doc["layouts"].values():
+        for c in configs:
+            assert c["argv"][c["argv"].index("--max-model-len") + 1] == str(int(expected))
 
 
 @pytest.mark.parametrize("argv, fragment", [

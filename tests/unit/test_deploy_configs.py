@@ -1,6 +1,6 @@
-"""Engine configs and the Kubernetes manifest: every emitted flag exists in the engine's CLI (as read into
-data/engine_flags.json), every value parses as its type and says where it came from, and the values follow
-the plan and the log."""
+"""Engine configs and the Kubernetes manifest: every emitted flag exists in the engine's own argument parser (as
+extracted from its pinned source into data/engine_cli_source.json, and as described in data/engine_flags.json),
+every value parses as its type and says where it came from, and the values follow the plan and the log."""
 from __future__ import annotations
 
 import json
@@ -81,6 +81,62 @@ def _all_problems(cfg) -> list[str]:
     return problems
 
 
+SOURCE_FLAGS = Path(__file__).resolve().parents[2] / "data" / "engine_cli_source.json"
+NO_VALUE = ("flag", "bool_optional")
+
+
+@lru_cache(maxsize=1)
+def _source_flags() -> dict:
+    """Every flag of each engine's own argument parser, extracted from its source (scripts/extract_engine_flags.py)."""
+    return json.loads(SOURCE_FLAGS.read_text(encoding="utf-8"))["engines"]
+
+
+def _parses(spec: dict, value: str) -> bool:
+    kind = spec["type"]
+    if kind == "int":
+        return value.lstrip("-").isdigit()
+    if kind == "float":
+        try:
+            return np.isfinite(float(value))
+        except ValueError:
+            return False
+    if kind == "choice":
+        return spec["choices"] == "dynamic" or value in spec["choices"]
+    if kind == "json":
+        try:
+            return isinstance(json.loads(value), dict)
+        except json.JSONDecodeError:
+            return False
+    return value != ""   # str, list: any non-empty text
+
+
+def _engine_rejects(engine: str, words: list[str]) -> list[str]:
+    """What the engine's own parser (as read from its source) would refuse in these arguments."""
+    flags, problems, i = _source_flags()[engine]["flags"], [], 0
+    while i < len(words):
+        word = words[i]
+        spec = flags.get(word)
+        if spec is None:
+            problems.append(f"{engine}: {word!r} is not a flag of the engine's parser")
+            i += 1
+        elif spec["type"] in NO_VALUE:
+            i += 1
+        elif i + 1 >= len(words) or words[i + 1] in flags:
+            problems.append(f"{engine}: {word} needs a {spec['type']} value")
+            i += 1
+        else:
+            if not _parses(spec, words[i + 1]):
+                problems.append(f"{engine}: {word} {words[i + 1]!r} does not parse as {spec['type']}")
+            i += 2
+    return problems
+
+
+def _emitted(cfg) -> list[str]:
+    """The config's flags and values as the engine receives them (the positional model path left out)."""
+    model = cfg.model_args()
+    return (model if model and model[0].startswith("--") else model[1:]) + cfg.argv()
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_every_flag_of_every_layout_exists_and_parses(engine):
     bundle = _shape_bundle(engine)
@@ -89,6 +145,26 @@ def test_every_flag_of_every_layout_exists_and_parses(engine):
     assert roles == ["colocated", "prefill", "decode"]
     for cfg in bundle.all_configs():
         assert _all_problems(cfg) == []
+        assert _engine_rejects(engine, _emitted(cfg)) == []
+
+
+def test_the_engine_source_check_rejects_what_the_parser_would_reject():
+    # Not vacuous: a flag renamed by one letter, a value of the wrong type and an unknown choice all fail.
+    assert _engine_rejects("vllm", ["--max-num-seq", "8"])[0] == "vllm: '--max-num-seq' is not a flag of the engine's parser"
+    assert _engine_rejects("vllm", ["--max-num-seqs", "8.5"]) and _engine_rejects("sglang", ["--kv-cache-dtype", "fp4"])
+    assert _engine_rejects("trtllm", ["--tensor-parallel-size", "2"]) and not _engine_rejects("trtllm", ["--tp_size", "2"])
+    assert _engine_rejects("vllm", ["--tensor-parallel-size"]) and not _engine_rejects("vllm", ["--no-enable-prefix-caching"])
+
+
+def test_the_engine_source_file_says_where_each_engine_was_read():
+    engines = _source_flags()
+    assert set(engines) == set(ENGINES)
+    for name, engine in engines.items():
+        pinned = engine.get("sha256") or engine.get("commit")
+        assert pinned and len(pinned) in (40, 64) and engine["paths"] and engine["release"], name
+        assert len(engine["flags"]) > 30, name   # the whole parser, not only what shapeviz emits
+        for flag, spec in engine["flags"].items():
+            assert flag.startswith("--") and spec["file"] in engine["paths"], (name, flag)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -181,7 +257,7 @@ def test_a_real_trace_with_prefix_reuse_turns_caching_on(engine, mooncake):
     longest = float((mooncake["input_tokens"] + mooncake["output_tokens"]).max())
     assert longest <= s.max_model_len.value <= DEP.model.max_context_tokens
     cfg = bundle.configs["colocated"][0]
-    assert _all_problems(cfg) == []
+    assert _all_problems(cfg) == [] and _engine_rejects(engine, _emitted(cfg)) == []
     if engine == "vllm":
         assert "--enable-prefix-caching" in cfg.argv()
     elif engine == "trtllm":
@@ -302,7 +378,8 @@ def test_user_text_cannot_break_out_of_a_comment_or_an_argument():
     assert words[3] == evil   # the model path reaches the engine as one literal argument
     docs = [d for d in yaml.safe_load_all(bundle.manifest("colocated")) if d]
     assert docs[0]["spec"]["template"]["spec"]["containers"][0]["args"][0] == evil
-    assert json.loads(json.dumps(cfg.argv()))  # plain strings only
+    argv = cfg.model_args() + cfg.argv()
+    assert all(type(word) is str for word in argv) and argv.count(evil) == 1   # plain strings, the path once
     assert np.isfinite(bundle.settings.memory["sglang_mem_fraction_static"].value)
 
 
@@ -317,7 +394,7 @@ def test_an_moe_plan_with_expert_and_attention_data_parallelism(engine, expected
     b = deployment_bundle(w, dep, engine=engine, ttft_slo_ms=1000, tpot_slo_ms=50, max_context_tokens=2500,
                           context_source="assumed", layout="colocated")
     cfg = b.configs["colocated"][0]
-    assert _all_problems(cfg) == []
+    assert _all_problems(cfg) == [] and _engine_rejects(engine, _emitted(cfg)) == []
     argv = cfg.argv()
     for flag, value in expected.items():
         assert flag in argv and (value is None or argv[argv.index(flag) + 1] == value), flag

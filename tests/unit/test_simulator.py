@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 
 from shapeviz.cli import main
+from shapeviz.ingest import load_log
+from shapeviz.physics import default_deployment
 from shapeviz.physics.steps import (
     Deployment,
     decode_step_s,
@@ -122,14 +124,26 @@ def test_load_beyond_capacity_is_reported_as_saturated() -> None:
     assert heavy.summary()["ttft_ms"]["p90"] > 20 * light.summary()["ttft_ms"]["p90"]
 
 
-def test_more_replicas_and_routers_share_the_load() -> None:
+def test_more_replicas_share_the_load() -> None:
     req = fixed_requests(2000, 300, 600)
     one = simulate(req, DEP, rate_rps=6.0).summary()
     rr = simulate(req, DEP, rate_rps=6.0, replicas=3)
-    lt = simulate(req, DEP, rate_rps=6.0, replicas=3, router="least_tokens")
     assert set(rr.requests["replica"]) == {0, 1, 2}
     assert rr.summary()["tpot_ms"]["mean"] < one["tpot_ms"]["mean"]
-    assert lt.requests["replica"].value_counts().min() > 100
+
+
+def test_least_tokens_router_balances_tokens_where_round_robin_cannot() -> None:
+    """Long and short prompts in turn on two replicas: round-robin sends every long prompt to the same replica."""
+    n = 400
+    inp = np.where(np.arange(n) % 2 == 0, 8000, 200)
+    req = Requests(inp, np.full(n, 100), np.zeros(n, dtype=np.int64), np.arange(n) * 0.25)
+    runs = {router: simulate(req, DEP, arrivals="trace", replicas=2, router=router).requests
+            for router in ("round_robin", "least_tokens")}
+    tokens = {router: r.groupby("replica")["input_tokens"].sum() for router, r in runs.items()}
+    assert tokens["round_robin"].max() > 10 * tokens["round_robin"].min()      # the adversarial case is real
+    assert tokens["least_tokens"].max() <= 1.2 * tokens["least_tokens"].min()  # prompt tokens split evenly
+    p90 = {router: r["ttft_ms"].quantile(0.9) for router, r in runs.items()}
+    assert p90["least_tokens"] < 0.2 * p90["round_robin"]
 
 
 def test_priority_scheduling_serves_short_prompts_first_under_load() -> None:
@@ -185,31 +199,96 @@ def test_bad_settings_are_one_line_errors() -> None:
 
 
 # --- published measurements ------------------------------------------------------------------------------
-def test_trtllm_online_serving_rows_below_saturation(reference) -> None:
-    rows = pd.read_csv(reference / "calibration" / "trtllm_online_serving_h100.csv")
-    rows = rows[(rows["qps_offered"] != "inf")]
-    rows = rows[rows["qps_offered"].astype(float) * 0.9 <= rows["throughput_req_s"]]
-    errors = []
+# The stored efficiencies were fitted on the 19 online rows below saturation and on NIM at concurrency 1
+# (data/efficiency.json, data.kinds), so those rows are in sample here. The rows judged below are the ones the
+# fit skipped: saturated runs (served < 90% of offered, and the unlimited-rate runs) and NIM at concurrency > 1.
+# Whole-prompt scheduling (chunked_prefill=False, TensorRT-LLM's default) was chosen while looking at NIM
+# C=25/50; benchmarks/bench_leaveout.py refits without any online row and judges all of them.
+ONLINE = "trtllm_online_serving_h100.csv"
+
+
+def _online(reference) -> pd.DataFrame:
+    """Every Triton online-serving row, simulated as measured (Poisson at the offered QPS, 500 requests)."""
+    rows = pd.read_csv(reference / "calibration" / ONLINE)
+    rows["qps"] = pd.to_numeric(rows["qps_offered"])   # "inf" reads as float infinity: all 500 sent at t = 0
+    sims = []
     for r in rows.itertuples(index=False):
         model = "llama-3.1-70b" if "70B" in r.model else "llama-3.1-8b"
         dep = Deployment(model, "h100-sxm", "bf16", None, int(r.tp))
-        s = simulate(fixed_requests(int(r.isl), int(r.osl), 500), dep, rate_rps=float(r.qps_offered),
-                     chunked_prefill=False).summary()
-        errors += [s["ttft_ms"]["mean"] / r.mean_ttft_ms - 1, s["itl_ms"]["mean"] / r.mean_itl_ms - 1]
-    assert len(errors) >= 20
-    assert float(np.median(np.abs(errors))) <= 0.20
+        req = fixed_requests(int(r.isl), int(r.osl), 500)
+        if np.isinf(r.qps):
+            req = Requests(req.input_tokens, req.output_tokens, req.cached_tokens, np.zeros(500))
+            s = simulate(req, dep, arrivals="trace", chunked_prefill=False).summary()
+        else:
+            s = simulate(req, dep, rate_rps=float(r.qps), chunked_prefill=False).summary()
+        sims.append((s["ttft_ms"]["mean"], s["itl_ms"]["mean"], s["throughput"]["requests_per_s"]))
+    rows[["sim_ttft", "sim_itl", "sim_served"]] = sims
+    rows["saturated"] = rows["throughput_req_s"] < 0.9 * rows["qps"]
+    return rows
 
 
-def test_nim_sweep_explodes_past_concurrency_100(reference) -> None:
+@pytest.fixture(scope="module")
+def online(reference) -> pd.DataFrame:
+    return _online(reference)
+
+
+def test_trtllm_online_serving_rows_past_saturation_are_held_out_and_bounded(online) -> None:
+    """Saturated finite-rate rows (skipped by the fit): TTFT and ITL median within 20%, every row within 35%."""
+    rows = online[online["saturated"] & np.isfinite(online["qps"])]
+    assert len(rows) >= 10
+    for sim, measured in (("sim_ttft", "mean_ttft_ms"), ("sim_itl", "mean_itl_ms")):
+        err = (rows[sim] / rows[measured] - 1).abs()
+        assert err.median() <= 0.20, (sim, err.round(3).tolist())
+        assert err.max() <= 0.35, (sim, err.round(3).tolist())
+
+
+def test_saturation_throughput_of_the_unlimited_rate_runs(online) -> None:
+    """All 500 requests at once: the served rate is the fleet's capacity (within 12% on the 467-token prompts)."""
+    runs = online[np.isinf(online["qps"])]
+    assert len(runs) == 6
+    # The two 202/214 runs are left out: the measurement serves fewer of these short requests per second than of
+    # the 467/256 ones on the same GPUs, so something other than GPU time (the benchmark client or Triton's
+    # batching) capped them; benchmarks/README.md reports them as a miss (+58% and +76%).
+    long_prompts = runs[runs["isl"] == 467]
+    err = (long_prompts["sim_served"] / long_prompts["throughput_req_s"] - 1).abs()
+    assert len(long_prompts) == 4 and err.max() <= 0.12, err.round(3).tolist()
+
+
+def test_the_knee_of_every_published_curve_is_within_one_load_step(online) -> None:
+    """Knee: the first offered QPS whose mean TTFT doubles the lightest load's (loads double: 2, 4, ..., 32)."""
+    finite = online[np.isfinite(online["qps"])].sort_values("qps")
+    curves = 0
+    for _, curve in finite.groupby(["model", "tp", "isl", "osl"]):
+        def knee(ttft: np.ndarray) -> int:   # index of the knee; len(ttft) when there is none
+            hit = np.flatnonzero(ttft >= 2.0 * ttft[0])
+            return int(hit[0]) if hit.size else len(ttft)
+
+        sim_ttft = curve["sim_ttft"].to_numpy()
+        measured, simulated = knee(curve["mean_ttft_ms"].to_numpy()), knee(sim_ttft)
+        where = (curve.iloc[0]["model"], curve.iloc[0]["isl"], curve.iloc[0]["osl"], measured, simulated)
+        assert abs(measured - simulated) <= 1, where
+        if measured < len(sim_ttft):   # where the measured TTFT has doubled, the simulated one has risen by half
+            assert sim_ttft[measured] >= 1.5 * sim_ttft[0], (where, sim_ttft.round(1).tolist())
+        else:                          # no measured knee on this curve: no simulated one either
+            assert sim_ttft[-1] < 2.0 * sim_ttft[0], (where, sim_ttft.round(1).tolist())
+        curves += 1
+    assert curves == 6
+
+
+def test_nim_sweep_explodes_past_the_kv_pool_as_measured(reference) -> None:
+    """NIM at C = 50, 100, 150 (the fit saw only C = 1): TTFT jumps once ~88 sequences fill the KV pool."""
     pub = pd.read_csv(reference / "calibration" / "published_h100_mlperf_nim.csv")
-    nim = pub[pub["source_id"].str.startswith("nim") & (pub["metric"] == "ttft_ms")]
-    measured = dict(zip(nim["concurrency_or_batch"].astype(float), nim["value"].astype(float)))
+    nim = pub[pub["source_id"].str.startswith("nim")]
+    measured = {m: dict(zip(g["concurrency_or_batch"].astype(float), g["value"].astype(float)))
+                for m, g in nim.groupby("metric")}
     dep = Deployment("llama-3.3-70b", "h100-sxm", "fp8", None, 2)
     sim = {c: simulate(fixed_requests(5000, 500, max(500, 8 * c)), dep, concurrency=c,
-                       chunked_prefill=False).summary()["ttft_ms"]["mean"] for c in (50, 100, 150)}
-    assert measured[100.0] > 5 * measured[50.0] and sim[100] > 3 * sim[50]
-    assert sim[150] > 3 * sim[100]
-    assert sim[150] == pytest.approx(measured[150.0], rel=0.25)
+                       chunked_prefill=False).summary() for c in (50, 100, 150)}
+    ttft = {c: s["ttft_ms"]["mean"] for c, s in sim.items()}
+    assert ttft[100] > 3 * ttft[50] and ttft[150] > 3 * ttft[100]
+    for c, s in sim.items():
+        assert s["ttft_ms"]["mean"] == pytest.approx(measured["ttft_ms"][float(c)], rel=0.30), c
+        assert s["itl_ms"]["mean"] == pytest.approx(measured["itl_ms"][float(c)], rel=0.20), c
 
 
 # --- real traces and the command line --------------------------------------------------------------------
@@ -221,16 +300,26 @@ def test_nim_sweep_explodes_past_concurrency_100(reference) -> None:
     "vidur_arxiv_summarization/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",
 ])
 def test_simulate_command_on_every_real_trace(trace, capsys, relative) -> None:
-    code = main(["simulate", str(trace(relative)), "--requests", "300", "--json"])
+    """The JSON is simulate() on the same rows, fleet and deployment: every latency figure equal."""
+    path = trace(relative)
+    code = main(["simulate", str(path), "--requests", "300", "--json"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["method"] == "simulated" and 0 < doc["requests"] <= 300
+    dep = default_deployment()
+    assert doc["settings"]["deployment"] == dep.describe()
+    frame = load_log(path).frame
+    settings = doc["settings"]   # a log without timestamps runs Poisson at its workload's rate
+    direct = simulate(frame, dep, arrivals=settings["arrivals"], rate_rps=settings["rate_rps"],
+                      replicas=settings["replicas"], requests=300).summary()
+    assert doc["requests"] == direct["requests"]
     for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
         assert set(doc[key]) == {"mean", "p50", "p90", "p99"}
-    assert doc["ttft_ms"]["p50"] > 0 and doc["e2e_ms"]["p90"] >= doc["ttft_ms"]["p90"] * 0.99
-    assert set(doc["throughput"]) == {"requests_per_s", "output_tokens_per_s"}
-    assert 0 <= doc["goodput"] <= 1 and isinstance(doc["saturated"], bool)
-    assert 0 <= doc["utilization"] <= 1
+        for q, value in direct[key].items():
+            assert doc[key][q] == pytest.approx(value, rel=1e-9), (key, q)
+    assert doc["throughput"] == pytest.approx(direct["throughput"], rel=1e-9)
+    assert doc["goodput"] == pytest.approx(direct["goodput"]) and doc["saturated"] == direct["saturated"]
+    assert doc["utilization"] == pytest.approx(direct["utilization"])
 
 
 def test_simulate_command_fixed_shape_and_user_errors(capsys) -> None:
