@@ -1,4 +1,4 @@
-"""The command line: ``python -m shapeviz summary | plan | simulate | report | config | check``.
+"""The command line: ``python -m shapeviz summary | plan | simulate | design | report | config | check``.
 
 User mistakes (a missing file, an unknown column, an unknown GPU) end with one line on stderr and exit code 2,
 never a traceback.
@@ -65,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate_options(simulate)
     _add_common(simulate)
     simulate.set_defaults(handler=cmd_simulate)
+
+    design = sub.add_parser("design", help="the cheapest fleet of pools whose simulated p90s meet every product's SLO")
+    from shapeviz.cli.design import add_design_options
+
+    add_design_options(design)
+    _add_common(design)
+    design.set_defaults(handler=cmd_design)
 
     report = sub.add_parser("report", help="write the PNG/CSV/HTML report bundle for a log")
     report.add_argument("logs", nargs="+", metavar="LOG")
@@ -188,6 +195,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     files = write_report_from_args(args, mapping=_parse_mapping(args.map))
     _emit({"files": [str(f) for f in files]}, args.json, "\n".join(str(f) for f in files))
+    return 0
+
+
+def cmd_design(args: argparse.Namespace) -> int:
+    """``design``: the cheapest fleet design that meets every product's class, verified by simulation."""
+    from shapeviz.cli.design import design_document, design_text
+
+    with terminal_progress() as progress:
+        document = design_document(args, mapping=_parse_mapping(args.map), progress=progress)
+    _emit(document, args.json, design_text(document))
     return 0
 
 

@@ -300,6 +300,7 @@ class PoolResult:
     saturated: bool
     gpus: dict[str, int]
     notes: list[str] = field(default_factory=list)
+    busy: float = float("nan")   # mean share of time its replicas were stepping (both sides of a split pool)
 
 
 @dataclass
@@ -339,7 +340,7 @@ def simulate_pool(pool: Pool, req: Requests, model: str, classes: Mapping[str, S
         res = simulate(req, dep, replicas=pool.replicas, scheduler=pool.scheduler, max_num_seqs=pool.max_num_seqs,
                        **common)
         frame = res.requests
-        return PoolResult(pool, frame, res.saturated, pool_gpus(pool, model), list(res.notes))
+        return PoolResult(pool, frame, res.saturated, pool_gpus(pool, model), list(res.notes), _busy(res))
     pre_dep = pool_deployment(pool, model, pool.prefill.gpu, pool.prefill.tp)  # type: ignore[union-attr]
     dec_dep = pool_deployment(pool, model, pool.decode.gpu, pool.decode.tp)    # type: ignore[union-attr]
     one = np.ones(len(req), dtype=np.int64)
@@ -358,6 +359,7 @@ def simulate_pool(pool: Pool, req: Requests, model: str, classes: Mapping[str, S
     frame["e2e_ms"] = frame["ttft_ms"]
     saturated = pre.saturated
     notes = [f"prefill side: {n}" for n in pre.notes]
+    busy = [(_busy(pre), pool.prefill.replicas)]  # type: ignore[union-attr]
     if more.any():
         ids = np.flatnonzero(more)
         order = ids[np.argsort(first_s[ids], kind="stable")]
@@ -371,8 +373,15 @@ def simulate_pool(pool: Pool, req: Requests, model: str, classes: Mapping[str, S
         frame.loc[order, "e2e_ms"] = frame.loc[order, "ttft_ms"].to_numpy() + e2e_d
         saturated = saturated or dec.saturated
         notes += [f"decode side: {n}" for n in dec.notes]
+        busy.append((_busy(dec), pool.decode.replicas))  # type: ignore[union-attr]
     frame["itl_ms"] = frame["tpot_ms"]
-    return PoolResult(pool, frame, saturated, pool_gpus(pool, model), notes)
+    mean_busy = sum(b * k for b, k in busy) / sum(k for _, k in busy)
+    return PoolResult(pool, frame, saturated, pool_gpus(pool, model), notes, mean_busy)
+
+
+def _busy(result: Any) -> float:
+    u = result.utilization
+    return float(u["busy"].mean()) if len(u) else 0.0
 
 
 def simulate_fleet(requests: Requests, fleet: Fleet, classes: Mapping[str, SloClass], seed: int = 0,
@@ -403,7 +412,8 @@ def fleet_document(result: FleetResult, prices: Mapping[str, float] | None = Non
         tpot = f["tpot_ms"].dropna()
         pools.append({"name": r.pool.name, "requests": int(len(f)), "gpus": r.gpus, "saturated": bool(r.saturated),
                       "ttft_p90_ms": float(f["ttft_ms"].quantile(0.9)),
-                      "tpot_p90_ms": float(tpot.quantile(0.9)) if len(tpot) else None, "notes": r.notes})
+                      "tpot_p90_ms": float(tpot.quantile(0.9)) if len(tpot) else None, "busy": r.busy,
+                      "notes": r.notes})
     doc: dict[str, Any] = {"method": "simulated", "fleet": result.fleet.to_dict(), "gpus": result.gpus,
                            "requests": int(len(result.requests)), "pools": pools, "products": result.products,
                            "saturated": result.saturated, "meets": result.meets}
