@@ -83,6 +83,8 @@ def design_text(document: dict[str, Any]) -> str:
     for i, e in enumerate(d["designs"], 1):
         lines.append(f"#{i} {e['family']}")
         lines.extend(_entry_lines(e))
+    if d.get("note"):
+        lines.append(d["note"])
     if d["baseline"] is not None:
         lines.append("baseline (one shared FCFS pool, one GPU type)")
         lines.extend(_entry_lines(d["baseline"]))

@@ -538,6 +538,9 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
                           "size); designs are replayed on the busiest window and again with another seed"},
         "best_cost_per_hour": best_cost,
     }
+    if not any(d["meets"] for d in designs):
+        doc["note"] = ("no design searched meets every class: " + "; ".join(s.pruned[:6]) if s.pruned else
+                       "no design searched meets every class; loosen the class that misses or allow more GPU types")
     progress("fleet design", f"done ({s.simulations} simulations)", 1.0)
     return json_safe(doc)
 

@@ -340,7 +340,7 @@ def simulate_pool(pool: Pool, req: Requests, model: str, classes: Mapping[str, S
         res = simulate(req, dep, replicas=pool.replicas, scheduler=pool.scheduler, max_num_seqs=pool.max_num_seqs,
                        **common)
         frame = res.requests
-        return PoolResult(pool, frame, res.saturated, pool_gpus(pool, model), list(res.notes), _busy(res))
+        return PoolResult(pool, frame, queue_grows(frame), pool_gpus(pool, model), list(res.notes), _busy(res))
     pre_dep = pool_deployment(pool, model, pool.prefill.gpu, pool.prefill.tp)  # type: ignore[union-attr]
     dec_dep = pool_deployment(pool, model, pool.decode.gpu, pool.decode.tp)    # type: ignore[union-attr]
     one = np.ones(len(req), dtype=np.int64)
@@ -357,7 +357,7 @@ def simulate_pool(pool: Pool, req: Requests, model: str, classes: Mapping[str, S
     frame["output_tokens"] = req.output_tokens
     frame["tpot_ms"] = np.nan
     frame["e2e_ms"] = frame["ttft_ms"]
-    saturated = pre.saturated
+    saturated = queue_grows(p)
     notes = [f"prefill side: {n}" for n in pre.notes]
     busy = [(_busy(pre), pool.prefill.replicas)]  # type: ignore[union-attr]
     if more.any():
@@ -371,12 +371,23 @@ def simulate_pool(pool: Pool, req: Requests, model: str, classes: Mapping[str, S
         e2e_d = d["e2e_ms"].to_numpy()
         frame.loc[order, "tpot_ms"] = e2e_d / (req.output_tokens[order] - 1)
         frame.loc[order, "e2e_ms"] = frame.loc[order, "ttft_ms"].to_numpy() + e2e_d
-        saturated = saturated or dec.saturated
+        saturated = saturated or queue_grows(d)
         notes += [f"decode side: {n}" for n in dec.notes]
         busy.append((_busy(dec), pool.decode.replicas))  # type: ignore[union-attr]
     frame["itl_ms"] = frame["tpot_ms"]
     mean_busy = sum(b * k for b, k in busy) / sum(k for _, k in busy)
     return PoolResult(pool, frame, saturated, pool_gpus(pool, model), notes, mean_busy)
+
+
+def queue_grows(requests: pd.DataFrame) -> bool:
+    """True when the queue wait keeps growing over the replay: the last fifth's p90 wait is over 4× the first
+    fifth's plus 1 s. (Judged on the wait alone: in a short replay window, requests that stream for longer than
+    the window pile up in the system without the replicas falling behind.)"""
+    q = requests.sort_values("arrival_s")["queue_ms"].to_numpy()
+    if q.size < 20:
+        return False
+    k = max(q.size // 5, 1)
+    return bool(np.percentile(q[-k:], 90) > 4.0 * np.percentile(q[:k], 90) + 1000.0)
 
 
 def _busy(result: Any) -> float:
