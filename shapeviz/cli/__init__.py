@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--model-path", default=None, help="checkpoint or Hugging Face repo id to serve")
     config.add_argument("--port", type=int, default=8000)
     config.add_argument("--app", default="llm", help="name prefix of the Kubernetes objects")
+    config.add_argument("--fleet", default=None, metavar="FLEET.json",
+                        help="one launch script (and manifest) per pool of a fleet file (`design --json` fleet)")
     _add_plan_options(config)
     _add_common(config)
     config.set_defaults(handler=cmd_config)

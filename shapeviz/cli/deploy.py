@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,11 @@ from shapeviz.outputs.deploy.build import (
     prefix_signal,
     settings_dict,
 )
+from shapeviz.fleet.pools import load_fleet, pool_deployment, route_frame
 from shapeviz.outputs.deploy.engines import ENGINE_NAMES
+from shapeviz.outputs.deploy.k8s import manifest
+from shapeviz.outputs.deploy.settings import Setting
+from shapeviz.serving.products import resolve_classes
 from shapeviz.outputs.deploy.flags import engine_spec
 from shapeviz.outputs.deploy.loadtest import knee_rate
 from shapeviz.outputs.deploy.settings import PrefixSignal
@@ -61,6 +67,8 @@ def prefix_signal_for_shape(whatif: WhatIf):
 
 def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
     """The ``config --json`` document: settings with provenance, engine configs, manifest, plan reference."""
+    if getattr(args, "fleet", None):
+        return fleet_config_document(args, mapping)
 
     dep, workload, whatif, context, context_source, prefix, _ = _inputs(args, mapping)
     ttft = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
@@ -89,8 +97,84 @@ def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
     return document
 
 
+def _dns(name: str) -> str:
+    """A pool name (user text) as a DNS label for Kubernetes object names."""
+    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:30].strip("-")
+    return label or "pool"
+
+
+def fleet_config_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
+    """``config --fleet FLEET.json LOG``: one launch script (and with ``--k8s`` one manifest) per pool of the fleet.
+
+    Each pool's settings are planned on the log's requests that pool serves, at the tightest class among its
+    products; its replica count is the fleet's (the simulated size), not the analytic plan's.
+    """
+    logs = list(getattr(args, "logs", None) or [])
+    if not logs:
+        raise ValueError("config --fleet needs the LOG the fleet serves (its requests set each pool's settings)")
+    fleet = load_fleet(args.fleet)
+    frame = load_logs(logs, mapping).frame
+    whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
+    classes = resolve_classes(frame, dict(fleet.slo), source="set by user (fleet file)")
+    target = route_frame(frame, fleet.pools)
+    pools = []
+    for i, pool in enumerate(fleet.pools):
+        sub = frame[target == i]
+        if sub.empty:
+            pools.append({"name": pool.name, "configs": [], "notes": ["no request of the log goes to this pool"]})
+            continue
+        mine = [classes[p] for p in sub["product"].astype(str).unique() if p in classes]
+        ttft = min((c.ttft_ms for c in mine), default=DEFAULT_TTFT_SLO_MS)
+        tpot = min((c.tpot_ms for c in mine), default=DEFAULT_TPOT_SLO_MS)
+        workload = Workload.from_frame(sub, rate_rps=None)
+        sides = ([("prefill", pool.prefill), ("decode", pool.decode)] if pool.split
+                 else [("colocated", None)])
+        configs, notes = [], []
+        for role, side in sides:
+            dep = (pool_deployment(pool, fleet.model) if side is None
+                   else pool_deployment(pool, fleet.model, side.gpu, side.tp))
+            replicas = pool.replicas if side is None else side.replicas
+            layout = "colocated" if side is None else "disaggregated"
+            try:
+                bundle = deployment_bundle(workload, dep, engine=args.engine, whatif=whatif, ttft_slo_ms=ttft,
+                                           tpot_slo_ms=tpot, max_context_tokens=longest_context(sub, whatif),
+                                           context_source="measured", prefix=prefix_signal(sub, whatif),
+                                           model_path=args.model_path, layout=layout, port=args.port)
+                chosen = [c for c in bundle.configs[layout] if side is None or c.role == role]
+            except ValueError as exc:
+                notes.append(f"{role}: {exc}")
+                continue
+            why = "simulated: fewest replicas whose replay meets every class this pool serves (fleet file)"
+            configs += [replace(c, replicas=Setting(int(replicas), "estimated", why)) for c in chosen]
+            notes += list(bundle.settings.notes)
+        entry: dict[str, Any] = {"name": pool.name, "products": list(pool.products),
+                                 "slo": {"ttft_ms": ttft, "tpot_ms": tpot},
+                                 "configs": [config_dict(c) for c in configs], "notes": notes}
+        if args.k8s and configs:
+            entry["manifest"] = manifest(configs, app=f"{args.app}-{_dns(pool.name)}"[:42].strip("-"), port=args.port)
+        pools.append(entry)
+    return {"command": "config", "engine": args.engine, "fleet": fleet.to_dict(), "pools": pools,
+            "engine_version_read": engine_spec(args.engine)["version"]}
+
+
+def fleet_config_text(document: dict[str, Any]) -> str:
+    """Each pool's scripts (and manifest) one after another."""
+    name = ENGINE_NAMES[document["engine"]]
+    lines = [f"# {name} configs per pool of the fleet (flags as of: {document['engine_version_read']})"]
+    for pool in document["pools"]:
+        lines += ["", f"# ######## pool {pool['name']} ########"]
+        lines += [f"# note: {n}" for n in pool["notes"]]
+        for c in pool["configs"]:
+            lines += [f"# ===== {c['role']} =====", c["shell"].rstrip("\n")]
+        if pool.get("manifest"):
+            lines += [f"# ===== Kubernetes manifest: pool {pool['name']} =====", pool["manifest"].rstrip("\n")]
+    return "\n".join(lines)
+
+
 def config_text(document: dict[str, Any]) -> str:
     """The scripts (and TensorRT-LLM option files, and manifests with --k8s) one after another."""
+    if "pools" in document:
+        return fleet_config_text(document)
     name = ENGINE_NAMES[document["engine"]]
     lines = [f"# {name} configs for {document['deployment']} (flags as of: {document['engine_version_read']})"]
     lines += [f"# note: {n}" for n in document["notes"]]

@@ -290,6 +290,14 @@ def route(req: Requests, pools: Sequence[Pool]) -> np.ndarray:
     return target
 
 
+def route_frame(frame: pd.DataFrame, pools: Sequence[Pool]) -> np.ndarray:
+    """Index of the pool each row of a canonical frame goes to (the frame's own row order)."""
+    product = frame["product"].astype(str).to_numpy(dtype=object) if "product" in frame.columns else None
+    inp = frame["input_tokens"].to_numpy(dtype=np.int64)
+    zeros = np.zeros(inp.size, dtype=np.int64)
+    return route(Requests(inp, zeros, zeros, None, product), pools)
+
+
 # --- simulation ----------------------------------------------------------------------------------------
 @dataclass
 class PoolResult:
