@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +18,9 @@ from shapeviz.outputs.deploy.build import (
     prefix_signal,
     settings_dict,
 )
-from shapeviz.fleet.pools import load_fleet, pool_deployment, route_frame
+from shapeviz.fleet.pools import load_fleet
 from shapeviz.outputs.deploy.engines import ENGINE_NAMES
-from shapeviz.outputs.deploy.k8s import manifest
-from shapeviz.outputs.deploy.settings import Setting
-from shapeviz.serving.products import resolve_classes
+from shapeviz.outputs.deploy.fleet import fleet_configs
 from shapeviz.outputs.deploy.flags import engine_spec
 from shapeviz.outputs.deploy.loadtest import knee_rate
 from shapeviz.outputs.deploy.settings import PrefixSignal
@@ -97,64 +93,14 @@ def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
     return document
 
 
-def _dns(name: str) -> str:
-    """A pool name (user text) as a DNS label for Kubernetes object names."""
-    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:30].strip("-")
-    return label or "pool"
-
-
 def fleet_config_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
-    """``config --fleet FLEET.json LOG``: one launch script (and with ``--k8s`` one manifest) per pool of the fleet.
-
-    Each pool's settings are planned on the log's requests that pool serves, at the tightest class among its
-    products; its replica count is the fleet's (the simulated size), not the analytic plan's.
-    """
+    """``config --fleet FLEET.json LOG``: one launch script (and with ``--k8s`` one manifest) per pool of the fleet."""
     logs = list(getattr(args, "logs", None) or [])
     if not logs:
         raise ValueError("config --fleet needs the LOG the fleet serves (its requests set each pool's settings)")
-    fleet = load_fleet(args.fleet)
-    frame = load_logs(logs, mapping).frame
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
-    classes = resolve_classes(frame, dict(fleet.slo), source="set by user (fleet file)")
-    target = route_frame(frame, fleet.pools)
-    pools = []
-    for i, pool in enumerate(fleet.pools):
-        sub = frame[target == i]
-        if sub.empty:
-            pools.append({"name": pool.name, "configs": [], "notes": ["no request of the log goes to this pool"]})
-            continue
-        mine = [classes[p] for p in sub["product"].astype(str).unique() if p in classes]
-        ttft = min((c.ttft_ms for c in mine), default=DEFAULT_TTFT_SLO_MS)
-        tpot = min((c.tpot_ms for c in mine), default=DEFAULT_TPOT_SLO_MS)
-        workload = Workload.from_frame(sub, rate_rps=None)
-        sides = ([("prefill", pool.prefill), ("decode", pool.decode)] if pool.split
-                 else [("colocated", None)])
-        configs, notes = [], []
-        for role, side in sides:
-            dep = (pool_deployment(pool, fleet.model) if side is None
-                   else pool_deployment(pool, fleet.model, side.gpu, side.tp))
-            replicas = pool.replicas if side is None else side.replicas
-            layout = "colocated" if side is None else "disaggregated"
-            try:
-                bundle = deployment_bundle(workload, dep, engine=args.engine, whatif=whatif, ttft_slo_ms=ttft,
-                                           tpot_slo_ms=tpot, max_context_tokens=longest_context(sub, whatif),
-                                           context_source="measured", prefix=prefix_signal(sub, whatif),
-                                           model_path=args.model_path, layout=layout, port=args.port)
-                chosen = [c for c in bundle.configs[layout] if side is None or c.role == role]
-            except ValueError as exc:
-                notes.append(f"{role}: {exc}")
-                continue
-            why = "simulated: fewest replicas whose replay meets every class this pool serves (fleet file)"
-            configs += [replace(c, replicas=Setting(int(replicas), "estimated", why)) for c in chosen]
-            notes += list(bundle.settings.notes)
-        entry: dict[str, Any] = {"name": pool.name, "products": list(pool.products),
-                                 "slo": {"ttft_ms": ttft, "tpot_ms": tpot},
-                                 "configs": [config_dict(c) for c in configs], "notes": notes}
-        if args.k8s and configs:
-            entry["manifest"] = manifest(configs, app=f"{args.app}-{_dns(pool.name)}"[:42].strip("-"), port=args.port)
-        pools.append(entry)
-    return {"command": "config", "engine": args.engine, "fleet": fleet.to_dict(), "pools": pools,
-            "engine_version_read": engine_spec(args.engine)["version"]}
+    return fleet_configs(load_logs(logs, mapping).frame, load_fleet(args.fleet), engine=args.engine, whatif=whatif,
+                         model_path=args.model_path, port=args.port, app=args.app, k8s=args.k8s)
 
 
 def fleet_config_text(document: dict[str, Any]) -> str:

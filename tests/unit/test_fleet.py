@@ -244,3 +244,35 @@ def test_design_cli_json_contract(tmp_path: Path, brief: pd.DataFrame, capsys) -
     sim = json.loads(capsys.readouterr().out)
     assert set(sim["products"]) == set(doc["designs"][0]["products"])
     assert sim["gpus"] == doc["designs"][0]["gpus"]
+
+
+def test_config_fleet_writes_one_script_per_pool_with_the_fleets_replicas(tmp_path: Path, brief: pd.DataFrame,
+                                                                          capsys) -> None:
+    path = synth.write_log(brief, tmp_path / "brief.csv")
+    fleet = {"model": "llama-3.1-70b", "pools": [
+        {"name": "RAG pool", "products": ["rag-search"], "gpu": "b200", "tp": 4, "replicas": 3},
+        {"name": "agent", "products": ["*"], "gpu": "h100-sxm", "tp": 2, "replicas": 2}]}
+    fleet_file = tmp_path / "fleet.json"
+    fleet_file.write_text(json.dumps(fleet))
+    assert main(["config", str(path), "--fleet", str(fleet_file), "--k8s", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    pools = {p["name"]: p for p in doc["pools"]}
+    assert set(pools) == {"RAG pool", "agent"}
+    assert pools["RAG pool"]["configs"][0]["replicas"]["value"] == 3
+    assert pools["agent"]["configs"][0]["replicas"]["value"] == 2
+    assert "llm-rag-pool" in pools["RAG pool"]["manifest"]   # the pool's name as a DNS label
+
+
+def test_the_report_bundle_carries_the_chosen_design(brief: pd.DataFrame) -> None:
+    import io
+
+    from shapeviz.outputs.report.bundle import report_files
+
+    log = load_log(synth.write_log(brief, io.BytesIO()).getvalue(), name="brief.csv")
+    fleet = Fleet((Pool("all", ("*",), "h100-sxm", 2, 2),))
+    design = {"designs": [{"family": "shared_fcfs", "fleet": fleet.to_dict(), "cost_per_hour": 11.16}],
+              "baseline": None}
+    bundle = report_files(log, png=False, fleet_design=design)
+    assert json.loads(bundle.files["fleet.json"]) == fleet.to_dict()
+    assert json.loads(bundle.files["fleet_design.json"])["designs"][0]["family"] == "shared_fcfs"
+    assert json.loads(bundle.files["fleet_configs.json"])["pools"][0]["configs"][0]["replicas"]["value"] == 2
