@@ -20,12 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.make_fleet_log import fleet_brief  # noqa: E402
-from shapeviz.fleet.design import design_fleet  # noqa: E402
-from shapeviz.fleet.prices import gpu_prices  # noqa: E402
-from shapeviz.ingest import combine, load_log  # noqa: E402
-from shapeviz.serving.products import resolve_classes  # noqa: E402
-from shapeviz.workload.synth import generate  # noqa: E402
+from benchmarks.make_fleet_log import fleet_brief
+from shapeviz.fleet.design import design_fleet
+from shapeviz.fleet.prices import gpu_prices
+from shapeviz.ingest import combine, load_log
+from shapeviz.serving.products import resolve_classes
+from shapeviz.workload.synth import generate
 
 TRACES = ROOT.parent / "shared" / "data" / "traces" / "azure_llm_2023"
 OUT = ROOT / "benchmarks" / "out"

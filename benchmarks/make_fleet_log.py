@@ -21,14 +21,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shapeviz.workload.synth import generate, scenario, write_log  # noqa: E402
+from shapeviz.workload.synth import generate, scenario, write_log
 
 AUTOCOMPLETE_SHARE = 0.2   # assumed: autocomplete requests as a share of the whole log
 
 
 def fleet_brief(requests: int = 6000, hours: float = 1.0, seed: int = 0) -> pd.DataFrame:
     """The canonical frame: rag-search and coding-agent (PRODUCT.md) plus ide-autocomplete, over ``hours``."""
-    n_auto = int(round(requests * AUTOCOMPLETE_SHARE))
+    n_auto = round(requests * AUTOCOMPLETE_SHARE)
     brief = scenario("shared_pool", requests - n_auto, seed=seed)
     auto = generate(n_auto, seed=seed + 1, products=["ide-autocomplete"], with_hashes=False)
     auto["model"] = brief["model"].iloc[0]   # one model for the fleet (the brief's Llama-3.1-70B)

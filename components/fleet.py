@@ -16,7 +16,12 @@ from shapeviz.fleet.prices import gpu_prices
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import product_latency_figure
 from shapeviz.physics.catalogue import list_gpus
-from shapeviz.serving.products import SloClass, default_classes, outcomes_table, product_outcomes
+from shapeviz.serving.products import (
+    SloClass,
+    default_classes,
+    outcomes_table,
+    product_outcomes,
+)
 from shapeviz.text import md_literal
 
 CLASSES_KEY = "fleet_slo_classes"     # {digest: {product: (ttft_ms, tpot_ms)}}

@@ -5,8 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from components.context import page_context, rate_chart, workload
-from components.measured import plan_vs_measured
 from components.fleet import FLEET_DESIGN_KEY, edit_classes, render_fleet_design
+from components.measured import plan_vs_measured
 from components.simulate import render_simulation
 from components.widgets import MISSING, badge, chart, table
 from shapeviz.outputs.figures import load_curve_figure, pressure_figure

@@ -11,6 +11,7 @@ from typing import Any
 
 from shapeviz.analysis import load_logs
 from shapeviz.cli.plan import _workload, deployment_from_args
+from shapeviz.fleet.pools import load_fleet
 from shapeviz.outputs.deploy.build import (
     config_dict,
     deployment_bundle,
@@ -18,10 +19,9 @@ from shapeviz.outputs.deploy.build import (
     prefix_signal,
     settings_dict,
 )
-from shapeviz.fleet.pools import load_fleet
 from shapeviz.outputs.deploy.engines import ENGINE_NAMES
-from shapeviz.outputs.deploy.fleet import fleet_configs
 from shapeviz.outputs.deploy.flags import engine_spec
+from shapeviz.outputs.deploy.fleet import fleet_configs
 from shapeviz.outputs.deploy.loadtest import knee_rate
 from shapeviz.outputs.deploy.settings import PrefixSignal
 from shapeviz.outputs.measured import (

@@ -10,16 +10,31 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
-from shapeviz.fleet.pools import fleet_document, fleet_requests, load_fleet, simulate_fleet
-from shapeviz.fleet.prices import gpu_prices
-
 from shapeviz.cli.plan import deployment_from_args
+from shapeviz.fleet.pools import (
+    fleet_document,
+    fleet_requests,
+    load_fleet,
+    simulate_fleet,
+)
+from shapeviz.fleet.prices import gpu_prices
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
+from shapeviz.serving.products import (
+    parse_slo,
+    product_outcomes,
+    resolve_classes,
+    ttft_targets_ms,
+)
 from shapeviz.serving.sim_calibrate import fit_to_log
-from shapeviz.serving.products import parse_slo, product_outcomes, resolve_classes, ttft_targets_ms
-from shapeviz.serving.simulator import ROUTERS, SCHEDULERS, fixed_requests, requests_from_frame, simulate
+from shapeviz.serving.simulator import (
+    ROUTERS,
+    SCHEDULERS,
+    fixed_requests,
+    requests_from_frame,
+    simulate,
+)
 
 DEFAULT_FIXED_REQUESTS = 500  # the published online-serving runs' size
 

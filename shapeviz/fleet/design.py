@@ -19,18 +19,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from shapeviz.physics.steps import TP_CHOICES, decode_step_s, prefill_time_s, smallest_tp
-from shapeviz.plain import json_safe
-from shapeviz.progress import Progress, silent
-from shapeviz.serving.planner import WhatIf, Workload, plan
-from shapeviz.serving.products import SloClass
-from shapeviz.serving.simulator import Requests
 from shapeviz.fleet.pools import (
     ANY_PRODUCT,
     Fleet,
@@ -45,6 +40,17 @@ from shapeviz.fleet.pools import (
     simulate_pool,
     subset,
 )
+from shapeviz.physics.steps import (
+    TP_CHOICES,
+    decode_step_s,
+    prefill_time_s,
+    smallest_tp,
+)
+from shapeviz.plain import json_safe
+from shapeviz.progress import Progress, silent
+from shapeviz.serving.planner import WhatIf, Workload, plan
+from shapeviz.serving.products import SloClass
+from shapeviz.serving.simulator import Requests
 
 MAX_TP = 8                     # largest replica considered (one 8-GPU node)
 UNLOADED_SHARE = 0.8           # a GPU type is kept when its unloaded p-latency is within 80% of every class
@@ -127,11 +133,11 @@ class _Search:
                 dep = pool_deployment(Pool("x", precision=self.precision), self.model, g, tp)
                 ttft0 = prefill_time_s(dep, n_in, n_cached) * 1000.0
                 fits = True
-                for name in names:
-                    c = self.classes.get(name)
+                for prod in names:
+                    c = self.classes.get(prod)
                     if c is None:
                         continue
-                    m = product == name
+                    m = product == prod
                     if check in ("both", "ttft") and np.percentile(ttft0[m], c.percentile) > UNLOADED_SHARE * c.ttft_ms:
                         fits = False
                         break
@@ -151,9 +157,9 @@ class _Search:
                 continue
             tp, dep = chosen
             k0 = 0
-            for name in names:
-                m = product == name
-                c = self.classes.get(name)
+            for prod in names:
+                m = product == prod
+                c = self.classes.get(prod)
                 pick = np.flatnonzero(m)
                 pick = pick[np.linspace(0, pick.size - 1, min(pick.size, ANALYTIC_POINTS)).astype(np.int64)]
                 rate = max(m.sum() / self.span_s * rate_scale, 1e-6)
@@ -303,7 +309,11 @@ def mix_assignment(s: _Search, gpus: Sequence[str]) -> list[tuple[str, int, list
     over one replica's analytic capacity for it (the plan at ``CAPACITY_SCALE``× the bucket's rate, so whole
     replicas round little) at its products' own classes. Returns (gpu, tp, prompt ranges, replicas) per column used.
     """
-    from scipy.optimize import Bounds, LinearConstraint, milp  # scipy's optimiser: imported only when a mix is searched
+    from scipy.optimize import (  # scipy's optimiser: imported only when a mix is searched
+        Bounds,
+        LinearConstraint,
+        milp,
+    )
 
     # buckets of at least MIN_BUCKET_REQUESTS requests (a small one joins the next; the last joins the one before),
     # so that every prompt size has a pool

@@ -16,10 +16,10 @@ The fleet's JSON form is what ``design --json`` reports and ``simulate --fleet``
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -27,8 +27,19 @@ import pandas as pd
 from shapeviz.physics.catalogue import get_gpu
 from shapeviz.physics.steps import Deployment, smallest_tp
 from shapeviz.serving.planner import WhatIf, Workload
-from shapeviz.serving.products import SloClass, product_outcomes, products_meet, ttft_targets_ms
-from shapeviz.serving.simulator import ROUTERS, SCHEDULERS, Requests, requests_from_frame, simulate
+from shapeviz.serving.products import (
+    SloClass,
+    product_outcomes,
+    products_meet,
+    ttft_targets_ms,
+)
+from shapeviz.serving.simulator import (
+    ROUTERS,
+    SCHEDULERS,
+    Requests,
+    requests_from_frame,
+    simulate,
+)
 
 ANY_PRODUCT = "*"
 DEFAULT_MODEL = "llama-3.1-70b"
@@ -429,12 +440,12 @@ def fleet_document(result: FleetResult, prices: Mapping[str, float] | None = Non
     for r in result.pools:
         f = r.requests
         tpot = f["tpot_ms"].dropna()
-        pools.append({"name": r.pool.name, "requests": int(len(f)), "gpus": r.gpus, "saturated": bool(r.saturated),
+        pools.append({"name": r.pool.name, "requests": len(f), "gpus": r.gpus, "saturated": bool(r.saturated),
                       "ttft_p90_ms": float(f["ttft_ms"].quantile(0.9)),
                       "tpot_p90_ms": float(tpot.quantile(0.9)) if len(tpot) else None, "busy": r.busy,
                       "notes": r.notes})
     doc: dict[str, Any] = {"method": "simulated", "fleet": result.fleet.to_dict(), "gpus": result.gpus,
-                           "requests": int(len(result.requests)), "pools": pools, "products": result.products,
+                           "requests": len(result.requests), "pools": pools, "products": result.products,
                            "saturated": result.saturated, "meets": result.meets}
     if prices is not None:
         try:

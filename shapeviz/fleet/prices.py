@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Iterable, Mapping
 
 import pandas as pd
 

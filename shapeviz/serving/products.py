@@ -10,8 +10,9 @@ into the per-product TTFT/TPOT/E2E percentiles, SLO attainment and goodput of ``
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -141,7 +142,7 @@ def product_outcomes(requests: pd.DataFrame, classes: Mapping[str, SloClass]) ->
         cls = classes.get(str(name))
         ttft = r["ttft_ms"].to_numpy(dtype=np.float64)
         tpot = r["tpot_ms"].to_numpy(dtype=np.float64)
-        doc: dict[str, Any] = {"requests": int(len(r)), "ttft_ms": _stats(ttft), "tpot_ms": _stats(tpot),
+        doc: dict[str, Any] = {"requests": len(r), "ttft_ms": _stats(ttft), "tpot_ms": _stats(tpot),
                                "e2e_ms": _stats(r["e2e_ms"].to_numpy(dtype=np.float64))}
         if cls is not None:
             q = cls.percentile

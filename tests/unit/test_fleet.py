@@ -21,6 +21,7 @@ from shapeviz.fleet.pools import (
     simulate_fleet,
 )
 from shapeviz.ingest import combine, load_log
+from shapeviz.physics.steps import Deployment
 from shapeviz.serving.products import (
     SloClass,
     default_classes,
@@ -29,7 +30,6 @@ from shapeviz.serving.products import (
     resolve_classes,
 )
 from shapeviz.serving.simulator import Requests, simulate
-from shapeviz.physics.steps import Deployment
 from shapeviz.workload import synth
 
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
@@ -102,7 +102,7 @@ def test_simulate_json_has_products_on_real_traces(azure: pd.DataFrame, traces: 
     doc = json.loads(capsys.readouterr().out)
     products = doc["products"]
     assert set(products) == {"AzureLLMInferenceTrace_code", "AzureLLMInferenceTrace_conv"}
-    for name, o in products.items():
+    for o in products.values():
         assert set(o["ttft_ms"]) == {"mean", "p50", "p90", "p99"}
         assert o["meets"] == (o["ttft_p90_ms"] <= o["slo"]["ttft_ms"]
                               and (o["tpot_p90_ms"] is None or o["tpot_p90_ms"] <= o["slo"]["tpot_ms"]))

@@ -8,7 +8,12 @@ from typing import Any
 import pandas as pd
 
 from shapeviz.fleet.pools import Fleet, pool_deployment, route_frame
-from shapeviz.outputs.deploy.build import config_dict, deployment_bundle, longest_context, prefix_signal
+from shapeviz.outputs.deploy.build import (
+    config_dict,
+    deployment_bundle,
+    longest_context,
+    prefix_signal,
+)
 from shapeviz.outputs.deploy.engines import DEFAULT_PORT
 from shapeviz.outputs.deploy.flags import engine_spec
 from shapeviz.outputs.deploy.k8s import manifest

@@ -28,8 +28,8 @@ import plotly.graph_objects as go
 from shapeviz.analyses.shapes import DEFAULT_CORNERS, Corners, resolve_deployment
 from shapeviz.analyses.traffic import rate_over_time
 from shapeviz.analysis import analyze
-from shapeviz.ingest import LoadedLog
 from shapeviz.fleet.pools import fleet_from_dict
+from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.deploy.bundle import deploy_files
 from shapeviz.outputs.deploy.fleet import fleet_configs
 from shapeviz.outputs.figures import (
