@@ -195,8 +195,8 @@ def test_design_reports_verified_designs_best_first(brief: pd.DataFrame) -> None
         assert d["cost_per_hour"] == pytest.approx(sum(n * prices[g] for g, n in d["gpus"].items()))
         for o in d["products"].values():
             assert set(o) >= {"ttft_p90_ms", "tpot_p90_ms", "meets"}
-        if d["meets"]:
-            assert d["reseeded"]["meets"]   # every design reported as meeting passed the re-seeded replay too
+        assert d["meets"] == (all(o["meets"] for o in d["products"].values()) and d["reseeded"]["meets"])
+    assert designs[0]["meets"]   # the best design meets every class on both replays
     assert doc["baseline"]["family"] == "shared_fcfs"
     # the fleet object is what simulate --fleet reads: replaying it gives the same per-product verdicts
     best = designs[0]
@@ -276,3 +276,15 @@ def test_the_report_bundle_carries_the_chosen_design(brief: pd.DataFrame) -> Non
     assert json.loads(bundle.files["fleet.json"]) == fleet.to_dict()
     assert json.loads(bundle.files["fleet_design.json"])["designs"][0]["family"] == "shared_fcfs"
     assert json.loads(bundle.files["fleet_configs.json"])["pools"][0]["configs"][0]["replicas"]["value"] == 2
+
+
+def test_an_undersized_pool_grows_until_both_replays_meet(brief: pd.DataFrame) -> None:
+    classes = resolve_classes(brief, {"rag-search": (3000.0, 60.0)})
+    window = design_mod.peak_window(fleet_requests(brief, seed=0), 300)
+    check = design_mod.peak_window(fleet_requests(brief, seed=1), 300)
+    s = design_mod._Search(window, classes, {"b200": 6.03}, "llama-3.1-70b", "fp8", lambda *a, **k: None)
+    small = Fleet((Pool("all", ("*",), "b200", 1, 4),), "llama-3.1-70b")
+    assert not simulate_fleet(window, small, classes).meets
+    fleet, result, again, grown = design_mod.harden(s, small, window, check)
+    assert grown > 0 and fleet.pools[0].replicas == 1 + grown
+    assert result.meets and again.meets
