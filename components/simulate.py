@@ -10,6 +10,7 @@ from dataclasses import astuple
 import pandas as pd
 import streamlit as st
 
+from components.fleet import render_product_outcomes
 from components.widgets import chart, table
 from shapeviz.fleet.levers import lever_citations, simulate_levers
 from shapeviz.fleet.sweep import (
@@ -90,7 +91,7 @@ def _point(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, replica
 
 def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
                       replicas: int, ttft_slo_ms: float, tpot_slo_ms: float, analytic: pd.DataFrame,
-                      recommendations: list[Recommendation] | None = None) -> None:
+                      recommendations: list[Recommendation] | None = None, classes: dict | None = None) -> None:
     """Draw "Simulate this fleet": run on request, then the curves, distributions, goodput and disagreements."""
     st.subheader("Simulate this fleet")
     calibrated = _render_calibration(digest, log, dep, replicas)
@@ -133,6 +134,9 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
         st.warning(line, icon=":material/compare_arrows:")
     chart(latency_load_figure(sweep, ttft_slo_ms, tpot_slo_ms, replicas * dep.tp), key="sim_load_curve")
     chart(distribution_figure(points[1.0], ttft_slo_ms, tpot_slo_ms), key="sim_distribution")
+    if classes:
+        st.markdown("**What each product gets at today's load**, against its own class (simulated)")
+        render_product_outcomes(points[1.0].requests, classes)
     chart(goodput_figure(sweep), key="sim_goodput")
     shown = pd.DataFrame({
         "traffic": [f"×{m:g}" for m in sweep["traffic_multiplier"]],

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from components.context import page_context, rate_chart, workload
+from components.fleet import FLEET_DESIGN_KEY, edit_classes, render_fleet_design
 from components.measured import plan_vs_measured
 from components.routing import render_routers
 from components.simulate import render_simulation
@@ -99,10 +100,15 @@ chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve", 
 st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
            "headroom a planner buys.")
 speculative_section(w, dep, ctx)
+classes = edit_classes(ctx.dataset.digest, ctx.dataset.log)
 render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, w.rate_rps * ctx.whatif.traffic_multiplier,
-                  int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve, ctx.analysis.recommendations)
+                  int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve, ctx.analysis.recommendations,
+                  classes)
 render_routers(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, w.rate_rps * ctx.whatif.traffic_multiplier,
                int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, ctx.analysis.recommendations)
+design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, dep.model.id, ctx.whatif.traffic_multiplier)
+if design is not None:
+    st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
 
 if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"

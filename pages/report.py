@@ -1,11 +1,13 @@
 """Report: the files a capacity meeting takes away (PNG charts, CSV tables, one HTML memo, replay traces)."""
 from __future__ import annotations
 
+import json
 from dataclasses import astuple
 
 import streamlit as st
 
 from components.context import PageContext, page_context, workload
+from components.fleet import FLEET_DESIGN_KEY
 from components.measured import plan_vs_measured
 from components.widgets import badge
 from shapeviz.outputs.report import Bundle, browser_path, report_files
@@ -20,15 +22,25 @@ s = ctx.settings
 
 
 @st.cache_resource(max_entries=4, ttl=3600, scope="session", show_spinner=False)
-def _bundle(digest: str, settings: tuple, png: bool, _ctx: PageContext) -> tuple[Bundle, bytes]:
+def _bundle(digest: str, settings: tuple, png: bool, _ctx: PageContext, design_key: str = "",
+            _design: dict | None = None) -> tuple[Bundle, bytes]:
     """The bundle and its zip, once per dataset and settings (the key is the digest and the sidebar values)."""
     bundle = report_files(
         _ctx.report_log, corners=_ctx.settings.corners, deployment=_ctx.deployment, whatif=_ctx.whatif,
         ttft_slo_ms=_ctx.settings.ttft_slo_ms, tpot_slo_ms=_ctx.settings.tpot_slo_ms,
         gpu_hour_usd=_ctx.settings.gpu_hour_usd, png=png, analysis=_ctx.analysis,
-        workload=workload(_ctx.dataset.digest, _ctx.dataset.log),
+        workload=workload(_ctx.dataset.digest, _ctx.dataset.log), fleet_design=_design,
     )
     return bundle, bundle.zip()
+
+
+def _chosen_design() -> tuple[str, dict | None]:
+    """The fleet design made on the Capacity page for this log (its cache key and document), if any."""
+    chosen = st.session_state.get(FLEET_DESIGN_KEY)
+    if not chosen or chosen.get("digest") != ctx.dataset.digest:
+        return "", None
+    design = chosen["design"]
+    return str(hash(json.dumps(design.get("designs", []), sort_keys=True, default=str))), design
 
 
 def _mime(name: str) -> str:
@@ -75,7 +87,7 @@ png = st.toggle("Include PNG charts", value=has_browser, disabled=not has_browse
 key = (ctx.dataset.digest, astuple(s), bool(png))
 if st.button("Build report bundle", type="primary", icon=":material/inventory_2:"):
     with st.spinner("Building the report bundle…"):
-        _bundle(ctx.dataset.digest, astuple(s), bool(png), ctx)
+        _bundle(ctx.dataset.digest, astuple(s), bool(png), ctx, *_chosen_design())
     st.session_state[BUILT_KEY] = key
 
 built = st.session_state.get(BUILT_KEY)
@@ -84,7 +96,7 @@ if built is None:
 elif built != key:
     st.info("The data or the sidebar changed since the last build: build the bundle again.", icon=":material/sync:")
 else:
-    bundle, zipped = _bundle(ctx.dataset.digest, astuple(s), bool(png), ctx)
+    bundle, zipped = _bundle(ctx.dataset.digest, astuple(s), bool(png), ctx, *_chosen_design())
     for note in bundle.notes:
         st.caption(md_literal(note))
     _download(st, "shapeviz-report.zip", zipped, f"Download the bundle (zip, {len(zipped) / 1e6:,.1f} MB)",

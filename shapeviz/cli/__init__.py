@@ -1,4 +1,4 @@
-"""The command line: ``python -m shapeviz summary | plan | simulate | report | config | check``.
+"""The command line: ``python -m shapeviz summary | plan | simulate | design | report | config | check``.
 
 User mistakes (a missing file, an unknown column, an unknown GPU) end with one line on stderr and exit code 2,
 never a traceback.
@@ -68,6 +68,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(simulate)
     simulate.set_defaults(handler=cmd_simulate)
 
+    design = sub.add_parser("design", help="the cheapest fleet of pools whose simulated p90s meet every product's SLO")
+    from shapeviz.cli.design import add_design_options
+
+    add_design_options(design)
+    _add_common(design)
+    design.set_defaults(handler=cmd_design)
+
     report = sub.add_parser("report", help="write the PNG/CSV/HTML report bundle for a log")
     report.add_argument("logs", nargs="+", metavar="LOG")
     report.add_argument("--out", required=True, help="output folder")
@@ -85,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--model-path", default=None, help="checkpoint or Hugging Face repo id to serve")
     config.add_argument("--port", type=int, default=8000)
     config.add_argument("--app", default="llm", help="name prefix of the Kubernetes objects")
+    config.add_argument("--fleet", default=None, metavar="FLEET.json",
+                        help="one launch script (and manifest) per pool of a fleet file (`design --json` fleet)")
     _add_plan_options(config)
     _add_router_options(config)
     _add_common(config)
@@ -213,6 +222,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     files = write_report_from_args(args, mapping=_parse_mapping(args.map))
     _emit({"files": [str(f) for f in files]}, args.json, "\n".join(str(f) for f in files))
+    return 0
+
+
+def cmd_design(args: argparse.Namespace) -> int:
+    """``design``: the cheapest fleet design that meets every product's class, verified by simulation."""
+    from shapeviz.cli.design import design_document, design_text
+
+    with terminal_progress() as progress:
+        document = design_document(args, mapping=_parse_mapping(args.map), progress=progress)
+    _emit(document, args.json, design_text(document))
     return 0
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from shapeviz.analysis import load_logs
 from shapeviz.cli.plan import _workload, deployment_from_args, speculative_from_args
+from shapeviz.fleet.pools import load_fleet
 from shapeviz.fleet.routing import plan_with_router
 from shapeviz.outputs.deploy.build import (
     config_dict,
@@ -22,6 +23,7 @@ from shapeviz.outputs.deploy.build import (
 )
 from shapeviz.outputs.deploy.engines import ENGINE_NAMES
 from shapeviz.outputs.deploy.flags import engine_spec
+from shapeviz.outputs.deploy.fleet import fleet_configs
 from shapeviz.outputs.deploy.loadtest import knee_rate
 from shapeviz.outputs.deploy.settings import PrefixSignal
 from shapeviz.outputs.measured import (
@@ -78,6 +80,8 @@ def prefix_signal_for_shape(whatif: WhatIf):
 
 def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
     """The ``config --json`` document: settings with provenance, engine configs, manifest, plan reference."""
+    if getattr(args, "fleet", None):
+        return fleet_config_document(args, mapping)
 
     dep, workload, whatif, context, context_source, prefix, frame = _inputs(args, mapping)
     ttft = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
@@ -119,8 +123,34 @@ def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
     return document
 
 
+def fleet_config_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
+    """``config --fleet FLEET.json LOG``: one launch script (and with ``--k8s`` one manifest) per pool of the fleet."""
+    logs = list(getattr(args, "logs", None) or [])
+    if not logs:
+        raise ValueError("config --fleet needs the LOG the fleet serves (its requests set each pool's settings)")
+    whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
+    return fleet_configs(load_logs(logs, mapping).frame, load_fleet(args.fleet), engine=args.engine, whatif=whatif,
+                         model_path=args.model_path, port=args.port, app=args.app, k8s=args.k8s)
+
+
+def fleet_config_text(document: dict[str, Any]) -> str:
+    """Each pool's scripts (and manifest) one after another."""
+    name = ENGINE_NAMES[document["engine"]]
+    lines = [f"# {name} configs per pool of the fleet (flags as of: {document['engine_version_read']})"]
+    for pool in document["pools"]:
+        lines += ["", f"# ######## pool {pool['name']} ########"]
+        lines += [f"# note: {n}" for n in pool["notes"]]
+        for c in pool["configs"]:
+            lines += [f"# ===== {c['role']} =====", c["shell"].rstrip("\n")]
+        if pool.get("manifest"):
+            lines += [f"# ===== Kubernetes manifest: pool {pool['name']} =====", pool["manifest"].rstrip("\n")]
+    return "\n".join(lines)
+
+
 def config_text(document: dict[str, Any]) -> str:
     """The scripts (and TensorRT-LLM option files, and manifests with --k8s) one after another."""
+    if "pools" in document:
+        return fleet_config_text(document)
     name = ENGINE_NAMES[document["engine"]]
     lines = [f"# {name} configs for {document['deployment']} (flags as of: {document['engine_version_read']})"]
     lines += [f"# note: {n}" for n in document["notes"]]

@@ -7,14 +7,33 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from shapeviz.cli.plan import deployment_from_args, speculative_from_args
+from shapeviz.fleet.pools import (
+    fleet_document,
+    fleet_requests,
+    load_fleet,
+    simulate_fleet,
+)
+from shapeviz.fleet.prices import gpu_prices
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
+from shapeviz.serving.products import (
+    parse_slo,
+    product_outcomes,
+    resolve_classes,
+    ttft_targets_ms,
+)
 from shapeviz.serving.sim_calibrate import fit_to_log
-from shapeviz.serving.simulator import SCHEDULERS, fixed_requests, simulate
+from shapeviz.serving.simulator import (
+    SCHEDULERS,
+    fixed_requests,
+    requests_from_frame,
+    simulate,
+)
 
 DEFAULT_FIXED_REQUESTS = 500  # the published online-serving runs' size
 
@@ -27,19 +46,54 @@ def add_simulate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--requests", type=int, default=None, help="simulate only the first N arrivals")
     p.add_argument("--duration", type=float, default=None, metavar="S", help="simulate arrivals within S seconds")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--scheduler", choices=SCHEDULERS, default="fcfs", help="priority: shortest prompt first")
+    p.add_argument("--scheduler", choices=SCHEDULERS, default="fcfs", help="priority: shortest prompt first; deadline: earliest TTFT deadline first (arrival + the product's class TTFT)")
     p.add_argument("--disaggregate", default=None, metavar="P:D", help="P prefill and D decode replicas")
     p.add_argument("--max-num-seqs", type=int, default=None, help="engine cap on running sequences")
     p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="token budget per iteration")
     p.add_argument("--chunked-prefill", choices=("on", "off"), default="on",
                    help="off: whole prompts only, as TensorRT-LLM without context chunking (default on, as vLLM)")
+    p.add_argument("--slo", action="append", metavar="PRODUCT=TTFT_MS:TPOT_MS",
+                   help="a product's own SLO class at p90 (repeatable; PRODUCT '*' sets every product); default: "
+                        "its corner's published range (data/slo_ranges.csv, upper end)")
+    p.add_argument("--fleet", default=None, metavar="FLEET.json",
+                   help="replay the log on a fleet of pools (the `design --json` fleet object, JSON or YAML)")
     p.add_argument("--calibrate-to-log", action="store_true",
                    help="fit the fleet's speed to the log's own ttft_ms/tpot_ms (or e2e_ms) on --replicas "
                         "(today's fleet), then simulate with that correction")
 
 
+def _load(logs: list[str], mapping: dict[str, str] | None) -> Any:
+    loaded = [load_log(path, mapping=mapping or None) for path in logs]
+    return loaded[0] if len(loaded) == 1 else combine(loaded)
+
+
+def fleet_simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
+    """``simulate --fleet``: the log replayed on every pool of a fleet file, each product against its class."""
+    logs = list(getattr(args, "logs", None) or [])
+    if not logs:
+        raise ValueError("--fleet replays a LOG: give the log file(s) too")
+    for flag in ("replicas", "disaggregate", "concurrency", "isl", "osl"):
+        if getattr(args, flag, None) is not None:
+            raise ValueError(f"--{flag} does not go with --fleet: the fleet file sets its pools")
+    fleet = load_fleet(args.fleet)
+    log = _load(logs, mapping)
+    whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
+    overrides = {**dict(fleet.slo), **parse_slo(args.slo)}
+    classes = resolve_classes(log.frame, overrides, source="set by user (fleet file or --slo)")
+    result = simulate_fleet(fleet_requests(log.frame, whatif, seed=args.seed, rate_rps=args.rate), fleet, classes)
+    prices, sources = gpu_prices(sorted(result.gpus))
+    document: dict[str, Any] = {"command": "simulate", **fleet_document(result, prices)}
+    document["prices_usd_per_gpu_hour"] = prices
+    document["price_sources"] = sources
+    document["workload"] = {"source": "log", "files": [str(p) for p in logs], "rows_kept": log.report.rows_kept,
+                            "seed": args.seed}
+    return document
+
+
 def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
-    """The ``simulate`` JSON document for a log or a fixed shape."""
+    """The ``simulate`` JSON document for a log or a fixed shape (``products``: each product against its class)."""
+    if getattr(args, "fleet", None):
+        return fleet_simulate_document(args, mapping)
     if args.rate is not None and args.concurrency is not None:
         raise ValueError("give either --rate or --concurrency, not both")
     if args.concurrency is not None and args.concurrency < 1:
@@ -75,8 +129,7 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         if not logs:
             raise ValueError("give a LOG file to simulate, or a fixed shape with --isl N --osl M")
 
-        loaded = [load_log(path, mapping=mapping or None) for path in logs]
-        log = loaded[0] if len(loaded) == 1 else combine(loaded)
+        log = _load(logs, mapping)
         source = log.frame
         info = {"source": "log", "files": [str(p) for p in logs], "rows_kept": log.report.rows_kept}
         dep = speculative_from_args(dep, Workload.from_frame(source, rate_rps=1.0), args)
@@ -99,6 +152,14 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
 
         calibration = fit_to_log(source, dep, args.replicas, requests=args.requests or 1500)
         dep = calibration.deployment
+    classes = None
+    if not shape_given:
+        classes = resolve_classes(source, parse_slo(getattr(args, "slo", None)))
+        # each request carries its product's TTFT target: the deadline scheduler orders by it
+        req = requests_from_frame(source, whatif)
+        source = replace(req, ttft_target_ms=ttft_targets_ms(req.product, classes, ttft_slo))
+    elif getattr(args, "slo", None):
+        raise ValueError("--slo names products of a LOG; a fixed --isl/--osl shape has one SLO (--ttft-slo-ms)")
     result = simulate(
         source, dep, rate_rps=rate, concurrency=args.concurrency, replicas=replicas or 1,
         requests=args.requests, duration_s=args.duration, seed=args.seed, scheduler=args.scheduler,
@@ -108,6 +169,8 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo, block_size=args.block_size,
     )
     document: dict[str, Any] = {"command": "simulate", **result.summary()}
+    if classes is not None:
+        document["products"] = product_outcomes(result.requests, classes)
     document["settings"]["tp_source"] = tp_source
     document["settings"]["speculative"] = None if dep.speculative is None else dep.speculative.to_dict()
     document["settings"]["replicas_source"] = replicas_source if args.disaggregate is None else "--disaggregate"
@@ -128,9 +191,43 @@ def _ms(stats: dict[str, Any], key: str) -> str:
     return "-" if v is None else f"{v:,.0f}" if v >= 10 else f"{v:,.1f}"
 
 
+def product_lines(products: dict[str, Any]) -> list[str]:
+    """One line per product: its p90s against its own class, attainment and goodput."""
+    lines = []
+    for name, o in products.items():
+        slo = o.get("slo")
+        if not slo:
+            continue
+        tpot = o.get("tpot_p90_ms")
+        lines.append(f"  {name} ({slo.get('corner')}): TTFT p90 {o['ttft_p90_ms']:,.0f} / {slo['ttft_ms']:,.0f} ms, "
+                     f"TPOT p90 {'-' if tpot is None else f'{tpot:,.1f}'} / {slo['tpot_ms']:,.0f} ms: "
+                     f"{'meets' if o['meets'] else 'MISSES'} its class; {o['attainment']:.0%} of its requests within "
+                     f"both, goodput {o['goodput_rps'] or 0:,.3g} req/s")
+    return lines
+
+
+def fleet_text(document: dict[str, Any]) -> str:
+    """A short human summary of a ``simulate --fleet`` document."""
+    d = document
+    gpus = ", ".join(f"{n}× {g}" for g, n in d["gpus"].items())
+    cost = d.get("cost_per_hour")
+    lines = [f"simulated fleet: {len(d['pools'])} pool(s), {gpus}" + (f", ${cost:,.2f}/h" if cost is not None else "")
+             + f"; {d['requests']:,} requests"]
+    for p in d["pools"]:
+        tpot = p["tpot_p90_ms"]
+        lines.append(f"pool {p['name']}: {p['requests']:,} requests, TTFT p90 {p['ttft_p90_ms']:,.0f} ms, TPOT p90 "
+                     f"{'-' if tpot is None else f'{tpot:,.1f}'} ms" + (" SATURATED" if p["saturated"] else ""))
+    lines.append("per product, against its own class (p90):")
+    lines.extend(product_lines(d["products"]))
+    lines.append("every product meets its class" if d["meets"] else "some product MISSES its class")
+    return "\n".join(lines)
+
+
 def simulate_text(document: dict[str, Any]) -> str:
     """A short human summary of a ``simulate`` document."""
     d = document
+    if "pools" in d:
+        return fleet_text(d)
     s = d["settings"]
     fleet = (f"{s['replicas']} replica(s)" if s.get("disaggregate") is None
              else f"{s['disaggregate'][0]} prefill + {s['disaggregate'][1]} decode replicas")
@@ -158,5 +255,8 @@ def simulate_text(document: dict[str, Any]) -> str:
         lines.append(f"prefix cache: {p['hit_ratio_tokens']:.1%} of prompt tokens, {p['hit_ratio_requests']:.0%} of "
                      f"requests hit ({source}; router {s['router']}{evicted})")
     lines.append("SATURATED: the queue grows without bound at this load" if d["saturated"] else "keeps up with the load")
+    if d.get("products"):
+        lines.append("per product, against its own class (p90):")
+        lines.extend(product_lines(d["products"]))
     lines.extend(f"note: {n}" for n in d.get("notes", []))
     return "\n".join(lines)

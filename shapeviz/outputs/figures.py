@@ -607,3 +607,41 @@ def prefix_curve_figure(curve: Sequence[dict], unbounded: float | None, height: 
                       title=dict(text="Prefix-cache hit ratio against capacity (LRU)", x=0.01),
                       legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
     return fig
+
+
+def product_latency_figure(requests: pd.DataFrame, classes: Mapping[str, object], height: int = 360) -> go.Figure:
+    """Each product's simulated TTFT and TPOT (cumulative share), each against its own class (a marker at the
+    class's target and percentile)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT", "TPOT"), horizontal_spacing=0.1)
+    products = sorted(requests["product"].astype(str).unique()) if "product" in requests.columns else []
+    colors = product_colors(products)
+    for name in products:
+        r = requests[requests["product"].astype(str) == name]
+        cls = classes.get(name)
+        for col, metric, target_attr in ((1, "ttft_ms", "ttft_ms"), (2, "tpot_ms", "tpot_ms")):
+            v = np.sort(r[metric].dropna().to_numpy())
+            if v.size == 0:
+                continue
+            share = np.arange(1, v.size + 1) / v.size
+            keep = np.unique(np.linspace(0, v.size - 1, min(v.size, 300)).astype(int))
+            label = _escape(name)
+            fig.add_trace(go.Scatter(x=v[keep], y=share[keep], mode="lines", line=dict(color=colors[name]),
+                                     name=label, legendgroup=label, showlegend=col == 1,
+                                     hovertemplate=f"{label}: %{{y:.0%}} ≤ %{{x:,.0f}} ms<extra></extra>"),
+                          row=1, col=col)
+            if cls is not None:
+                target = float(getattr(cls, target_attr))
+                q = float(getattr(cls, "percentile", 90)) / 100.0
+                fig.add_trace(go.Scatter(x=[target], y=[q], mode="markers", legendgroup=label, showlegend=False,
+                                         marker=dict(symbol="x", size=11, color=colors[name]),
+                                         hovertemplate=f"{label} class: p{q * 100:.0f} ≤ {target:,.0f} ms<extra></extra>"),
+                              row=1, col=col)
+        for col in (1, 2):
+            fig.update_xaxes(title_text="ms", type="log", row=1, col=col)
+            fig.update_yaxes(title_text="share of the product's requests", tickformat=".0%", range=[0, 1.02],
+                             row=1, col=col)
+    fig.update_layout(height=height, template="plotly_white", margin=dict(l=60, r=20, t=70, b=50),
+                      title=dict(text="Each product against its own class<br><sup>simulated; × marks the class "
+                                      "(target at its percentile): a curve left of its × at that height meets it</sup>",
+                                 x=0.01))
+    return fig

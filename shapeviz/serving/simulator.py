@@ -48,7 +48,7 @@ from shapeviz.serving.routers import LABELS as ROUTER_LABELS
 from shapeviz.serving.routers import ROUTERS, make_router
 
 ARRIVALS = ("trace", "poisson", "closed")
-SCHEDULERS = ("fcfs", "priority")
+SCHEDULERS = ("fcfs", "priority", "deadline")
 DEFAULT_MAX_NUM_SEQS: int | None = None  # None: the engine cap of the calibrated physics (efficiency max_batch)
 DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM / TensorRT-LLM default token budget per iteration (max_num_tokens)
 MAX_RUN_STEPS = 2048               # longest decode run advanced at once (bounds the arrays of one run)
@@ -67,6 +67,7 @@ class Requests:
     arrival_s: np.ndarray | None = None
     product: np.ndarray | None = None
     blocks: PrefixBlocks | None = None   # prompt blocks per request (hashes or sessions): per-replica caches
+    ttft_target_ms: np.ndarray | None = None   # per request (its product's class): the deadline scheduler's order
 
     def __len__(self) -> int:
         return int(self.input_tokens.size)
@@ -77,7 +78,7 @@ class Requests:
             return None if a is None else a[index]
         return Requests(self.input_tokens[index], self.output_tokens[index], self.cached_tokens[index],
                         sub(self.arrival_s), sub(self.product),
-                        None if self.blocks is None else self.blocks.take(index))
+                        None if self.blocks is None else self.blocks.take(index), sub(self.ttft_target_ms))
 
 
 @dataclass
@@ -256,6 +257,8 @@ class _Pool:
         self.budget = max_batched_tokens
         self.scheduler = scheduler
         self.kv_tokens = kv_tokens
+        self.ttft_target_s = None if req.ttft_target_ms is None else np.asarray(req.ttft_target_ms) / 1000.0
+        self.default_ttft_s = DEFAULT_TTFT_SLO_MS / 1000.0   # requests without a target of their own
         size = len(req)
         self.arrival = np.full(size, np.nan)
         self.start = np.full(size, np.nan)      # first scheduled (end of queue wait)
@@ -315,6 +318,9 @@ class _Replica:
             self.pool.n_cached[rid] = self._hit(rid, int(self.pool.n_in[rid]))[1]
         if self.pool.scheduler == "fcfs":
             self.waiting.append(rid)  # type: ignore[union-attr]
+        elif self.pool.scheduler == "deadline":  # earliest TTFT deadline first: arrival + its class's TTFT target
+            target = self.pool.default_ttft_s if self.pool.ttft_target_s is None else self.pool.ttft_target_s[rid]
+            heapq.heappush(self.waiting, (now + float(target), rid))  # type: ignore[arg-type]
         else:  # shortest prompt first (uncached tokens), FCFS among equals
             heapq.heappush(self.waiting, (int(self.pool.n_in[rid] - self.pool.n_cached[rid]), rid))  # type: ignore[arg-type]
         prompt = 0 if self.role == "decode" else int(self.pool.n_in[rid] - self.pool.n_cached[rid])
@@ -598,6 +604,8 @@ def simulate(
     completes. Default: "closed" when ``concurrency`` is given, else "poisson" when ``rate_rps`` is given, else
     "trace". ``requests`` keeps the first N arrivals; ``duration_s`` keeps those arriving within it (open loop;
     a closed loop sends ``requests`` requests, default max(500, 8·C) when drawn from a Workload).
+    ``scheduler``: "fcfs", "priority" (shortest uncached prompt first) or "deadline" (earliest TTFT deadline
+    first: arrival + the request's own ``Requests.ttft_target_ms``, its product's class, else ``ttft_slo_ms``).
     ``disaggregate=(P, D)`` (or "P:D") replaces the colocated replicas by P prefill and D decode replicas.
     ``chunked_prefill=False`` schedules whole prompts only (TensorRT-LLM's default without context chunking):
     a prompt that does not fit the rest of an iteration's token budget waits for the next iteration.
@@ -684,6 +692,7 @@ def simulate(
             f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
                  prefix_cache_blocks)
+    pool.default_ttft_s = float(ttft_slo_ms) / 1000.0
     heap: list[tuple[float, int, int, int]] = []   # (time, tie, request, target pool: 0 front, 1 decode pool)
     tie = 0
     clients = {"next": 0}

@@ -26,8 +26,9 @@ def test_simulate_this_fleet_draws_labelled_simulated_figures() -> None:
     assert not [v for v in metrics.values() if "None" in v or "nan" in v.lower()]
     titles = [str(json.loads(c.proto.spec).get("layout", {}).get("title", {}).get("text", ""))
               for c in at.get("plotly_chart")]
-    assert len(titles) == before + 3
+    assert len(titles) == before + 4   # + each product against its own class
     assert sum(t.startswith("Simulated") for t in titles) == 3 and any("goodput" in t for t in titles)
+    assert any(t.startswith("Each product against its own class") for t in titles)
     cells = _table_with(at, "TTFT p90 simulated")
     assert list(cells["traffic"]) == ["×0.5", "×1", "×1.5", "×2", "×3"]
     assert not cells.isin(["None", "nan"]).any().any()

@@ -28,8 +28,10 @@ import plotly.graph_objects as go
 from shapeviz.analyses.shapes import DEFAULT_CORNERS, Corners, resolve_deployment
 from shapeviz.analyses.traffic import rate_over_time
 from shapeviz.analysis import analyze
+from shapeviz.fleet.pools import fleet_from_dict
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.deploy.bundle import deploy_files
+from shapeviz.outputs.deploy.fleet import fleet_configs
 from shapeviz.outputs.figures import (
     clusters_figure,
     load_curve_figure,
@@ -197,6 +199,7 @@ def report_files(
     analysis: Any | None = None,
     workload: Workload | None = None,
     seed: int = 0,
+    fleet_design: Mapping[str, Any] | None = None,
 ) -> Bundle:
     """Every file of the report bundle as ``{filename: bytes}`` (PNGs, CSVs, HTML memo, replay traces, README).
 
@@ -250,6 +253,8 @@ def report_files(
     deploy = _deploy_files(log, w, dep, cmp.after, whatif, ttft, tpot, notes, getattr(analysis, "prefix", None))
     if deploy is not None:
         files.update(deploy.files)
+    if fleet_design is not None:
+        files.update(_fleet_files(log, fleet_design, whatif, notes))
     readme = _readme(["README.txt", *files], memo, notes, deploy).encode("utf-8")
     return Bundle({"README.txt": readme, **files}, tuple(notes))
 
@@ -264,6 +269,26 @@ def _deploy_files(log: LoadedLog, w: Workload, dep: Deployment, after: Any, what
         notes.append(f"No serving configs or load-test commands in this bundle: {exc}.")
         return None
     return deploy
+
+
+def _fleet_files(log: LoadedLog, design: Mapping[str, Any], whatif: WhatIf, notes: list[str]) -> dict[str, bytes]:
+    """The chosen fleet design (every design searched, the best one's fleet) and one config per pool of it."""
+    def dump(doc: Any) -> bytes:
+        return (json.dumps(doc, indent=2, allow_nan=False, ensure_ascii=False) + "\n").encode("utf-8")
+
+    files = {"fleet_design.json": dump(design)}
+    if not design.get("designs"):
+        notes.append("The fleet design found no design; fleet_design.json says why.")
+        return files
+    best = design["designs"][0]
+    files["fleet.json"] = dump(best["fleet"])
+    try:
+        configs = fleet_configs(log.frame, fleet_from_dict(best["fleet"]), whatif=whatif, k8s=True)
+    except ValueError as exc:
+        notes.append(f"No configs for the fleet design: {exc}.")
+        return files
+    files["fleet_configs.json"] = dump(configs)
+    return files
 
 
 def build_bundle(log: LoadedLog, **kwargs: Any) -> bytes:

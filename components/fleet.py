@@ -1,0 +1,138 @@
+"""The Capacity page's per-product SLO classes, what each product gets, and the "Fleet design" section.
+
+Classes default to each product's corner (published ranges); the user edits them in a table. The design runs on
+request, with a progress bar, and is cached per log, classes, GPU types and model. Everything here is simulated.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from components.widgets import chart, table
+from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
+from shapeviz.fleet.prices import gpu_prices
+from shapeviz.ingest import LoadedLog
+from shapeviz.outputs.figures import product_latency_figure
+from shapeviz.physics.catalogue import list_gpus
+from shapeviz.serving.products import (
+    SloClass,
+    default_classes,
+    outcomes_table,
+    product_outcomes,
+)
+from shapeviz.text import md_literal
+
+CLASSES_KEY = "fleet_slo_classes"     # {digest: {product: (ttft_ms, tpot_ms)}}
+DESIGN_KEY = "fleet_design_run"
+FLEET_DESIGN_KEY = "fleet_design_chosen"   # {digest, design}: the report bundle carries it
+DEFAULT_GPUS = ("h100-sxm", "h200", "b200", "l40s")
+PAGE_SEARCH_REQUESTS = DEFAULT_SEARCH_REQUESTS
+
+
+def edit_classes(digest: str, log: LoadedLog) -> dict[str, SloClass]:
+    """The per-product SLO table (editable); returns each product's class."""
+    defaults = default_classes(log.frame)
+    saved = st.session_state.setdefault(CLASSES_KEY, {}).get(digest, {})
+    rows = pd.DataFrame({
+        "product": list(defaults),
+        "corner": [c.corner for c in defaults.values()],
+        "TTFT p90 target (ms)": [saved.get(p, (c.ttft_ms, c.tpot_ms))[0] for p, c in defaults.items()],
+        "TPOT p90 target (ms)": [saved.get(p, (c.ttft_ms, c.tpot_ms))[1] for p, c in defaults.items()],
+    })
+    st.markdown("**SLO class of each product** (defaults: the upper end of its corner's published p95 range)")
+    edited = st.data_editor(rows, hide_index=True, disabled=["product", "corner"], key=f"fleet_classes_{digest}",
+                            column_config={"TTFT p90 target (ms)": st.column_config.NumberColumn(min_value=1.0),
+                                           "TPOT p90 target (ms)": st.column_config.NumberColumn(min_value=0.1)})
+    classes = {}
+    chosen = {}
+    for r in edited.itertuples(index=False):
+        product, ttft, tpot = str(r[0]), float(r[2]), float(r[3])
+        base = defaults[product]
+        changed = (ttft, tpot) != (base.ttft_ms, base.tpot_ms)
+        classes[product] = SloClass(product, ttft, tpot, base.percentile, base.corner,
+                                    "set by user" if changed else base.source)
+        chosen[product] = (ttft, tpot)
+    st.session_state[CLASSES_KEY][digest] = chosen
+    return classes
+
+
+def render_product_outcomes(requests: pd.DataFrame, classes: dict[str, SloClass]) -> None:
+    """What each product gets on the simulated fleet: a table and its distributions, each against its class."""
+    if "product" not in requests.columns:
+        return
+    outcomes = product_outcomes(requests, classes)
+    shown = outcomes_table(outcomes)
+    shown["meets"] = ["yes" if m else "NO" for m in shown["meets"]]
+    table(shown)
+    chart(product_latency_figure(requests, classes), key="fleet_product_distributions")
+
+
+@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner=False)
+def _design(digest: str, classes_key: tuple, gpus: tuple, model: str, traffic: float, _log: LoadedLog,
+            _classes: dict[str, SloClass], _progress: Any) -> dict[str, Any]:
+    from shapeviz.serving.planner import WhatIf
+
+    prices, _ = gpu_prices(gpus)
+    return design_fleet(_log.frame, _classes, gpus=list(gpus), prices=prices, model=model,
+                        whatif=WhatIf(traffic_multiplier=traffic), search_requests=PAGE_SEARCH_REQUESTS,
+                        progress=_progress)
+
+
+def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass], model: str,
+                        traffic: float) -> dict[str, Any] | None:
+    """The "Fleet design" section: GPU types to choose from, a run button, the designs side by side."""
+    st.subheader("Fleet design")
+    st.caption("The cheapest set of pools whose simulated p90s meet every product's class: one shared pool "
+               "(FCFS or earliest-deadline first), a pool per product or corner, a prefill/decode split across GPU "
+               "types, or GPU types mixed by prompt size (an integer program). Prices: the dated list prices in "
+               "data/gpu_prices.csv (assumed for your account).")
+    gpus = st.multiselect("GPU types to choose from", list_gpus(), default=list(DEFAULT_GPUS), key="fleet_gpus")
+    if not gpus:
+        st.info("Pick at least one GPU type.")
+        return None
+    classes_key = tuple(sorted((p, c.ttft_ms, c.tpot_ms) for p, c in classes.items()))
+    settings = (digest, classes_key, tuple(gpus), model, traffic)
+    if st.button("Design the fleet", icon=":material/architecture:", key="fleet_design"):
+        st.session_state[DESIGN_KEY] = settings
+    if st.session_state.get(DESIGN_KEY) != settings:
+        st.caption(f"Searches the busiest {PAGE_SEARCH_REQUESTS:,} requests of your log; takes tens of seconds.")
+        return None
+    bar = st.progress(0.0, text="Designing…")
+
+    def progress(stage: str, detail: str = "", fraction: float | None = None) -> None:
+        bar.progress(min(max(fraction or 0.0, 0.0), 1.0), text=f"{stage}: {detail}")
+
+    try:
+        doc = _design(digest, classes_key, tuple(gpus), model, traffic, log, classes, progress)
+    except ValueError as exc:
+        bar.empty()
+        st.error(f"Fleet design: {md_literal(exc)}", icon=":material/error:")
+        return None
+    bar.empty()
+    entries = list(doc["designs"])
+    if doc["baseline"] is not None and all(e["family"] != "shared_fcfs" for e in entries):
+        entries.append(doc["baseline"])
+    rows = []
+    for e in entries:
+        row = {"design": e["family"], "$/hour": e["cost_per_hour"],
+               "GPUs": ", ".join(f"{n}× {g}" for g, n in e["gpus"].items()),
+               "meets every class": "yes" if e["meets"] else "NO",
+               "re-seeded replay": "meets" if e["reseeded"]["meets"] else "MISSES"}
+        for name, o in e["products"].items():
+            tpot = o["tpot_p90_ms"]
+            row[f"{name} TTFT/TPOT p90"] = (f"{o['ttft_p90_ms']:,.0f} / {'-' if tpot is None else f'{tpot:,.1f}'} ms"
+                                            + ("" if o["meets"] else " (misses)"))
+        row["why"] = e.get("why", "")
+        row["pools"] = e["summary"]
+        rows.append(row)
+    if doc.get("note"):
+        st.warning(md_literal(doc["note"]), icon=":material/warning:")
+    table(pd.DataFrame(rows), **{"$/hour": st.column_config.NumberColumn(format="$%.2f")})
+    st.badge("simulated", color="violet", help="Every design was replayed by the discrete-event simulator, and "
+                                               "again with another seed.")
+    s = doc["search"]
+    st.caption(f"{s['simulations']} simulations of {s['requests']:,} requests ({s['cpu_s']:,.0f} s CPU). "
+               f"Pruned: {len(s['pruned'])} candidate(s) the analytic plan ruled out.")
+    return doc

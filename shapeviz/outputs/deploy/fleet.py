@@ -1,0 +1,82 @@
+"""Engine configs for a fleet of pools: each pool planned on the requests it serves, sized as the fleet says."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from shapeviz.fleet.pools import Fleet, pool_deployment, route_frame
+from shapeviz.outputs.deploy.build import (
+    config_dict,
+    deployment_bundle,
+    longest_context,
+    prefix_signal,
+)
+from shapeviz.outputs.deploy.engines import DEFAULT_PORT
+from shapeviz.outputs.deploy.flags import engine_spec
+from shapeviz.outputs.deploy.k8s import manifest
+from shapeviz.outputs.deploy.settings import Setting
+from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
+from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload
+from shapeviz.serving.products import resolve_classes
+
+
+def _dns(name: str) -> str:
+    """A pool name (user text) as a DNS label for Kubernetes object names."""
+    label = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:30].strip("-")
+    return label or "pool"
+
+
+def fleet_configs(frame: pd.DataFrame, fleet: Fleet, *, engine: str = "vllm", whatif: WhatIf = WhatIf(),
+                  model_path: str | None = None, port: int = DEFAULT_PORT, app: str = "llm",
+                  k8s: bool = False) -> dict[str, Any]:
+    """One launch script (and with ``k8s`` one manifest) per pool of ``fleet``.
+
+    Each pool's settings are planned on the log's requests that pool serves, at the tightest class among its
+    products; its replica count is the fleet's (the simulated size), not the analytic plan's. A split pool gets a
+    prefill and a decode config only where the analytic plan finds a disaggregated layout; otherwise a note says so.
+    """
+    classes = resolve_classes(frame, dict(fleet.slo), source="set by user (fleet file)")
+    target = route_frame(frame, fleet.pools)
+    pools = []
+    for i, pool in enumerate(fleet.pools):
+        sub = frame[target == i]
+        if sub.empty:
+            pools.append({"name": pool.name, "configs": [], "notes": ["no request of the log goes to this pool"]})
+            continue
+        mine = [classes[p] for p in sub["product"].astype(str).unique() if p in classes]
+        ttft = min((c.ttft_ms for c in mine), default=DEFAULT_TTFT_SLO_MS)
+        tpot = min((c.tpot_ms for c in mine), default=DEFAULT_TPOT_SLO_MS)
+        workload = Workload.from_frame(sub, rate_rps=None)
+        sides = ([("prefill", pool.prefill), ("decode", pool.decode)] if pool.split
+                 else [("colocated", None)])
+        configs, notes = [], []
+        for role, side in sides:
+            dep = (pool_deployment(pool, fleet.model) if side is None
+                   else pool_deployment(pool, fleet.model, side.gpu, side.tp))
+            replicas = pool.replicas if side is None else side.replicas
+            layout = "colocated" if side is None else "disaggregated"
+            try:
+                bundle = deployment_bundle(workload, dep, engine=engine, whatif=whatif, ttft_slo_ms=ttft,
+                                           tpot_slo_ms=tpot, max_context_tokens=longest_context(sub, whatif),
+                                           context_source="measured", prefix=prefix_signal(sub, whatif),
+                                           model_path=model_path, layout=layout, port=port)
+                chosen = [c for c in bundle.configs[layout] if side is None or c.role == role]
+            except ValueError as exc:
+                notes.append(f"{role}: {exc}")
+                continue
+            why = "simulated: fewest replicas whose replay meets every class this pool serves (fleet file)"
+            configs += [replace(c, replicas=Setting(int(replicas), "estimated", why)) for c in chosen]
+            notes += list(bundle.settings.notes)
+        entry: dict[str, Any] = {"name": pool.name, "products": list(pool.products),
+                                 "slo": {"ttft_ms": ttft, "tpot_ms": tpot},
+                                 "configs": [config_dict(c) for c in configs], "notes": notes}
+        if k8s and configs:
+            entry["manifest"] = manifest(configs, app=f"{app}-{_dns(pool.name)}"[:42].strip("-"), port=port)
+        pools.append(entry)
+    return {"command": "config", "engine": engine, "fleet": fleet.to_dict(), "pools": pools,
+            "engine_version_read": engine_spec(engine)["version"]}
+
+

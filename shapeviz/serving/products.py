@@ -1,0 +1,179 @@
+"""SLO classes per product and what each product gets: every product is judged against its own targets.
+
+A class is a TTFT and a TPOT target at a percentile (p90, the percentile the planner and the simulator report).
+Its default comes from the product's corner (the corner holding most of its requests) and the published planner
+ranges in ``data/slo_ranges.csv`` (p95 ranges per shape): the upper end of the range, so that the default is
+the loosest target a published planner still calls acceptable for that shape (assumed; edit per product with
+``--slo PRODUCT=TTFT_MS:TPOT_MS`` or a fleet file). ``product_outcomes`` turns a simulation's per-request frame
+into the per-product TTFT/TPOT/E2E percentiles, SLO attainment and goodput of ``simulate --json``.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from shapeviz.analyses.shapes import DEFAULT_CORNERS, SHAPES, Corners, classify_codes
+from shapeviz.plain import json_safe
+from shapeviz.serving.slo import slo_range
+
+CLASS_PERCENTILE = 90          # targets are judged at p90, like the plan and the simulator's summary
+QUANTILES = (50, 90, 99)
+ALL_PRODUCTS = "*"             # a --slo / fleet-file key that sets every product without its own class
+
+
+@dataclass(frozen=True)
+class SloClass:
+    """One product's targets: TTFT and TPOT at ``percentile``, the corner they came from, and their source."""
+
+    product: str
+    ttft_ms: float
+    tpot_ms: float
+    percentile: int = CLASS_PERCENTILE
+    corner: str | None = None
+    source: str = "assumed"
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_ms", "tpot_ms"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"SLO class of {self.product!r}: {name}={v!r} must be a positive number of ms")
+        if not 0 < self.percentile < 100:
+            raise ValueError(f"SLO class of {self.product!r}: percentile={self.percentile!r} must be in 1..99")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields."""
+        return asdict(self)
+
+
+def corner_default(corner: str) -> tuple[float, float]:
+    """``(ttft_ms, tpot_ms)`` of a corner's default class: the upper end of its published p95 range."""
+    _, ttft_hi, _, tpot_hi = slo_range(corner)
+    return ttft_hi, tpot_hi
+
+
+def product_corners(frame: pd.DataFrame, corners: Corners = DEFAULT_CORNERS) -> dict[str, str]:
+    """The corner holding most of each product's requests (the product's own shape)."""
+    codes = classify_codes(frame["input_tokens"].to_numpy(), frame["output_tokens"].to_numpy(), corners)
+    product = frame["product"].astype(str).to_numpy() if "product" in frame.columns else np.full(len(frame), "all")
+    table = pd.crosstab(pd.Series(product, name="product"), pd.Series(codes, name="corner"))
+    return {str(p): SHAPES[int(table.loc[p].idxmax())] for p in table.index}
+
+
+def default_classes(frame: pd.DataFrame, corners: Corners = DEFAULT_CORNERS) -> dict[str, SloClass]:
+    """Every product's class from its corner (``data/slo_ranges.csv``, upper end of the published p95 range)."""
+    out = {}
+    for product, corner in product_corners(frame, corners).items():
+        ttft, tpot = corner_default(corner)
+        out[product] = SloClass(product, ttft, tpot, CLASS_PERCENTILE, corner,
+                                f"default for the {corner} corner: upper end of the published p95 range "
+                                f"(data/slo_ranges.csv), judged at p{CLASS_PERCENTILE} (assumed)")
+    return out
+
+
+def parse_slo(pairs: Iterable[str] | None) -> dict[str, tuple[float, float]]:
+    """``["doc-search=1200:60", "*=500:50"]`` → ``{"doc-search": (1200.0, 60.0), ...}``; ValueError on bad input."""
+    out: dict[str, tuple[float, float]] = {}
+    for pair in pairs or ():
+        name, sep, targets = str(pair).rpartition("=")
+        ttft, colon, tpot = targets.partition(":")
+        try:
+            values = (float(ttft), float(tpot))
+        except ValueError:
+            values = (float("nan"), float("nan"))
+        if not sep or not name.strip() or not colon or not all(math.isfinite(v) and v > 0 for v in values):
+            raise ValueError(f"--slo expects PRODUCT=TTFT_MS:TPOT_MS (e.g. --slo doc-search=1200:60), got {pair!r}")
+        out[name.strip()] = values
+    return out
+
+
+def resolve_classes(frame: pd.DataFrame, overrides: Mapping[str, tuple[float, float]] | None = None,
+                    source: str = "set by user (--slo)", corners: Corners = DEFAULT_CORNERS) -> dict[str, SloClass]:
+    """Default classes with the user's targets on top; an override naming no product of the log is an error."""
+    classes = default_classes(frame, corners)
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(classes) - {ALL_PRODUCTS})
+    if unknown:
+        raise ValueError(f"--slo names product(s) not in the log: {', '.join(map(repr, unknown))}; "
+                         f"the log's products are {', '.join(map(repr, sorted(classes)))}")
+    for product, cls in list(classes.items()):
+        if product in overrides or ALL_PRODUCTS in overrides:
+            ttft, tpot = overrides.get(product, overrides.get(ALL_PRODUCTS))  # type: ignore[misc]
+            classes[product] = SloClass(product, float(ttft), float(tpot), cls.percentile, cls.corner, source)
+    return classes
+
+
+def ttft_targets_ms(products: np.ndarray | None, classes: Mapping[str, SloClass], default_ms: float) -> np.ndarray | None:
+    """Each request's TTFT target (its product's class; ``default_ms`` for a product without one)."""
+    if products is None:
+        return None
+    lookup = {p: c.ttft_ms for p, c in classes.items()}
+    values = pd.Series(products, dtype="object").map(lookup).fillna(default_ms)
+    return values.to_numpy(dtype=np.float64)
+
+
+def _stats(v: np.ndarray) -> dict[str, float | None]:
+    v = v[~np.isnan(v)]
+    if v.size == 0:
+        return {"mean": None, "p50": None, "p90": None, "p99": None}
+    out: dict[str, float | None] = {"mean": float(v.mean())}
+    for q, value in zip(QUANTILES, np.percentile(v, QUANTILES)):
+        out[f"p{q}"] = float(value)
+    return out
+
+
+def product_outcomes(requests: pd.DataFrame, classes: Mapping[str, SloClass]) -> dict[str, dict[str, Any]]:
+    """Per product: TTFT/TPOT/E2E ``{mean,p50,p90,p99}`` (ms), its class, whether its percentiles meet it,
+    attainment (share of its requests within both targets) and goodput (those requests per second of the run).
+    """
+    if len(requests) == 0:
+        return {}
+    product = (requests["product"].astype(str) if "product" in requests.columns
+               else pd.Series("all", index=requests.index))
+    finish = requests["arrival_s"] + requests["e2e_ms"] / 1000.0
+    span = float(finish.max() - requests["arrival_s"].min())
+    out: dict[str, dict[str, Any]] = {}
+    for name, idx in product.groupby(product, sort=True).groups.items():
+        r = requests.loc[idx]
+        cls = classes.get(str(name))
+        ttft = r["ttft_ms"].to_numpy(dtype=np.float64)
+        tpot = r["tpot_ms"].to_numpy(dtype=np.float64)
+        doc: dict[str, Any] = {"requests": len(r), "ttft_ms": _stats(ttft), "tpot_ms": _stats(tpot),
+                               "e2e_ms": _stats(r["e2e_ms"].to_numpy(dtype=np.float64))}
+        if cls is not None:
+            q = cls.percentile
+            t_q = float(np.percentile(ttft, q))
+            d = tpot[~np.isnan(tpot)]
+            d_q = float(np.percentile(d, q)) if d.size else None
+            ok = (ttft <= cls.ttft_ms) & (np.isnan(tpot) | (tpot <= cls.tpot_ms))
+            doc["slo"] = cls.to_dict()
+            doc[f"ttft_p{q}_ms"] = t_q
+            doc[f"tpot_p{q}_ms"] = d_q
+            doc["meets"] = bool(t_q <= cls.ttft_ms and (d_q is None or d_q <= cls.tpot_ms))
+            doc["attainment"] = float(ok.mean())
+            doc["goodput_rps"] = float(ok.sum() / span) if span > 0 else None
+        out[str(name)] = doc
+    return json_safe(out)
+
+
+def products_meet(outcomes: Mapping[str, Mapping[str, Any]]) -> bool:
+    """True when every product with a class meets it."""
+    return all(o.get("meets", True) for o in outcomes.values())
+
+
+def outcomes_table(outcomes: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per product: its p90s against its own class, attainment and goodput (for pages and reports)."""
+    rows = []
+    for name, o in outcomes.items():
+        slo = o.get("slo") or {}
+        q = slo.get("percentile", CLASS_PERCENTILE)
+        rows.append({"product": name, "requests": o["requests"], "corner": slo.get("corner"),
+                     "ttft_slo_ms": slo.get("ttft_ms"), f"ttft_p{q}_ms": o.get(f"ttft_p{q}_ms"),
+                     "tpot_slo_ms": slo.get("tpot_ms"), f"tpot_p{q}_ms": o.get(f"tpot_p{q}_ms"),
+                     "meets": o.get("meets"), "attainment": o.get("attainment"),
+                     "goodput_rps": o.get("goodput_rps")})
+    return pd.DataFrame(rows)

@@ -1,0 +1,36 @@
+"""The Capacity page's per-product SLO classes and what each product gets (AppTest, no browser)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def test_each_product_has_an_editable_class_and_its_own_outcome() -> None:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.run()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception, at.exception
+    at.button(key="simulate_fleet").click().run()
+    assert not at.exception, at.exception
+    outcome = next(d.value for d in at.dataframe if "ttft_slo_ms" in d.value.columns)
+    # the demo's five products, each judged against its own class (autocomplete tighter than RAG)
+    assert len(outcome) == 5
+    slo = dict(zip(outcome["product"], outcome["ttft_slo_ms"]))
+    assert slo["ide-autocomplete"] < slo["doc-search"]
+    assert set(outcome["meets"]) <= {"yes", "NO"}
+
+
+def test_the_fleet_design_section_shows_designs_against_the_baseline() -> None:
+    at = AppTest.from_file(APP, default_timeout=900)
+    at.run()
+    at.switch_page("pages/capacity.py").run()
+    at.multiselect(key="fleet_gpus").set_value(["h100-sxm", "b200"]).run()
+    at.button(key="fleet_design").click().run()
+    assert not at.exception, at.exception
+    designs = next(d.value for d in at.dataframe if "$/hour" in d.value.columns)
+    assert "shared_fcfs" in set(designs["design"])            # the baseline is always shown
+    assert set(designs["meets every class"]) <= {"yes", "NO"}
+    assert not designs.isin(["None", "nan"]).any().any()
