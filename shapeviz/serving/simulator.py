@@ -517,6 +517,7 @@ def simulate(
     chunked_prefill: bool = True,
     ramp: bool = True,
     progress: Callable[[float], None] | None = None,
+    replica_schedule: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> SimResult:
     """Replay requests on ``replicas`` replicas of ``dep`` and measure queue wait, TTFT, TPOT/ITL and E2E per request.
 
@@ -528,6 +529,8 @@ def simulate(
     ``disaggregate=(P, D)`` (or "P:D") replaces the colocated replicas by P prefill and D decode replicas.
     ``chunked_prefill=False`` schedules whole prompts only (TensorRT-LLM's default without context chunking):
     a prompt that does not fit the rest of an iteration's token budget waits for the next iteration.
+    ``replica_schedule=(times_s, serving)``: from each time on, only the first ``serving`` colocated replicas take
+    new requests (an autoscaler's replicas joining and draining; a draining replica finishes what it holds).
     """
     import time
 
@@ -546,6 +549,7 @@ def simulate(
         if not (math.isfinite(v) and v > 0):
             raise ValueError(f"{name}={v!r} must be a positive number of milliseconds")
     split = _parse_disaggregate(disaggregate)
+    serving_at = _serving_schedule(replica_schedule, replicas, split)
     if arrivals is None:
         arrivals = "closed" if concurrency is not None else "poisson" if rate_rps is not None else "trace"
     if arrivals not in ARRIVALS:
@@ -655,6 +659,8 @@ def simulate(
 
     def route(rid: int, now: float, target: int) -> None:
         ids = front_ids if target == 0 else back_ids
+        if serving_at is not None and target == 0:
+            ids = ids[:serving_at(now)]
         if router == "round_robin":
             k = ids[rr[target] % len(ids)]
             rr[target] += 1
@@ -736,6 +742,26 @@ def simulate(
     if result.preemptions:
         result.notes.append(f"{result.preemptions} preemption(s): the KV pool ran out and sequences were recomputed")
     return result
+
+
+def _serving_schedule(schedule: tuple[np.ndarray, np.ndarray] | None, replicas: int,
+                      split: tuple[int, int] | None) -> Callable[[float], int] | None:
+    """The replicas taking new requests at a time, from ``(times_s, serving)`` steps (None: all, always)."""
+    if schedule is None:
+        return None
+    if split is not None:
+        raise ValueError("a replica schedule applies to colocated replicas, not to disaggregated pools")
+    times = np.asarray(schedule[0], dtype=np.float64)
+    serving = np.asarray(schedule[1], dtype=np.int64)
+    if times.size == 0 or times.size != serving.size or np.any(np.diff(times) < 0):
+        raise ValueError("replica_schedule needs increasing times and one replica count per time")
+    if serving.min() < 1 or serving.max() > replicas:
+        raise ValueError(f"replica_schedule counts must lie in 1..replicas ({replicas}), got {serving.min()}..{serving.max()}")
+
+    def serving_at(now: float) -> int:
+        return int(serving[max(int(np.searchsorted(times, now, side="right")) - 1, 0)])
+
+    return serving_at
 
 
 def _one_request_s(dep: Deployment, req: Requests, concurrency: int) -> float:
