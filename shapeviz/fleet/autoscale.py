@@ -342,7 +342,7 @@ def _sketch_shapes(sketch: Any, origin: pd.Timestamp, window_s: float, n_win: in
     P = len(products)
     key = win * P + pi
     sums = [np.bincount(key, weights=t[col].to_numpy(dtype=np.float64), minlength=n_win * P).reshape(n_win, P)
-            for col in ("requests", "input", "output")]
+            for col in ("requests", "input_tokens", "output_tokens")]
     per_product = []
     for q in range(P):
         cnt = sketch.counts[q]
