@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from components.context import page_context, rate_chart, workload
+from components.fleet_time import render_traffic_over_time
 from components.measured import plan_vs_measured
 from components.simulate import render_simulation
 from components.widgets import MISSING, badge, chart, table
@@ -103,6 +104,8 @@ if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"
     chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate", inert=True)
     badge("measured")
+    render_traffic_over_time(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
+                             s.gpu_hour_usd)
 
 plan_vs_measured(ctx, "capacity", after)
 
