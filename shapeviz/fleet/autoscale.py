@@ -64,6 +64,12 @@ def _default(name: str) -> float:
     return float(defaults()[name]["value"])
 
 
+def _assumed(name: str) -> str:
+    """The data file's source of a default, labelled assumed once."""
+    text = str(defaults()[name]["source"])
+    return text if text.startswith("assumed") else "assumed: " + text
+
+
 # --- how fast a replica joins -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Startup:
@@ -99,9 +105,8 @@ def startup(dep: Deployment, storage_gbps: float | None = None, engine_start_s: 
     start = _default("engine_start_s") if engine_start_s is None else float(engine_start_s)
     return Startup(float(dep.weight_bytes) / 1e9, bw, start, {
         "weight_gb": f"estimated: {dep.describe()} weights at {dep.precision or 'native'} precision (physics)",
-        "storage_gbps": "set by user" if storage_gbps is not None else "assumed: " + defaults()["storage_gbps"]["source"],
-        "engine_start_s": ("set by user" if engine_start_s is not None
-                           else "assumed: " + defaults()["engine_start_s"]["source"]),
+        "storage_gbps": "set by user" if storage_gbps is not None else _assumed("storage_gbps"),
+        "engine_start_s": "set by user" if engine_start_s is not None else _assumed("engine_start_s"),
     })
 
 
@@ -145,7 +150,7 @@ class Policy:
     def to_dict(self) -> dict[str, Any]:
         """The policy's settings, each with its origin."""
         def origin(value: Any, key: str) -> str:
-            return "set by user" if value is not None else "assumed: " + defaults()[key]["source"]
+            return "set by user" if value is not None else _assumed(key)
         return {"name": self.name, "label": POLICY_LABELS[self.name],
                 "target_utilization": self.utilization if self.name == "utilization" else None,
                 "cooloff_s": self.cooloff, "min_replicas": self.minimum,

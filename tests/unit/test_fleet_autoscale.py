@@ -160,3 +160,25 @@ def test_plan_and_simulate_autoscale_print_the_stable_keys(traces, capsys) -> No
     assert len(doc["growth"]["months"]) == 3
     assert main(["plan", "--isl", "100", "--osl", "10", "--autoscale", "slo"]) == 2
     assert "LOG with timestamps" in capsys.readouterr().err
+
+
+def test_the_bundle_carries_a_keda_autoscaler_with_every_value_sourced(traces) -> None:
+    import yaml
+
+    from shapeviz.outputs.report import report_files
+
+    bundle = report_files(load_log(traces / CONV), png=False)
+    files = bundle.files
+    text = files["autoscaling/keda_scaledobject.yaml"].decode()
+    doc = yaml.safe_load(text)
+    assert doc["kind"] == "ScaledObject"
+    spec = doc["spec"]
+    assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
+    trigger = spec["triggers"][0]
+    assert trigger["type"] == "prometheus" and float(trigger["metadata"]["threshold"]) > 0
+    for line in text.splitlines():
+        key = line.split(":")[0].strip()
+        if key in ("minReplicaCount", "maxReplicaCount", "stabilizationWindowSeconds", "threshold", "query"):
+            assert "#" in line, line   # every value says where it came from
+    assert "autoscaling_policies.csv" in files and "autoscaling_windows.csv" in files
+    assert "Traffic over time: autoscaling" in files["report.html"].decode()
