@@ -169,7 +169,7 @@ def test_the_bundle_carries_a_keda_autoscaler_with_every_value_sourced(traces) -
 
     bundle = report_files(load_log(traces / CONV), png=False)
     files = bundle.files
-    text = files["autoscaling/keda_scaledobject.yaml"].decode()
+    text = files["keda_scaledobject.yaml"].decode()
     doc = yaml.safe_load(text)
     assert doc["kind"] == "ScaledObject"
     spec = doc["spec"]

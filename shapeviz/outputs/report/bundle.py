@@ -255,7 +255,7 @@ def report_files(
     files["replay_mooncake.jsonl"] = replay_jsonl(replay)
     files["replay_vidur.csv"] = replay_vidur_csv(replay)
     if fleet is not None:
-        files["autoscaling/keda_scaledobject.yaml"] = fleet[3].encode("utf-8")
+        files["keda_scaledobject.yaml"] = fleet[3].encode("utf-8")
     deploy = _deploy_files(log, w, dep, cmp.after, whatif, ttft, tpot, notes, getattr(analysis, "prefix", None))
     if deploy is not None:
         files.update(deploy.files)
@@ -280,7 +280,7 @@ def _fleet_over_time(log: LoadedLog, dep: Deployment, whatif: WhatIf, ttft: floa
                f"replica serves {slo.startup.delay_s:.0f} s after it is asked for. Predicted SLO attainment: "
                f"{slo.gpu_hours:,.1f} GPU-hours against {slo.baseline_gpu_hours:,.1f} held at peak "
                f"({slo.saving:.0%} saved), {int(slo.windows['missed'].sum())} of {tw.n_windows} windows missed "
-               "(estimated). autoscaling/keda_scaledobject.yaml carries it to KEDA.")
+               "(estimated). keda_scaledobject.yaml carries it to KEDA.")
     figure = fleet_over_time_figure({p: r.windows for p, r in results.items()}, POLICY_LABELS, dep.tp)
     return figure, caption, autoscaling_tables(tw, slo), keda_scaled_object(slo, tw, model=dep.model.id)
 
