@@ -46,7 +46,11 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
     if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
         st.info("The log has no timestamps, so its traffic over time cannot be planned: map a timestamp column.")
         return
-    tw = _windows(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, log)
+    try:
+        tw = _windows(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, log)
+    except ValueError as exc:
+        st.info(md_literal(str(exc)))
+        return
     d = defaults()
     c1, c2, c3, c4 = st.columns(4)
     storage = c1.number_input("Storage read rate (GB/s)", min_value=0.1, max_value=100.0,
@@ -129,12 +133,18 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         st.error(md_literal(str(exc)))
         return
     sketch = data.sketch_of(digest)
-    result = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
-                     tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+    try:
+        result = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
+                         tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+    except ValueError as exc:
+        st.info(md_literal(str(exc)))
+        return
     chart(growth_figure(result.months, result.replicas_now), key="fleet_growth_chart")
     table(result.months, usd_per_month=st.column_config.NumberColumn("$ / month", format="dollar"))
     badge("estimated")
-    st.caption(("Today's pool runs out of headroom in month "
+    st.caption("Each month is planned like the plan above: the whole log's shape at its p99 minute, grown per "
+               "product (the windows above size each window on its own, so their peak can be higher). "
+               + ("Today's pool runs out of headroom in month "
                 f"{result.runs_out_month}." if result.runs_out_month is not None
                 else "Today's pool holds within the horizon.")
                + f" Products in the log: {md_literal(', '.join(products))}.")

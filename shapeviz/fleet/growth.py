@@ -144,6 +144,9 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
     if peak_rps is None:
         peak_rps = (Workload.from_sketch(source) if isinstance(source, WorkloadSketch)
                     else Workload.from_frame(source)).rate_rps
+    if not (peak_rps > 0):
+        raise ValueError("the log's planning rate is 0 (its p99 minute has no requests): set the rate to project "
+                         "growth from")
     share = counts / counts.sum()
     g = np.array([growth.rate(p) for p in names])
     o = np.array([growth.output_rate(p) for p in names])
