@@ -20,12 +20,18 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import pandas as pd  # noqa: E402
+from timing import timed  # noqa: E402
 
-from shapeviz.fleet.autoscale import POLICIES, Policy, compare_policies, simulate_autoscale, startup, traffic_windows  # noqa: E402
+from shapeviz.fleet.autoscale import (  # noqa: E402
+    Policy,
+    compare_policies,
+    simulate_autoscale,
+    startup,
+    traffic_windows,
+)
 from shapeviz.ingest import load_log  # noqa: E402
 from shapeviz.physics import Deployment, default_deployment, get_gpu, get_model  # noqa: E402
 from shapeviz.workload.synth import generate  # noqa: E402
-from timing import timed  # noqa: E402
 
 TRACES = {
     "azure code (1 h)": "azure_llm_2023/AzureLLMInferenceTrace_code.csv",

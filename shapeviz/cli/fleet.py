@@ -64,7 +64,13 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
                    command: str = "plan") -> dict[str, Any]:
     """The JSON document of ``plan --autoscale`` / ``plan --growth`` / ``simulate --autoscale``."""
     from shapeviz.cli.plan import deployment_from_args
-    from shapeviz.fleet.autoscale import Policy, compare_policies, simulate_autoscale, startup, traffic_windows
+    from shapeviz.fleet.autoscale import (
+        Policy,
+        compare_policies,
+        simulate_autoscale,
+        startup,
+        traffic_windows,
+    )
     from shapeviz.fleet.growth import Growth, parse_growth, project
     from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
     from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf

@@ -29,7 +29,13 @@ import pandas as pd
 from shapeviz.datadir import DATA_DIR
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS, Deployment
 from shapeviz.plain import json_safe
-from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, ReplicaLimits, WhatIf, Workload, replica_limits
+from shapeviz.serving.planner import (
+    DEFAULT_TTFT_SLO_MS,
+    ReplicaLimits,
+    WhatIf,
+    Workload,
+    replica_limits,
+)
 from shapeviz.serving.simulator import simulate
 from shapeviz.workload.sketch import WorkloadSketch, workload_points
 
@@ -611,7 +617,6 @@ def autoscale(tw: TrafficWindows, policy: Policy | str = "slo", start: Startup |
     np.maximum.at(win_need, wom, need)
     win_prov = np.zeros(n, dtype=np.int64)
     np.maximum.at(win_prov, wom, sched.provisioned)
-    minutes = np.bincount(wom, minlength=n)
     attainment = np.where(total > 0, met_requests / np.maximum(total, 1e-12), np.nan)
     missed_min = np.bincount(wom, weights=~met & (counts > 0), minlength=n) > 0
     reason = _reasons(tw, sched, n)

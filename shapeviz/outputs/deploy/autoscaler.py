@@ -63,7 +63,7 @@ def keda_scaled_object(result: AutoscaleResult, tw: TrafficWindows, app: str = "
         "spec:",
         "  scaleTargetRef:",
         f"    name: {q(name)}  # the Deployment of the manifest (k8s/)",
-        f"  pollingInterval: 30  # KEDA default, seconds (keda.sh ScaledObject spec)",
+        "  pollingInterval: 30  # KEDA default, seconds (keda.sh ScaledObject spec)",
         f"  minReplicaCount: {p.minimum}  # {p.to_dict()['sources']['min_replicas']}",
         f"  maxReplicaCount: {peak}  # estimated: the busiest window's replicas at its rate and shape (hold at peak)",
         "  advanced:",
