@@ -1,6 +1,7 @@
 """The fleet over time: replicas per window, autoscaling policies, the replica schedule in the simulator, growth."""
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
@@ -181,4 +182,7 @@ def test_the_bundle_carries_a_keda_autoscaler_with_every_value_sourced(traces) -
         if key in ("minReplicaCount", "maxReplicaCount", "stabilizationWindowSeconds", "threshold", "query"):
             assert "#" in line, line   # every value says where it came from
     assert "autoscaling_policies.csv" in files and "autoscaling_windows.csv" in files
-    assert "Traffic over time: autoscaling" in files["report.html"].decode()
+    memo = files["report.html"].decode()
+    assert "Traffic over time: autoscaling" in memo and "Next quarter" in memo
+    months = pd.read_csv(io.BytesIO(files["growth_months.csv"]))
+    assert list(months["month"]) == [0, 1, 2, 3] and (np.diff(months["rate_rps"]) > 0).all()

@@ -29,6 +29,7 @@ from shapeviz.analyses.shapes import DEFAULT_CORNERS, Corners, resolve_deploymen
 from shapeviz.analyses.traffic import rate_over_time
 from shapeviz.analysis import analyze
 from shapeviz.fleet.autoscale import POLICIES, POLICY_LABELS, autoscale, traffic_windows
+from shapeviz.fleet.growth import ALL, Growth, project
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.deploy.autoscaler import autoscaling_tables, keda_scaled_object
 from shapeviz.outputs.deploy.bundle import deploy_files
@@ -60,6 +61,8 @@ from shapeviz.serving.compare import WhatIfComparison, compare_whatif
 # --- the bundle ---------------------------------------------------------------------------------------------------
 LOAD_MULTIPLIERS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: a bundle carries no build date
+
+MEMO_GROWTH = 0.08   # assumed: the example monthly growth, for the memo's next-quarter table
 
 
 @dataclass(frozen=True)
@@ -282,7 +285,18 @@ def _fleet_over_time(log: LoadedLog, dep: Deployment, whatif: WhatIf, ttft: floa
                f"({slo.saving:.0%} saved), {int(slo.windows['missed'].sum())} of {tw.n_windows} windows missed "
                "(estimated). keda_scaledobject.yaml carries it to KEDA.")
     figure = fleet_over_time_figure({p: r.windows for p, r in results.items()}, POLICY_LABELS, dep.tp)
-    return figure, caption, autoscaling_tables(tw, slo), keda_scaled_object(slo, tw, model=dep.model.id)
+    tables = autoscaling_tables(tw, slo)
+    try:  # next quarter at the example rate, labelled assumed: the command line and page take the user's
+        growth = project(frame, dep, Growth({ALL: MEMO_GROWTH}, {}, 3), whatif=whatif, ttft_slo_ms=ttft,
+                         tpot_slo_ms=tpot, gpu_hour_usd=gpu_hour_usd)
+        tables["growth_months"] = growth.months
+        caption += (f" Next quarter at an assumed +{MEMO_GROWTH:.0%}/month for every product: "
+                    + (f"today's {growth.replicas_now} replica(s) run out of headroom in month {growth.runs_out_month}."
+                       if growth.runs_out_month is not None else
+                       f"today's {growth.replicas_now} replica(s) hold for three months."))
+    except ValueError as exc:
+        notes.append(f"No growth projection in this bundle: {exc}.")
+    return figure, caption, tables, keda_scaled_object(slo, tw, model=dep.model.id)
 
 
 def _deploy_files(log: LoadedLog, w: Workload, dep: Deployment, after: Any, whatif: WhatIf, ttft: float,

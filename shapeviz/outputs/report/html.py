@@ -367,6 +367,12 @@ def memo_html(m: _Memo) -> str:
                                                                               "lower_bound_gpu_hours")})
                         + f"<p class=\"caption\">{_tag('estimated')} per minute from the log's own traffic; "
                         "the scale-up delay and autoscaler settings are assumed (data/autoscaling.json).</p>")
+        if "growth_months" in t:
+            sections.append("<h3>Next quarter</h3>" + _html_table(
+                t["growth_months"], {"usd_per_month": lambda v: _num(v, 0), "rate_rps": lambda v: _num(v, 3),
+                                     "mean_output_tokens": lambda v: _num(v, 0)})
+                + f"<p class=\"caption\">{_tag('estimated')} month by month at an {_tag('assumed')} growth "
+                "(see the caption above); <code>plan --growth</code> takes yours per product.</p>")
     sections += [
         "<h2 id=\"cost\">GPUs and cost</h2>" + _plan_html(m),
         "<h2 id=\"recommendations\">Recommendations</h2>" + _html_table(
