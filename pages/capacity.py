@@ -6,6 +6,7 @@ import streamlit as st
 
 from components.context import page_context, rate_chart, workload
 from components.fleet import FLEET_DESIGN_KEY, edit_classes, render_fleet_design
+from components.fleet_time import render_traffic_over_time
 from components.measured import plan_vs_measured
 from components.routing import render_routers
 from components.simulate import render_simulation
@@ -114,6 +115,8 @@ if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"
     chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate", inert=True)
     badge("measured")
+    render_traffic_over_time(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
+                             s.gpu_hour_usd)
 
 plan_vs_measured(ctx, "capacity", after)
 

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_router_options(plan)
     _add_common(plan)
     _add_engine(plan)
+    from shapeviz.cli.fleet import add_fleet_options
+
+    add_fleet_options(plan)
     plan.set_defaults(handler=cmd_plan)
 
     simulate = sub.add_parser("simulate", help="replay a log or a fixed shape on a fleet (discrete-event simulation)")
@@ -65,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     from shapeviz.cli.simulate import add_simulate_options
 
     add_simulate_options(simulate)
+    add_fleet_options(simulate, simulate=True)
     _add_common(simulate)
     simulate.set_defaults(handler=cmd_simulate)
 
@@ -199,6 +203,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     """``plan``: the capacity plan for a log or a fixed (isl, osl) shape."""
     _check_engine(args)
+    from shapeviz.cli.fleet import fleet_document, fleet_text, wants_fleet
+
+    if wants_fleet(args):
+        document = fleet_document(args, mapping=_parse_mapping(args.map), command="plan")
+        _emit(document, args.json, fleet_text(document))
+        return 0
     from shapeviz.cli.plan import plan_document, plan_text
 
     document = plan_document(args, mapping=_parse_mapping(args.map))
@@ -208,6 +218,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``simulate``: latency under load from the discrete-event simulator."""
+    from shapeviz.cli.fleet import fleet_document, fleet_text, wants_fleet
+
+    if wants_fleet(args):
+        document = fleet_document(args, mapping=_parse_mapping(args.map), command="simulate")
+        _emit(document, args.json, fleet_text(document))
+        return 0
     from shapeviz.cli.simulate import simulate_document, simulate_text
 
     document = simulate_document(args, mapping=_parse_mapping(args.map))

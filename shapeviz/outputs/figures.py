@@ -644,4 +644,57 @@ def product_latency_figure(requests: pd.DataFrame, classes: Mapping[str, object]
                       title=dict(text="Each product against its own class<br><sup>simulated; × marks the class "
                                       "(target at its percentile): a curve left of its × at that height meets it</sup>",
                                  x=0.01))
+
+
+POLICY_COLORS = {"peak": "#9AA5B1", "utilization": "#E69F00", "slo": "#0072B2", "schedule": "#009E73"}
+
+
+def fleet_over_time_figure(windows: dict[str, pd.DataFrame], labels: Mapping[str, str] | None = None,
+                           gpus_per_replica: int = 1, height: int = 420) -> go.Figure:
+    """Request rate per window (top) and each policy's replicas per window (bottom), from ``fleet.autoscale``.
+
+    ``windows``: policy id → its ``AutoscaleResult.windows`` (start, rate_rps, replicas, replicas_needed, missed).
+    """
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.4, 0.6])
+    first = next(iter(windows.values()))
+    fig.add_trace(go.Scatter(x=first["start"], y=first["rate_rps"], mode="lines", name="request rate",
+                             line=dict(color="#444", width=1.2, shape="hv"),
+                             hovertemplate="%{y:.2f} req/s<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=first["start"], y=first["replicas_needed"], mode="lines", name="needed (each window)",
+                             line=dict(color="#444", width=1, dash="dot", shape="hv"),
+                             hovertemplate="%{y} replicas needed<extra></extra>"), row=2, col=1)
+    for policy, frame in windows.items():
+        name = (labels or {}).get(policy, policy)
+        color = POLICY_COLORS.get(policy, "#888")
+        fig.add_trace(go.Scatter(x=frame["start"], y=frame["replicas"], mode="lines", name=name,
+                                 line=dict(color=color, width=1.8, shape="hv"),
+                                 hovertemplate=f"{name}: %{{y}} replicas ({gpus_per_replica} GPUs each)<extra></extra>"),
+                      row=2, col=1)
+        missed = frame[frame["missed"]]
+        if len(missed):
+            fig.add_trace(go.Scatter(x=missed["start"], y=missed["replicas"], mode="markers", name=f"{name}: missed",
+                                     marker=dict(color=color, symbol="x", size=7), showlegend=False,
+                                     hovertemplate=f"{name}: missed window<extra></extra>"), row=2, col=1)
+    fig.update_layout(**LIGHT, height=height, margin=dict(l=60, r=20, t=40, b=40),
+                      title=dict(text="Traffic and replicas over time", x=0.01),
+                      legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
+    fig.update_yaxes(title_text="requests / s", row=1, col=1, rangemode="tozero", **LIGHT_AXIS)
+    fig.update_yaxes(title_text="replicas", row=2, col=1, rangemode="tozero", **LIGHT_AXIS)
+    fig.update_xaxes(**LIGHT_AXIS)
+    return fig
+
+
+def growth_figure(months: pd.DataFrame, replicas_now: int, height: int = 320) -> go.Figure:
+    """Replicas needed per month of growth against the pool today (``fleet.growth.project``)."""
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=months["month"], y=months["replicas"], name="replicas needed", marker_color="#0072B2",
+                         hovertemplate="month %{x}: %{y} replicas<extra></extra>"))
+    fig.add_shape(type="line", x0=-0.5, x1=float(months["month"].max()) + 0.5, y0=replicas_now, y1=replicas_now,
+                  line=dict(color="#D55E00", dash="dash"))
+    fig.add_annotation(x=float(months["month"].max()), y=replicas_now, text=f"today: {replicas_now}",
+                       showarrow=False, yshift=10, font=dict(color="#D55E00"))
+    fig.update_layout(**LIGHT, height=height, margin=dict(l=60, r=20, t=40, b=40), xaxis_title="month",
+                      yaxis_title="replicas", title=dict(text="The pool month by month", x=0.01))
+    fig.update_yaxes(rangemode="tozero", **LIGHT_AXIS)
+    fig.update_xaxes(dtick=1, **LIGHT_AXIS)
     return fig

@@ -704,3 +704,96 @@ def load_curve(
         "replicas": replicas,
         "gpus": replicas * dep.tp,
     })
+
+
+# --- per-replica limits (the fleet over time sizes every window from these) --------------------------------
+CURVE_POINTS = 32   # per-replica rates of the latency curve, from a thousandth of full load to full load
+
+@dataclass(frozen=True)
+class ReplicaLimits:
+    """What one replica carries for a workload's shape: the most req/s meeting both p90 SLOs, and at full load."""
+
+    slo_rps: float        # largest per-replica rate whose TTFT p90 and TPOT p90 meet the SLOs (0: none does)
+    full_rps: float       # per-replica rate at which prefill or decode runs at 100% (the utilisation scale)
+    curve_rps: np.ndarray = field(default_factory=lambda: np.zeros(0))   # per-replica rates of the latency curve
+    ttft_p90_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # TTFT p90 there (inf: saturated)
+    tpot_p90_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # TPOT p90 there (inf: saturated)
+
+    def latency(self, per_replica_rps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """TTFT and TPOT p90 (ms) at per-replica rates, interpolated on the curve (inf past full load)."""
+        x = np.asarray(per_replica_rps, dtype=np.float64)
+        if self.curve_rps.size == 0:
+            return np.full(x.shape, np.nan), np.full(x.shape, np.nan)
+        lx = np.log(np.maximum(x, self.curve_rps[0]))
+        grid = np.log(self.curve_rps)
+        out = []
+        for values in (self.ttft_p90_ms, self.tpot_p90_ms):
+            finite = np.isfinite(values)
+            v = np.interp(lx, grid[finite], values[finite]) if finite.any() else np.full(x.shape, np.inf)
+            out.append(np.where(x > self.curve_rps[finite][-1] if finite.any() else True, np.inf, v))
+        return out[0], out[1]
+
+
+def replica_limits(workload: Workload, dep: Deployment, ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
+                   tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS) -> ReplicaLimits:
+    """Per-replica request rates of a shape: the most that meets both p90 SLOs, and the rate at full utilisation.
+
+    Replicas share a rate evenly in the plan, so ``k`` replicas meet the SLOs at rate ``λ`` exactly when
+    ``λ / k ≤ slo_rps``: the replicas a window needs are ``ceil(λ / slo_rps)`` (the same answer as ``plan``).
+    """
+    ev = _Evaluator.build(workload, dep)
+    ttft_s, tpot_s = ttft_slo_ms / 1000.0, tpot_slo_ms / 1000.0
+    top = 1.0 / max(ev.work_mean_s, 1e-12)  # prefill at 100%: nothing faster is stable
+
+    def ok(x: np.ndarray) -> np.ndarray:
+        r = ev.evaluate(x, tpot_slo_s=tpot_s, quantiles=(0.9,))
+        return (r["ttft_p90_s"] <= ttft_s) & (r["tpot_p90_s"] <= tpot_s) & (r["prefill_rho"] < 1)
+
+    def full(x: np.ndarray) -> np.ndarray:
+        r = ev.evaluate(x, tpot_slo_s=tpot_s, quantiles=())
+        return (r["prefill_rho"] < 1) & (r["decode_pressure"] < 1)
+
+    full_rps = _largest(full, top)
+    if full_rps <= 0:
+        return ReplicaLimits(0.0, 0.0)
+    # one evaluation on a grid up to full load: the latency curve, and the bracket of the SLO rate
+    grid = np.geomspace(full_rps * 1e-3, full_rps, CURVE_POINTS)
+    r = ev.evaluate(grid, tpot_slo_s=tpot_s, quantiles=(0.9,))
+    good = (r["ttft_p90_s"] <= ttft_s) & (r["tpot_p90_s"] <= tpot_s) & (r["prefill_rho"] < 1)
+    if not good[0]:
+        slo_rps = _largest(ok, grid[0])
+    elif good.all():
+        slo_rps = float(grid[-1])
+    else:
+        last = int(np.flatnonzero(~good)[0]) - 1   # feasibility is monotone: the first failure ends it
+        slo_rps = _largest(ok, float(grid[last + 1]), lo=float(grid[last]))
+    return ReplicaLimits(slo_rps, full_rps, grid, r["ttft_p90_s"] * 1000.0, r["tpot_p90_s"] * 1000.0)
+
+
+def _largest(feasible: Any, top: float, points: int = 12, lo: float | None = None) -> float:
+    """Largest x in (0, top) with feasible(x) true (feasible for all smaller x): vectorised grid rounds, each
+    ``points`` wide, narrowing to 0.5% (down to a millionth of ``top`` when the first round finds nothing).
+    ``lo``: a rate already known to be feasible (the search starts there)."""
+    if lo is not None:
+        hi = top
+        while hi / lo > 1.005:
+            grid = np.geomspace(lo, hi, points)
+            ok = feasible(grid)
+            last = int(np.flatnonzero(ok).max()) if ok.any() else 0
+            if last == grid.size - 1:
+                return float(grid[-1])
+            lo, hi = float(grid[last]), float(grid[last + 1])
+        return lo
+    lo, hi = top * 1e-3, top
+    if not bool(feasible(np.array([lo]))[0]):
+        lo, hi = top * 1e-6, top * 1e-3
+        if not bool(feasible(np.array([lo]))[0]):
+            return 0.0
+    while hi / lo > 1.005:
+        grid = np.geomspace(lo, hi, points)
+        ok = feasible(grid)
+        last = int(np.flatnonzero(ok).max())
+        if last == grid.size - 1:
+            return float(grid[-1])
+        lo, hi = float(grid[last]), float(grid[last + 1])
+    return lo

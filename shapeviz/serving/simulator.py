@@ -596,6 +596,7 @@ def simulate(
     progress: Callable[[float], None] | None = None,
     block_size: int | None = None,
     prefix_cache_blocks: float | None = None,
+    replica_schedule: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> SimResult:
     """Replay requests on ``replicas`` replicas of ``dep`` and measure queue wait, TTFT, TPOT/ITL and E2E per request.
 
@@ -613,6 +614,8 @@ def simulate(
     ``hash_ids`` or sessions; ``block_size`` is the hashes' block size, inferred when None) every replica keeps
     its own prefix cache in its KV pool; ``prefix_cache_blocks`` caps it at that many blocks outside the pool
     instead (math.inf: unbounded), to check the simulator against the offline hit ratio and LRU curve.
+    ``replica_schedule=(times_s, serving)``: from each time on, only the first ``serving`` colocated replicas take
+    new requests (an autoscaler's replicas joining and draining; a draining replica finishes what it holds).
     """
     import time
 
@@ -631,6 +634,7 @@ def simulate(
         if not (math.isfinite(v) and v > 0):
             raise ValueError(f"{name}={v!r} must be a positive number of milliseconds")
     split = _parse_disaggregate(disaggregate)
+    serving_at = _serving_schedule(replica_schedule, replicas, split)
     if arrivals is None:
         arrivals = "closed" if concurrency is not None else "poisson" if rate_rps is not None else "trace"
     if arrivals not in ARRIVALS:
@@ -744,6 +748,8 @@ def simulate(
 
     def route(rid: int, now: float, target: int) -> None:
         ids = front_ids if target == 0 else back_ids
+        if serving_at is not None and target == 0:
+            ids = ids[:serving_at(now)]
         k = routers[target].pick(rid, ids, fleet)
         if target == 0:
             pool.arrival[rid] = now
@@ -890,6 +896,26 @@ def _router_notes(req: Requests, router: str, whatif: WhatIf) -> list[str]:
                      "every request keeps its " + ("what-if" if whatif.cache_hit is not None else "reported")
                      + " cached share")
     return notes
+
+
+def _serving_schedule(schedule: tuple[np.ndarray, np.ndarray] | None, replicas: int,
+                      split: tuple[int, int] | None) -> Callable[[float], int] | None:
+    """The replicas taking new requests at a time, from ``(times_s, serving)`` steps (None: all, always)."""
+    if schedule is None:
+        return None
+    if split is not None:
+        raise ValueError("a replica schedule applies to colocated replicas, not to disaggregated pools")
+    times = np.asarray(schedule[0], dtype=np.float64)
+    serving = np.asarray(schedule[1], dtype=np.int64)
+    if times.size == 0 or times.size != serving.size or np.any(np.diff(times) < 0):
+        raise ValueError("replica_schedule needs increasing times and one replica count per time")
+    if serving.min() < 1 or serving.max() > replicas:
+        raise ValueError(f"replica_schedule counts must lie in 1..replicas ({replicas}), got {serving.min()}..{serving.max()}")
+
+    def serving_at(now: float) -> int:
+        return int(serving[max(int(np.searchsorted(times, now, side="right")) - 1, 0)])
+
+    return serving_at
 
 
 def _one_request_s(dep: Deployment, req: Requests, concurrency: int) -> float:

@@ -186,7 +186,8 @@ def test_html_memo_is_self_contained_with_every_chart_and_plotly_once(azure_bund
     banner = get_plotlyjs()[:120]
     assert page.count(banner) == 1  # plotly.js inline exactly once, not per chart
     figures = _figure_json(page)
-    assert set(figures) == {"fig-plane", "fig-clusters", "fig-pressure", "fig-latency_vs_load", "fig-rate_over_time"}
+    assert set(figures) == {"fig-plane", "fig-clusters", "fig-pressure", "fig-latency_vs_load", "fig-rate_over_time",
+                            "fig-fleet_over_time"}
     for name, spec in figures.items():
         assert spec["data"], name
         assert f'<div class="chart" id="{name}" data-figure="{name}-json"></div>' in page
@@ -348,7 +349,8 @@ def test_replay_without_timestamps_gets_seeded_poisson_arrivals_at_the_plan_rate
 
 def test_pngs_are_real_images_of_the_expected_size(azure, chromium) -> None:  # noqa: ANN001
     bundle = report.report_files(azure, whatif=WHATIF, png=True)
-    heights = {"plane": 640, "clusters": 600, "pressure": 360, "latency_vs_load": 380, "rate_over_time": 320}
+    heights = {"plane": 640, "clusters": 600, "pressure": 360, "latency_vs_load": 380, "rate_over_time": 320,
+               "fleet_over_time": 420}
     pngs = {n: d for n, d in bundle.files.items() if n.endswith(".png")}
     assert set(pngs) == {f"{n}.png" for n in heights}
     page = _figure_json(bundle.files["report.html"].decode("utf-8"))

@@ -29,11 +29,15 @@ from shapeviz.analyses.shapes import DEFAULT_CORNERS, Corners, resolve_deploymen
 from shapeviz.analyses.traffic import rate_over_time
 from shapeviz.analysis import analyze
 from shapeviz.fleet.pools import fleet_from_dict
+from shapeviz.fleet.autoscale import POLICIES, POLICY_LABELS, autoscale, traffic_windows
+from shapeviz.fleet.growth import ALL, Growth, project
 from shapeviz.ingest import LoadedLog
+from shapeviz.outputs.deploy.autoscaler import autoscaling_tables, keda_scaled_object
 from shapeviz.outputs.deploy.bundle import deploy_files
 from shapeviz.outputs.deploy.fleet import fleet_configs
 from shapeviz.outputs.figures import (
     clusters_figure,
+    fleet_over_time_figure,
     load_curve_figure,
     plane_figure,
     pressure_figure,
@@ -59,6 +63,8 @@ from shapeviz.serving.compare import WhatIfComparison, compare_whatif
 # --- the bundle ---------------------------------------------------------------------------------------------------
 LOAD_MULTIPLIERS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: a bundle carries no build date
+
+MEMO_GROWTH = 0.08   # assumed: the issue's example monthly growth, for the memo's next-quarter table
 
 
 @dataclass(frozen=True)
@@ -228,6 +234,10 @@ def report_files(
     }
     replay = replay_trace(log.frame, whatif, rate_rps=cmp.after.rate_rps, seed=seed)
     notes: list[str] = []
+    fleet = _fleet_over_time(log, dep, whatif, ttft, tpot, gpu_hour_usd, notes)
+    if fleet is not None:
+        figures["fleet_over_time"], captions["fleet_over_time"] = fleet[0], fleet[1]
+        tables.update(fleet[2])
     pngs: dict[str, bytes] = {}
     if png:
         try:
@@ -250,6 +260,8 @@ def report_files(
         files[f"{name}.csv"] = safe_csv_bytes(table)
     files["replay_mooncake.jsonl"] = replay_jsonl(replay)
     files["replay_vidur.csv"] = replay_vidur_csv(replay)
+    if fleet is not None:
+        files["keda_scaledobject.yaml"] = fleet[3].encode("utf-8")
     deploy = _deploy_files(log, w, dep, cmp.after, whatif, ttft, tpot, notes, getattr(analysis, "prefix", None))
     if deploy is not None:
         files.update(deploy.files)
@@ -257,6 +269,39 @@ def report_files(
         files.update(_fleet_files(log, fleet_design, whatif, notes))
     readme = _readme(["README.txt", *files], memo, notes, deploy).encode("utf-8")
     return Bundle({"README.txt": readme, **files}, tuple(notes))
+
+
+def _fleet_over_time(log: LoadedLog, dep: Deployment, whatif: WhatIf, ttft: float, tpot: float,
+                     gpu_hour_usd: float | None, notes: list[str]) -> tuple[Any, str, dict, str] | None:
+    """The fleet over time for the memo and bundle: the chart, its caption, the tables and a KEDA ScaledObject."""
+    frame = log.frame
+    if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
+        return None
+    try:
+        tw = traffic_windows(frame, dep, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=gpu_hour_usd)
+        results = {p: autoscale(tw, p) for p in POLICIES}
+    except ValueError as exc:
+        notes.append(f"No autoscaling plan in this bundle: {exc}.")
+        return None
+    slo = results["slo"]
+    caption = (f"{tw.n_windows} windows of {tw.window_s / 60:.0f} min, each sized at its own rate and shape; a new "
+               f"replica serves {slo.startup.delay_s:.0f} s after it is asked for. Predicted SLO attainment: "
+               f"{slo.gpu_hours:,.1f} GPU-hours against {slo.baseline_gpu_hours:,.1f} held at peak "
+               f"({slo.saving:.0%} saved), {int(slo.windows['missed'].sum())} of {tw.n_windows} windows missed "
+               "(estimated). keda_scaledobject.yaml carries it to KEDA.")
+    figure = fleet_over_time_figure({p: r.windows for p, r in results.items()}, POLICY_LABELS, dep.tp)
+    tables = autoscaling_tables(tw, slo)
+    try:  # next quarter at the issue's example rate, labelled assumed: the command line and page take the user's
+        growth = project(frame, dep, Growth({ALL: MEMO_GROWTH}, {}, 3), whatif=whatif, ttft_slo_ms=ttft,
+                         tpot_slo_ms=tpot, gpu_hour_usd=gpu_hour_usd)
+        tables["growth_months"] = growth.months
+        caption += (f" Next quarter at an assumed +{MEMO_GROWTH:.0%}/month for every product: "
+                    + (f"today's {growth.replicas_now} replica(s) run out of headroom in month {growth.runs_out_month}."
+                       if growth.runs_out_month is not None else
+                       f"today's {growth.replicas_now} replica(s) hold for three months."))
+    except ValueError as exc:
+        notes.append(f"No growth projection in this bundle: {exc}.")
+    return figure, caption, tables, keda_scaled_object(slo, tw, model=dep.model.id)
 
 
 def _deploy_files(log: LoadedLog, w: Workload, dep: Deployment, after: Any, whatif: WhatIf, ttft: float,

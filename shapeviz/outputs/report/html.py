@@ -358,6 +358,21 @@ def memo_html(m: _Memo) -> str:
     if "rate_over_time" in m.figures:
         sections.append("<h2 id=\"rate\">Request rate over time</h2>"
                         + _chart("rate_over_time", m.figures["rate_over_time"], m.captions["rate_over_time"]))
+    if "fleet_over_time" in m.figures:
+        sections.append("<h2 id=\"fleet\">Traffic over time: autoscaling</h2>"
+                        + _chart("fleet_over_time", m.figures["fleet_over_time"], m.captions["fleet_over_time"])
+                        + _html_table(t["autoscaling_policies"],
+                                      {c: _pct for c in ("saving", "attainment")}
+                                      | {c: (lambda v: _num(v, 1)) for c in ("gpu_hours", "cost", "baseline_gpu_hours",
+                                                                              "lower_bound_gpu_hours")})
+                        + f"<p class=\"caption\">{_tag('estimated')} per minute from the log's own traffic; "
+                        "the scale-up delay and autoscaler settings are assumed (data/autoscaling.json).</p>")
+        if "growth_months" in t:
+            sections.append("<h3>Next quarter</h3>" + _html_table(
+                t["growth_months"], {"usd_per_month": lambda v: _num(v, 0), "rate_rps": lambda v: _num(v, 3),
+                                     "mean_output_tokens": lambda v: _num(v, 0)})
+                + f"<p class=\"caption\">{_tag('estimated')} month by month at an {_tag('assumed')} growth "
+                "(see the caption above); <code>plan --growth</code> takes yours per product.</p>")
     sections += [
         "<h2 id=\"cost\">GPUs and cost</h2>" + _plan_html(m),
         "<h2 id=\"recommendations\">Recommendations</h2>" + _html_table(

@@ -1,0 +1,150 @@
+"""The Capacity page's "Traffic over time" section: replicas and cost window by window, each autoscaling policy
+against holding the peak (with its risk: the windows it misses and why), the replay, and next quarter's pool."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from components import data
+from components.widgets import badge, chart, table
+from shapeviz.fleet.autoscale import (
+    POLICIES,
+    POLICY_LABELS,
+    REASONS,
+    Policy,
+    TrafficWindows,
+    autoscale,
+    defaults,
+    simulate_autoscale,
+    startup,
+    traffic_windows,
+)
+from shapeviz.fleet.growth import Growth, parse_growth, project
+from shapeviz.ingest import LoadedLog
+from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure
+from shapeviz.physics import Deployment
+from shapeviz.serving import WhatIf
+from shapeviz.text import md_literal
+
+REPLAY_MAX_REQUESTS = 60_000   # the replay runs on the page up to this many requests (seconds, not minutes)
+REPLAY_KEY = "fleet_time_replay"
+
+
+@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner="Planning every window…")
+def _windows(digest: str, deployment: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
+             gpu_hour_usd: float, _log: LoadedLog) -> TrafficWindows:
+    sketch = data.sketch_of(digest)
+    return traffic_windows(sketch if sketch is not None else _log.frame, deployment, whatif=whatif,
+                           ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+
+
+def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
+                             tpot_slo_ms: float, gpu_hour_usd: float) -> None:
+    """The section: controls, the policies side by side, the chart, the missed windows, the replay, growth."""
+    st.subheader("Traffic over time: autoscaling and growth")
+    frame = log.frame
+    if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
+        st.info("The log has no timestamps, so its traffic over time cannot be planned: map a timestamp column.")
+        return
+    try:
+        tw = _windows(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, log)
+    except ValueError as exc:
+        st.info(md_literal(str(exc)))
+        return
+    d = defaults()
+    c1, c2, c3, c4 = st.columns(4)
+    storage = c1.number_input("Storage read rate (GB/s)", min_value=0.1, max_value=100.0,
+                              value=float(d["storage_gbps"]["value"]), step=0.5, key="fleet_storage_gbps",
+                              help=d["storage_gbps"]["source"])
+    engine = c2.number_input("Engine start + warm-up (s)", min_value=0.0, max_value=1800.0,
+                             value=float(d["engine_start_s"]["value"]), step=10.0, key="fleet_engine_start_s",
+                             help=d["engine_start_s"]["source"])
+    cooloff = c3.number_input("Scale-down cool-off (s)", min_value=0.0, max_value=7200.0,
+                              value=float(d["cooloff_s"]["value"]), step=60.0, key="fleet_cooloff_s",
+                              help=d["cooloff_s"]["source"])
+    target = c4.slider("Utilisation target", 0.3, 1.0, float(d["target_utilization"]["value"]), 0.05,
+                       key="fleet_target_util", help=d["target_utilization"]["source"])
+    start = startup(dep, storage, engine)
+    results = {p: autoscale(tw, Policy(p, target_utilization=target, cooloff_s=cooloff), start) for p in POLICIES}
+    st.caption(f"{tw.n_windows} windows of {tw.window_s / 60:.0f} min; each sized for both p90 SLOs at its own rate "
+               f"and shape ({md_literal(tw.shape_source)}). A new replica serves "
+               f"{start.delay_s:.0f} s after it is asked for ({start.load_s:.0f} s to read "
+               f"{start.weight_gb:.0f} GB of weights at {storage:g} GB/s, then {engine:.0f} s engine start) and is paid "
+               "for from the moment it is asked for.")
+    rows = []
+    for p, r in results.items():
+        doc = r.to_dict()
+        rows.append({"policy": POLICY_LABELS[p], "GPU-hours": r.gpu_hours, "cost ($)": r.cost,
+                     "saving vs peak": r.saving, "SLO attainment": doc["attainment"],
+                     "missed windows": int(r.windows["missed"].sum()), "most replicas": doc["max_replicas"]})
+    peak = results["peak"]
+    table(pd.DataFrame(rows), **{"saving vs peak": st.column_config.NumberColumn(format="percent"),
+                                 "SLO attainment": st.column_config.NumberColumn(format="percent"),
+                                 "GPU-hours": st.column_config.NumberColumn(format="%.1f"),
+                                 "cost ($)": st.column_config.NumberColumn(format="dollar")})
+    badge("estimated")
+    st.caption(f"Hold at peak: {peak.baseline_gpu_hours:,.1f} GPU-hours over the log; every window held at exactly "
+               f"its own minimum: {peak.lower_bound_gpu_hours:,.1f} (no policy can do better without missing). "
+               "Attainment here is estimated minute by minute; replay a policy below to measure it request by request.")
+    chart(fleet_over_time_figure({p: r.windows for p, r in results.items()}, POLICY_LABELS, dep.tp),
+          key="fleet_over_time")
+    choice = st.selectbox("Policy to inspect", POLICIES, index=POLICIES.index("slo"),
+                          format_func=lambda p: POLICY_LABELS[p], key="fleet_policy")
+    chosen = results[choice]
+    missed = chosen.missed
+    if len(missed):
+        counts = missed["reason"].value_counts()
+        st.markdown(f"**{POLICY_LABELS[choice]} misses {len(missed)} of {tw.n_windows} windows:** "
+                    + "; ".join(f"{int(c)} × {REASONS[k]}" for k, c in counts.items() if k in REASONS))
+        table(missed[["start", "rate_rps", "replicas", "replicas_needed", "attainment", "reason"]].head(50))
+    else:
+        st.markdown(f"**{POLICY_LABELS[choice]} misses no window** (estimated).")
+    for note in chosen.notes:
+        st.caption(md_literal(note))
+    if len(frame) <= REPLAY_MAX_REQUESTS and data.sketch_of(digest) is None:
+        if st.button(f"Replay the log with {POLICY_LABELS[choice]}", icon=":material/replay:", key="fleet_replay"):
+            with st.spinner("Replaying every request…"):
+                sim = simulate_autoscale(frame, tw, Policy(choice, target_utilization=target, cooloff_s=cooloff),
+                                         start, whatif=WhatIf(whatif.trim_input, whatif.trim_output, whatif.cache_hit))
+            st.session_state[REPLAY_KEY] = (digest, choice, sim.to_dict())
+        held = st.session_state.get(REPLAY_KEY)
+        if held and held[0] == digest and held[1] == choice and whatif.traffic_multiplier == 1:
+            doc = held[2]
+            st.markdown(f"**Replayed:** SLO attainment {doc['attainment']:.1%}, {len(doc['missed_windows'])} missed "
+                        f"windows, {doc['gpu_hours']:,.1f} GPU-hours (draining replicas included).")
+            badge("simulated")
+    else:
+        st.caption(f"The replay runs on the page up to {REPLAY_MAX_REQUESTS:,} requests; use "
+                   "`python -m shapeviz simulate LOG --autoscale POLICY` for this log.")
+
+    st.markdown("**Next quarter: growth per product**")
+    products = sorted(frame["product"].astype(str).unique()) if "product" in frame.columns else ["all"]
+    g1, g2, g3 = st.columns([3, 3, 1])
+    growth_text = g1.text_input("Monthly request growth (product=rate, comma-separated)", value="8%",
+                                key="fleet_growth", help="a bare rate applies to every product; e.g. "
+                                "chat=8%, agent=20%")
+    output_text = g2.text_input("Monthly output-length growth", value="", key="fleet_output_growth",
+                                help="e.g. reasoning=5%")
+    months = g3.number_input("Months", min_value=1, max_value=24, value=3, key="fleet_months")
+    try:
+        growth = Growth(parse_growth([x for x in growth_text.split(",") if x.strip()]),
+                        parse_growth([x for x in output_text.split(",") if x.strip()]), int(months))
+    except ValueError as exc:
+        st.error(md_literal(str(exc)))
+        return
+    sketch = data.sketch_of(digest)
+    try:
+        result = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
+                         tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+    except ValueError as exc:
+        st.info(md_literal(str(exc)))
+        return
+    chart(growth_figure(result.months, result.replicas_now), key="fleet_growth_chart")
+    table(result.months, usd_per_month=st.column_config.NumberColumn("$ / month", format="dollar"))
+    badge("estimated")
+    st.caption("Each month is planned like the plan above: the whole log's shape at its p99 minute, grown per "
+               "product (the windows above size each window on its own, so their peak can be higher). "
+               + ("Today's pool runs out of headroom in month "
+                f"{result.runs_out_month}." if result.runs_out_month is not None
+                else "Today's pool holds within the horizon.")
+               + f" Products in the log: {md_literal(', '.join(products))}.")

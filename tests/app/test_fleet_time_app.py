@@ -1,0 +1,41 @@
+"""The Capacity page's "Traffic over time" section on the demo, driven by AppTest."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def _capacity() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    at.switch_page("pages/capacity.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _policies(at: AppTest):
+    for frame in at.dataframe:
+        value = frame.value
+        if "policy" in value.columns and "saving vs peak" in value.columns:
+            return value
+    raise AssertionError("no policy table on the Capacity page")
+
+
+def test_the_page_shows_each_policy_against_the_peak_and_a_slower_start_costs_attainment() -> None:
+    at = _capacity()
+    assert any("Traffic over time" in h.value for h in at.subheader)
+    policies = _policies(at).set_index("policy")
+    assert len(policies) == 4
+    assert policies.loc["hold at peak", "saving vs peak"] == 0
+    assert (policies["GPU-hours"] <= policies.loc["hold at peak", "GPU-hours"] + 1e-9).all()
+    titles = [json.loads(c.proto.spec).get("layout", {}).get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    assert "Traffic and replicas over time" in titles and "The pool month by month" in titles
+    before = policies.loc["predicted SLO attainment", "SLO attainment"]
+    at.number_input(key="fleet_engine_start_s").set_value(1200.0).run()
+    assert not at.exception, at.exception
+    after = _policies(at).set_index("policy").loc["predicted SLO attainment", "SLO attainment"]
+    assert after < before
