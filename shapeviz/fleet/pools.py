@@ -272,10 +272,7 @@ def fleet_requests(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), seed: int = 0
 
 def subset(req: Requests, mask: np.ndarray) -> Requests:
     """The requests where ``mask`` holds (arrival order kept)."""
-    return Requests(req.input_tokens[mask], req.output_tokens[mask], req.cached_tokens[mask],
-                    None if req.arrival_s is None else req.arrival_s[mask],
-                    None if req.product is None else req.product[mask],
-                    None if req.ttft_target_ms is None else req.ttft_target_ms[mask])
+    return req.take(mask)
 
 
 def route(req: Requests, pools: Sequence[Pool]) -> np.ndarray:
@@ -363,7 +360,7 @@ def simulate_pool(pool: Pool, req: Requests, model: str, classes: Mapping[str, S
     pre_dep = pool_deployment(pool, model, pool.prefill.gpu, pool.prefill.tp)  # type: ignore[union-attr]
     dec_dep = pool_deployment(pool, model, pool.decode.gpu, pool.decode.tp)    # type: ignore[union-attr]
     one = np.ones(len(req), dtype=np.int64)
-    pre = simulate(Requests(req.input_tokens, one, req.cached_tokens, req.arrival_s, req.product, req.ttft_target_ms),
+    pre = simulate(replace(req, output_tokens=one),
                    pre_dep, replicas=pool.prefill.replicas, scheduler=pool.scheduler,  # type: ignore[union-attr]
                    max_num_seqs=pool.max_num_seqs, **common)
     p = pre.requests

@@ -644,6 +644,7 @@ def product_latency_figure(requests: pd.DataFrame, classes: Mapping[str, object]
                       title=dict(text="Each product against its own class<br><sup>simulated; × marks the class "
                                       "(target at its percentile): a curve left of its × at that height meets it</sup>",
                                  x=0.01))
+    return fig
 
 
 POLICY_COLORS = {"peak": "#9AA5B1", "utilization": "#E69F00", "slo": "#0072B2", "schedule": "#009E73"}

@@ -28,7 +28,7 @@ def test_simulate_this_fleet_draws_labelled_simulated_figures() -> None:
               for c in at.get("plotly_chart")]
     assert len(titles) == before + 4   # + each product against its own class
     assert sum(t.startswith("Simulated") for t in titles) == 3 and any("goodput" in t for t in titles)
-    assert any(t.startswith("Each product against its own class") for t in titles)
+    assert any(t.startswith("Each product against its own class") for t in titles), titles
     cells = _table_with(at, "TTFT p90 simulated")
     assert list(cells["traffic"]) == ["×0.5", "×1", "×1.5", "×2", "×3"]
     assert not cells.isin(["None", "nan"]).any().any()

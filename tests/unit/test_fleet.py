@@ -123,7 +123,7 @@ def test_deadline_scheduler_serves_the_tight_class_first() -> None:
     arrival = np.sort(rng.uniform(0, 60, n))
     product = np.where(is_auto, "auto", "rag").astype(object)
     target = np.where(is_auto, 200.0, 5000.0)
-    req = Requests(inp, out, np.zeros(n, dtype=np.int64), arrival, product, target)
+    req = Requests(inp, out, np.zeros(n, dtype=np.int64), arrival, product, ttft_target_ms=target)
     dep = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 4)
     classes = {"auto": SloClass("auto", 200, 50), "rag": SloClass("rag", 5000, 60)}
     res = {s: product_outcomes(simulate(req, dep, arrivals="trace", scheduler=s).requests, classes)
