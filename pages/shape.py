@@ -50,8 +50,7 @@ with right:
 # --- the plane -----------------------------------------------------------------------------------------------
 # The plane changes only with the log, the corners, the deployment and the cache share; trims redraw the small
 # chart below it, so a trim step never sends (or redraws) the plane's points again.
-fig, p50, colors = plane(ctx.dataset.digest, astuple(s.corners), ctx.deployment, s.cache_hit, s.tpot_slo_ms,
-                         ctx.dataset.log)
+fig, p50, colors = plane(ctx.dataset, astuple(s.corners), ctx.deployment, s.cache_hit, s.tpot_slo_ms)
 chart(fig, key="plane", inert=True)
 st.caption("Above the dashed balance line a request costs more decode than prefill GPU-time on the selected "
            "deployment. Diamonds are each product's median request. Corner boundaries are in the sidebar.")
