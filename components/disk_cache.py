@@ -6,12 +6,13 @@ data files of ``shapeviz`` (so an upgrade never reads a stale result), the datas
 parameters. Only synthetic data goes to disk: uploads stay in the session's memory, never written anywhere.
 
 The folder is ``SHAPEVIZ_CACHE_DIR`` when the operator sets it (``off`` turns the cache off), else
-``$XDG_CACHE_HOME/shapeviz`` (``~/.cache/shapeviz``). Entries are pickles the app wrote itself; the folder must be
-one only the app can write to. A folder that cannot be written, or an entry that cannot be read, only costs the
+``$XDG_CACHE_HOME/shapeviz`` (``~/.cache/shapeviz``), holding at most ``MAX_ENTRIES`` entries (the least recently
+read go first). Entries are pickles the app wrote itself; the folder must be one only the app can write to. A folder that cannot be written, or an entry that cannot be read, only costs the
 computation: the cache never fails a page.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 ENV = "SHAPEVIZ_CACHE_DIR"
+MAX_ENTRIES = 256   # a deployment or corner change on the demo is a new entry (35 kB analysis, 0.3 MB plane)
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
@@ -62,7 +64,10 @@ def cached(kind: str, parts: tuple[object, ...], compute: Callable[[], T]) -> T:
     path = folder / f"{kind}-{key_of(kind, *parts)}.pickle"
     try:
         with path.open("rb") as f:
-            return pickle.load(f)
+            value = pickle.load(f)
+        with contextlib.suppress(OSError):
+            os.utime(path)   # recently read: the last to be pruned
+        return value
     except FileNotFoundError:
         pass
     except Exception:   # noqa: BLE001 - an unreadable entry (another Python, a truncated disk) is computed again
@@ -77,9 +82,17 @@ def cached(kind: str, parts: tuple[object, ...], compute: Callable[[], T]) -> T:
             pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
         tmp = None
+        _prune(folder)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         pass   # a read-only or full disk, or a value that does not pickle: returned, just not kept
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
     return value
+
+
+def _prune(folder: Path) -> None:
+    """Keep the ``MAX_ENTRIES`` most recently used entries."""
+    entries = sorted(folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime)
+    for old in entries[:max(len(entries) - MAX_ENTRIES, 0)]:
+        old.unlink(missing_ok=True)
