@@ -6,6 +6,7 @@ from dataclasses import astuple
 import pandas as pd
 import streamlit as st
 
+from components import sidebar
 from components.context import BALANCE_INPUT_TOKENS, page_context, plane
 from components.mapping import mapping_editor
 from components.widgets import MISSING, badge, chart, csv_button, table
@@ -56,7 +57,15 @@ st.caption("Above the dashed balance line a request costs more decode than prefi
            "deployment. Diamonds are each product's median request. Corner boundaries are in the sidebar.")
 balance = (BALANCE_INPUT_TOKENS, balance_ratio(ctx.deployment, BALANCE_INPUT_TOKENS, s.cache_hit * BALANCE_INPUT_TOKENS,
                                                tpot_slo_ms=s.tpot_slo_ms) * BALANCE_INPUT_TOKENS)
-chart(whatif_shift_figure(p50, (s.trim_input, s.trim_output), colors, balance), key="whatif_shift", inert=True)
+
+
+def _whatif_shift() -> None:
+    """Each product's median before → after the trims: the only part of this page a trim step redraws."""
+    now = sidebar.settings()
+    chart(whatif_shift_figure(p50, (now.trim_input, now.trim_output), colors, balance), key="whatif_shift", inert=True)
+
+
+sidebar.whatif_fragment(_whatif_shift)
 
 # --- per product -----------------------------------------------------------------------------------------------
 st.subheader("Shape and phase per product")
