@@ -56,7 +56,10 @@ def _kmeans() -> type[KMeans]:
 
 
 def _one_thread() -> Any:
-    # threadpoolctl comes with scikit-learn; imported with it, only when clustering runs
+    # threadpoolctl comes with scikit-learn; imported with it, only when clustering runs. It limits only the
+    # libraries loaded when it is called, so scikit-learn (and its OpenMP runtime) is loaded first: otherwise
+    # k-means runs multi-threaded, and on a 20k x 2 sample the OpenMP start-up costs ten times the work.
+    _kmeans()
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1)
