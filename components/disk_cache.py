@@ -41,9 +41,10 @@ def cache_dir() -> Path | None:
 
 @lru_cache(maxsize=1)
 def code_digest() -> str:
-    """A digest of every source and data file the results depend on (read once per process, ~300 kB)."""
+    """A digest of every source and data file the results depend on (read once per process, ~1 MB)."""
     h = hashlib.sha256()
-    for folder, pattern in ((ROOT / "shapeviz", "*.py"), (ROOT / "data", "*")):
+    # components/ too: the demo's generation and the plane's balance line are drawn up there
+    for folder, pattern in ((ROOT / "shapeviz", "*.py"), (ROOT / "components", "*.py"), (ROOT / "data", "*")):
         for path in sorted(folder.rglob(pattern)):
             if path.is_file() and "__pycache__" not in path.parts:
                 h.update(str(path.relative_to(ROOT)).encode())
