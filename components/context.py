@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from components import data, sidebar
+from components import data, disk_cache, sidebar
 from components.entry import through_entry
 from components.progress import progress_bar
 from shapeviz.analyses.shapes import Corners
@@ -91,10 +91,12 @@ def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment
 
 # The demo and scenarios are the same for everyone: their analysis is shared between sessions, so a second
 # visitor's first page does not redo it (an upload's stays private to its session, above).
+# They are also kept on disk (components/disk_cache.py), so a fresh server's first page reads them.
 @st.cache_resource(max_entries=16, ttl=24 * 3600, show_spinner=False)
 def _shared_analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
                      material_share: float, _log: LoadedLog) -> Analysis:
-    return _analyze(digest, corners, deployment, k, material_share, _log)
+    return disk_cache.cached("analysis", (digest, corners, deployment, k, material_share),
+                             lambda: _analyze(digest, corners, deployment, k, material_share, _log))
 
 
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
@@ -119,14 +121,36 @@ def rate_chart(digest: str, freq: str, _log: LoadedLog) -> go.Figure:
 BALANCE_INPUT_TOKENS = np.logspace(0, 6.5, 60)  # where the plane's prefill = decode line is evaluated
 
 
-@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Drawing the plane…")
-def plane(digest: str, corners: tuple[int, int, int], deployment: Deployment, cache_hit: float, tpot_slo_ms: float,
-          _log: LoadedLog) -> tuple[go.Figure, pd.DataFrame, dict[str, str]]:
+Plane = tuple[go.Figure, pd.DataFrame, dict[str, str]]
+
+
+def plane(dataset: data.Dataset, corners: tuple[int, int, int], deployment: Deployment, cache_hit: float,
+          tpot_slo_ms: float) -> Plane:
     """The plane with the deployment's balance line (inert, ready to draw), each product's p50, product colours.
 
     Keyed on what changes it, so a trim or traffic step reuses it as it is: the browser receives the same
-    figure and keeps the one it drew, instead of redrawing thousands of points.
+    figure and keeps the one it drew, instead of redrawing thousands of points. The demo's and scenarios' are
+    shared between sessions and kept on disk, as their analysis is.
     """
+    build = _shared_plane if dataset.synthetic else _session_plane
+    return build(dataset.digest, corners, deployment, cache_hit, tpot_slo_ms, dataset.log)
+
+
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Drawing the plane…")
+def _session_plane(digest: str, corners: tuple[int, int, int], deployment: Deployment, cache_hit: float,
+                   tpot_slo_ms: float, _log: LoadedLog) -> Plane:
+    return _plane(corners, deployment, cache_hit, tpot_slo_ms, _log)
+
+
+@st.cache_resource(max_entries=16, ttl=24 * 3600, show_spinner="Drawing the plane…")
+def _shared_plane(digest: str, corners: tuple[int, int, int], deployment: Deployment, cache_hit: float,
+                  tpot_slo_ms: float, _log: LoadedLog) -> Plane:
+    return disk_cache.cached("plane", (digest, corners, deployment, cache_hit, tpot_slo_ms),
+                             lambda: _plane(corners, deployment, cache_hit, tpot_slo_ms, _log))
+
+
+def _plane(corners: tuple[int, int, int], deployment: Deployment, cache_hit: float, tpot_slo_ms: float,
+           _log: LoadedLog) -> Plane:
     frame = _log.frame
     colors = product_colors(frame["product"].astype(str).unique())
     x = BALANCE_INPUT_TOKENS

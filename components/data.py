@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
+from components import disk_cache
 from components.progress import progress_bar
 from shapeviz.ingest import LoadedLog, load_log
 from shapeviz.ingest.roots import allowed_roots, resolve_server_paths
@@ -59,13 +60,19 @@ class Dataset:
     sketch: WorkloadSketch | None = field(default=None, compare=False)
 
 
-@st.cache_resource(max_entries=8, ttl=24 * 3600, show_spinner="Generating the demo log…")
-def _load_generated(kind: str, seed: int = 0) -> LoadedLog:
+def _generate(kind: str, seed: int) -> tuple[LoadedLog, str]:
     frame = generate(DEMO_REQUESTS, seed=seed) if kind == "demo" else scenario(kind, SCENARIO_REQUESTS, seed=seed)
     buffer = io.BytesIO()
     write_log(frame, buffer, fmt="parquet")
     # Generated data goes through the same reader as an upload, so the demo shows a real load report.
-    return load_log(buffer.getvalue(), name=f"{kind}.parquet")
+    content = buffer.getvalue()
+    return load_log(content, name=f"{kind}.parquet"), f"gen-{kind}-{hashlib.sha256(content).hexdigest()[:16]}"
+
+
+@st.cache_resource(max_entries=8, ttl=24 * 3600, show_spinner="Generating the demo log…")
+def _load_generated(kind: str, seed: int = 0) -> tuple[LoadedLog, str]:
+    """The generated log and its content digest; stored on disk once per code version (a fresh server reads it)."""
+    return disk_cache.cached("generated", (kind, seed, DEMO_REQUESTS, SCENARIO_REQUESTS), lambda: _generate(kind, seed))
 
 
 def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
@@ -161,7 +168,8 @@ def current_dataset() -> Dataset | None:
         return _remember(Dataset(log, _mode(digest, sketch), label, synthetic=False, sketch=sketch))
     if kind not in SCENARIOS and kind != "demo":
         kind = "demo"
-    return Dataset(_load_generated(kind), f"gen-{kind}", DATASETS[kind], synthetic=True)
+    log, digest = _load_generated(kind)
+    return Dataset(log, digest, DATASETS[kind], synthetic=True)
 
 
 def _remember(dataset: Dataset) -> Dataset:

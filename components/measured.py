@@ -34,9 +34,9 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> N
     w = workload(ctx.dataset.digest, ctx.dataset.log)
     st.subheader("Plan vs measured")
     st.caption("Run the load test of the report bundle (aiperf or guidellm) against the deployment, then drop the "
-               "result files here: aiperf's profile_export_aiperf.json, guidellm's JSON report. A log with "
-               "ttft_ms/tpot_ms columns is compared as well.")
-    uploads = st.file_uploader("Load-test results (JSON)", type=["json"], accept_multiple_files=True,
+               "result files here: aiperf's profile_export_aiperf.json or its per-request profile_export.jsonl, "
+               "guidellm's JSON report. A log with ttft_ms/tpot_ms columns is compared as well.")
+    uploads = st.file_uploader("Load-test results (JSON)", type=["json", "jsonl"], accept_multiple_files=True,
                                key=f"measured-{key}")
     levels = []
     for f in uploads or []:

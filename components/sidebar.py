@@ -5,6 +5,7 @@ directly: they call ``settings()`` and pass plain values into ``shapeviz``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
@@ -67,6 +68,25 @@ class Settings:
 
 PENDING_CACHE_HIT = "_pending_cache_hit_pct"
 SLO_HINT_SLOT = "_slo_hint_slot"
+WHATIF_FRAGMENT = "whatif"                 # the key of the page's what-if fragment
+_FRAGMENT_ON_PAGE = "_whatif_fragment_on_page"
+
+
+def _on_whatif_step() -> None:
+    # A trim or traffic step changes only what the page drew in its what-if fragment: rerun that alone (the
+    # sliders stay here, in the entry file's sidebar, so their values survive page changes). A page without one
+    # reruns whole, the default.
+    if st.session_state.get(_FRAGMENT_ON_PAGE):
+        st.rerun(scope=WHATIF_FRAGMENT)
+
+
+def whatif_fragment(draw: Callable[[], None]) -> None:
+    """Run ``draw`` as the page's what-if fragment: a trim or traffic step reruns only it, not the page.
+
+    ``draw`` reads the sidebar's values itself (``settings()``), so a fragment rerun sees the new ones.
+    """
+    st.session_state[_FRAGMENT_ON_PAGE] = True
+    st.fragment(draw, key=WHATIF_FRAGMENT)()
 
 
 def _init_state() -> None:
@@ -166,16 +186,16 @@ def _on_speculative_change() -> None:
 def render_whatif() -> None:
     """Trim, cache, traffic, deployment, SLOs and price: the levers a planning meeting moves."""
     st.sidebar.markdown("### What-if")
-    st.sidebar.slider("Trim input %", 0, 90, key="trim_input_pct", step=5,
+    st.sidebar.slider("Trim input %", 0, 90, key="trim_input_pct", step=5, on_change=_on_whatif_step,
                       help="Better retrieval, summarisation, shorter system prompts.")
-    st.sidebar.slider("Trim output %", 0, 90, key="trim_output_pct", step=5,
+    st.sidebar.slider("Trim output %", 0, 90, key="trim_output_pct", step=5, on_change=_on_whatif_step,
                       help="Tighter prompts, stopping criteria, output budgets.")
     st.sidebar.slider("Prefix-cache hit %", 0, 95, key="cache_hit_pct", step=1,
                       help="An assumption: the share of input tokens served from a prefix cache, the same on every "
                            "replica whatever the router. Defaults to what the log shows when it carries block "
                            "hashes, cached-token counts or sessions; with hashes or sessions the Capacity page "
                            "simulates the reuse each router really keeps on per-replica caches.")
-    st.sidebar.slider("Traffic ×", 0.25, 10.0, key="traffic", step=0.25)
+    st.sidebar.slider("Traffic ×", 0.25, 10.0, key="traffic", step=0.25, on_change=_on_whatif_step)
     with st.sidebar.expander("Deployment", expanded=True):
         st.selectbox("Model", list_models(), key="model", format_func=lambda m: get_model(m).name,
                      on_change=_on_model_change)
@@ -218,6 +238,7 @@ def render_whatif() -> None:
 def render() -> None:
     """Draw the whole sidebar (called once per run by app.py)."""
     _init_state()
+    st.session_state[_FRAGMENT_ON_PAGE] = False   # until this run's page draws one
     render_data_source()
     render_whatif()
     render_corners()

@@ -1,9 +1,12 @@
 """Capacity what-if: prefill (TTFT) and decode (TPOT) pressure, GPUs and cost, before → after the sidebar levers."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import streamlit as st
 
+from components import sidebar
 from components.context import page_context, rate_chart, workload
 from components.fleet import FLEET_DESIGN_KEY, edit_classes, render_fleet_design
 from components.fleet_time import render_traffic_over_time
@@ -20,10 +23,6 @@ from shapeviz.text import md_literal, phase_phrase
 ctx = page_context()
 s, dep = ctx.settings, ctx.deployment
 w = workload(ctx.dataset.digest, ctx.dataset.log)
-
-cmp = compare_whatif(w, dep, ctx.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd)
-before, after = cmp.before, cmp.after
-b, a = before.to_dict(), after.to_dict()
 
 st.title("Capacity what-if")
 st.caption(f"{md_literal(dep.describe())} · request rate {w.rate_rps:,.2f} req/s ({md_literal(w.rate_source)}: "
@@ -42,103 +41,117 @@ def _delta(x: float | None, y: float | None, unit: str = "") -> str | None:
     return f"{y - x:+,.0f}{unit}" if abs(y - x) >= 1 else f"{y - x:+,.2f}{unit}"
 
 
-fleet = cmp.fleet_replicas
-on_fleet = {"before": cmp.on_fleet.loc["before"], "after": cmp.on_fleet.loc["after"]}
-
-
 def _num(row: pd.Series, key: str) -> float | None:
     v = row[key]
     return None if pd.isna(v) else float(v)
 
 
-st.subheader(f"Before → after the what-if, on today's fleet ({fleet * dep.tp} GPUs)")
-row1 = st.columns([1, 1, 1.35, 1.35])  # "1,048 / 6,066" needs more room than "42%"
-for col, phase, help_text in (
-    (row1[0], "prefill", "Busy share of each replica's time spent prefilling."),
-    (row1[1], "decode", "Decode batch over what the TPOT SLO and the KV pool allow."),
-):
-    x, y = (100 * float(on_fleet[k][f"{phase}_utilization"]) for k in ("before", "after"))
-    col.metric(f"{phase.capitalize()} pressure", f"{y:.0f}%", _delta(x, y, " pts"), delta_color="inverse",
-               help=help_text)
-for col, metric in ((row1[2], "ttft"), (row1[3], "tpot")):
-    x, y = (_num(on_fleet[k], f"{metric}_p90_ms") for k in ("before", "after"))
-    col.metric(f"{metric.upper()} p50 / p90 (ms)",
-               f"{_fmt_ms(_num(on_fleet['after'], f'{metric}_p50_ms'))} / {_fmt_ms(y)}",
-               _delta(x, y, " ms p90"), delta_color="inverse")
-st.subheader("GPUs and cost that meet both SLOs")
-row2 = st.columns(4)
-g_b, g_a = b["gpus"], a["gpus"]
-row2[0].metric("GPUs colocated", f"{g_a['colocated'] or MISSING}", _delta(g_b["colocated"], g_a["colocated"]),
-               delta_color="inverse")
-no_split = g_a["prefill"] is None or g_a["decode"] is None
-row2[1].metric("GPUs split P + D", MISSING if no_split else f"{g_a['prefill']} + {g_a['decode']}",
-               "no split meets the SLOs" if no_split else _delta(g_b.get("disaggregated"), g_a.get("disaggregated"),
-                                                                 " total"),
-               delta_color="off" if no_split else "inverse", delta_arrow="off" if no_split else "auto",
-               help="Disaggregated: separate prefill (P) and decode (D) pools. The KV transfer between them adds "
-                    "to TTFT, so when the prefill alone nearly fills the TTFT SLO no prefill pool meets it.")
-usd_h = a["cost"].get("usd_per_hour")
-row2[2].metric("Cost per hour", MISSING if usd_h is None else f"${usd_h:,.0f}",
-               _delta(b["cost"].get("usd_per_hour"), usd_h, " $"), delta_color="inverse")
-per_m = a["cost"].get("usd_per_million_tokens")
-row2[3].metric("Cost per 1M tokens", MISSING if per_m is None else f"${per_m:,.3f}",
-               None if per_m is None else _delta(b["cost"].get("usd_per_million_tokens"), per_m, " $"),
-               delta_color="inverse")
-left, right = st.columns([0.85, 0.15])
-left.markdown(
-    ("Both SLOs are met" + (f" ({md_literal('; '.join(after.notes))})." if after.notes else ".") if after.meets_slo
-     else "**The SLOs cannot be met** on this deployment at this rate: " + md_literal("; ".join(after.notes)) + ".")
-    + f" After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
-)
-with right:
-    badge("estimated")
+def _whatif() -> None:
+    """Everything the what-if levers move: a trim or traffic step reruns only this, not the whole page."""
+    now = replace(ctx, settings=sidebar.settings())
+    s = now.settings
+    cmp = compare_whatif(w, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd)
+    before, after = cmp.before, cmp.after
+    b, a = before.to_dict(), after.to_dict()
 
-# Their names are the app's own ("before", "p90"), nothing from the log: no inert copy needed.
-chart(pressure_figure(on_fleet["before"], on_fleet["after"], s.ttft_slo_ms, s.tpot_slo_ms), key="pressure", inert=True)
-curve = load_curve(w, dep, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms, tpot_slo_ms=s.tpot_slo_ms,
-                   multipliers=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0))
-chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve", inert=True)
-st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
-           "headroom a planner buys.")
-speculative_section(w, dep, ctx)
-classes = edit_classes(ctx.dataset.digest, ctx.dataset.log)
-render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, w.rate_rps * ctx.whatif.traffic_multiplier,
-                  int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve, ctx.analysis.recommendations,
-                  classes)
-render_routers(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, w.rate_rps * ctx.whatif.traffic_multiplier,
-               int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, ctx.analysis.recommendations)
-design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, dep.model.id, ctx.whatif.traffic_multiplier)
-if design is not None:
-    st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
+    fleet = cmp.fleet_replicas
+    on_fleet = {"before": cmp.on_fleet.loc["before"], "after": cmp.on_fleet.loc["after"]}
 
-if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
-    freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"
-    chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate", inert=True)
-    badge("measured")
-    render_traffic_over_time(ctx.dataset.digest, ctx.dataset.log, dep, ctx.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
-                             s.gpu_hour_usd)
+    st.subheader(f"Before → after the what-if, on today's fleet ({fleet * dep.tp} GPUs)")
+    row1 = st.columns([1, 1, 1.35, 1.35])  # "1,048 / 6,066" needs more room than "42%"
+    for col, phase, help_text in (
+        (row1[0], "prefill", "Busy share of each replica's time spent prefilling."),
+        (row1[1], "decode", "Decode batch over what the TPOT SLO and the KV pool allow."),
+    ):
+        x, y = (100 * float(on_fleet[k][f"{phase}_utilization"]) for k in ("before", "after"))
+        col.metric(f"{phase.capitalize()} pressure", f"{y:.0f}%", _delta(x, y, " pts"), delta_color="inverse",
+                   help=help_text)
+    for col, metric in ((row1[2], "ttft"), (row1[3], "tpot")):
+        x, y = (_num(on_fleet[k], f"{metric}_p90_ms") for k in ("before", "after"))
+        col.metric(f"{metric.upper()} p50 / p90 (ms)",
+                   f"{_fmt_ms(_num(on_fleet['after'], f'{metric}_p50_ms'))} / {_fmt_ms(y)}",
+                   _delta(x, y, " ms p90"), delta_color="inverse")
+    st.subheader("GPUs and cost that meet both SLOs")
+    row2 = st.columns(4)
+    g_b, g_a = b["gpus"], a["gpus"]
+    row2[0].metric("GPUs colocated", f"{g_a['colocated'] or MISSING}", _delta(g_b["colocated"], g_a["colocated"]),
+                   delta_color="inverse")
+    no_split = g_a["prefill"] is None or g_a["decode"] is None
+    row2[1].metric("GPUs split P + D", MISSING if no_split else f"{g_a['prefill']} + {g_a['decode']}",
+                   "no split meets the SLOs" if no_split else _delta(g_b.get("disaggregated"), g_a.get("disaggregated"),
+                                                                     " total"),
+                   delta_color="off" if no_split else "inverse", delta_arrow="off" if no_split else "auto",
+                   help="Disaggregated: separate prefill (P) and decode (D) pools. The KV transfer between them adds "
+                        "to TTFT, so when the prefill alone nearly fills the TTFT SLO no prefill pool meets it.")
+    usd_h = a["cost"].get("usd_per_hour")
+    row2[2].metric("Cost per hour", MISSING if usd_h is None else f"${usd_h:,.0f}",
+                   _delta(b["cost"].get("usd_per_hour"), usd_h, " $"), delta_color="inverse")
+    per_m = a["cost"].get("usd_per_million_tokens")
+    row2[3].metric("Cost per 1M tokens", MISSING if per_m is None else f"${per_m:,.3f}",
+                   None if per_m is None else _delta(b["cost"].get("usd_per_million_tokens"), per_m, " $"),
+                   delta_color="inverse")
+    left, right = st.columns([0.85, 0.15])
+    left.markdown(
+        ("Both SLOs are met" + (f" ({md_literal('; '.join(after.notes))})." if after.notes else ".") if after.meets_slo
+         else "**The SLOs cannot be met** on this deployment at this rate: " + md_literal("; ".join(after.notes)) + ".")
+        + f" After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
+    )
+    with right:
+        badge("estimated")
 
-plan_vs_measured(ctx, "capacity", after)
+    # Their names are the app's own ("before", "p90"), nothing from the log: no inert copy needed.
+    chart(pressure_figure(on_fleet["before"], on_fleet["after"], s.ttft_slo_ms, s.tpot_slo_ms), key="pressure",
+          inert=True)
+    curve = load_curve(w, dep, whatif=now.whatif, ttft_slo_ms=s.ttft_slo_ms, tpot_slo_ms=s.tpot_slo_ms,
+                       multipliers=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0))
+    chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve", inert=True)
+    st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
+               "headroom a planner buys.")
+    speculative_section(w, dep, now)
+    classes = edit_classes(ctx.dataset.digest, ctx.dataset.log)
+    rate = w.rate_rps * now.whatif.traffic_multiplier
+    replicas = int(curve["replicas"].iloc[0])
+    render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, rate, replicas, s.ttft_slo_ms,
+                      s.tpot_slo_ms, curve, ctx.analysis.recommendations, classes)
+    render_routers(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, rate, replicas, s.ttft_slo_ms, s.tpot_slo_ms,
+                   ctx.analysis.recommendations)
+    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, dep.model.id,
+                                 now.whatif.traffic_multiplier)
+    if design is not None:
+        st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
 
-st.subheader("Compare deployments")
-st.caption(f"Every GPU, precision and layout (TP; DEP for MoE; FP4 where the GPU runs it) that holds {dep.model.name}, "
-           "planned for this workload and the what-if, "
-           "each GPU at its catalogue price (an assumption).")
-if st.button("Compare all deployments", icon=":material/compare_arrows:"):
-    table_all = compare_deployments(w, dep.model.id, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms,
-                                    tpot_slo_ms=s.tpot_slo_ms)
-    ok = int(table_all["meets_slo"].sum()) if not table_all.empty else 0
-    st.markdown(f"**{ok} of {len(table_all)} configurations meet both SLOs.**")
-    best = winners(table_all)
-    if best:
-        cols = st.columns(len(best))
-        for col, (title, r) in zip(cols, best.items()):
-            col.metric(title[0].upper() + title[1:], f"{r['gpus']}× {r['gpu']}",
-                       f"{r['precision'].upper()} {r['layout']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
-                       delta_color="off")
-    table(table_all.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
-    badge("estimated")
+    if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
+        freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"
+        chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate", inert=True)
+        badge("measured")
+        render_traffic_over_time(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
+                                 s.gpu_hour_usd)
 
-with st.expander("Assumptions and where each number comes from"):
-    table(pd.DataFrame({"assumption": list(a["assumptions"]), "value": [MISSING if v is None else str(v) for v in a["assumptions"].values()]}))
-    table(pd.DataFrame({"figure": list(a["provenance"]), "source": list(a["provenance"].values())}))
+    plan_vs_measured(now, "capacity", after)
+
+    st.subheader("Compare deployments")
+    st.caption("Every GPU, precision and layout (TP; DEP for MoE; FP4 where the GPU runs it) that holds "
+               f"{dep.model.name}, planned for this workload and the what-if, "
+               "each GPU at its catalogue price (an assumption).")
+    if st.button("Compare all deployments", icon=":material/compare_arrows:"):
+        table_all = compare_deployments(w, dep.model.id, whatif=now.whatif, ttft_slo_ms=s.ttft_slo_ms,
+                                        tpot_slo_ms=s.tpot_slo_ms)
+        ok = int(table_all["meets_slo"].sum()) if not table_all.empty else 0
+        st.markdown(f"**{ok} of {len(table_all)} configurations meet both SLOs.**")
+        best = winners(table_all)
+        if best:
+            cols = st.columns(len(best))
+            for col, (title, r) in zip(cols, best.items()):
+                col.metric(title[0].upper() + title[1:], f"{r['gpus']}× {r['gpu']}",
+                           f"{r['precision'].upper()} {r['layout']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
+                           delta_color="off")
+        table(table_all.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
+        badge("estimated")
+
+    with st.expander("Assumptions and where each number comes from"):
+        table(pd.DataFrame({"assumption": list(a["assumptions"]),
+                            "value": [MISSING if v is None else str(v) for v in a["assumptions"].values()]}))
+        table(pd.DataFrame({"figure": list(a["provenance"]), "source": list(a["provenance"].values())}))
+
+
+sidebar.whatif_fragment(_whatif)

@@ -6,6 +6,7 @@ from dataclasses import astuple
 import pandas as pd
 import streamlit as st
 
+from components import sidebar
 from components.context import BALANCE_INPUT_TOKENS, page_context, plane
 from components.mapping import mapping_editor
 from components.widgets import MISSING, badge, chart, csv_button, table
@@ -50,14 +51,21 @@ with right:
 # --- the plane -----------------------------------------------------------------------------------------------
 # The plane changes only with the log, the corners, the deployment and the cache share; trims redraw the small
 # chart below it, so a trim step never sends (or redraws) the plane's points again.
-fig, p50, colors = plane(ctx.dataset.digest, astuple(s.corners), ctx.deployment, s.cache_hit, s.tpot_slo_ms,
-                         ctx.dataset.log)
+fig, p50, colors = plane(ctx.dataset, astuple(s.corners), ctx.deployment, s.cache_hit, s.tpot_slo_ms)
 chart(fig, key="plane", inert=True)
 st.caption("Above the dashed balance line a request costs more decode than prefill GPU-time on the selected "
            "deployment. Diamonds are each product's median request. Corner boundaries are in the sidebar.")
 balance = (BALANCE_INPUT_TOKENS, balance_ratio(ctx.deployment, BALANCE_INPUT_TOKENS, s.cache_hit * BALANCE_INPUT_TOKENS,
                                                tpot_slo_ms=s.tpot_slo_ms) * BALANCE_INPUT_TOKENS)
-chart(whatif_shift_figure(p50, (s.trim_input, s.trim_output), colors, balance), key="whatif_shift", inert=True)
+
+
+def _whatif_shift() -> None:
+    """Each product's median before → after the trims: the only part of this page a trim step redraws."""
+    now = sidebar.settings()
+    chart(whatif_shift_figure(p50, (now.trim_input, now.trim_output), colors, balance), key="whatif_shift", inert=True)
+
+
+sidebar.whatif_fragment(_whatif_shift)
 
 # --- per product -----------------------------------------------------------------------------------------------
 st.subheader("Shape and phase per product")

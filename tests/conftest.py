@@ -23,6 +23,12 @@ def reference_dir() -> Path:
     return Path(env) if env else ROOT.parent / "shared" / "reference"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _app_disk_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The app's disk cache (components/disk_cache.py) in a temporary folder: tests never write to ~/.cache."""
+    os.environ.setdefault("SHAPEVIZ_CACHE_DIR", str(tmp_path_factory.mktemp("shapeviz-cache")))
+
+
 def _require(path: Path, what: str) -> Path:
     if path.exists():
         return path

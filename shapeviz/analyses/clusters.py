@@ -25,12 +25,10 @@ corner are pooled before the test, because two clusters in one corner make the s
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from sklearn.cluster import KMeans
-from threadpoolctl import threadpool_limits
 
 from shapeviz.analyses.shapes import (
     DEFAULT_CORNERS,
@@ -44,6 +42,27 @@ from shapeviz.analyses.shapes import (
 )
 from shapeviz.workload.arrays import category_codes, product_codes, token_arrays
 from shapeviz.workload.sketch import WorkloadSketch
+
+if TYPE_CHECKING:
+    from sklearn.cluster import KMeans
+
+
+def _kmeans() -> type[KMeans]:
+    # scikit-learn (with scipy) takes 0.7-1.2 s to import: only a run that clusters pays for it, not a page or a
+    # command that reads an analysis already made.
+    from sklearn.cluster import KMeans
+
+    return KMeans
+
+
+def _one_thread() -> Any:
+    # threadpoolctl comes with scikit-learn; imported with it, only when clustering runs. It limits only the
+    # libraries loaded when it is called, so scikit-learn (and its OpenMP runtime) is loaded first: otherwise
+    # k-means runs multi-threaded, and on a 20k x 2 sample the OpenMP start-up costs ten times the work.
+    _kmeans()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)
 
 DEFAULT_SAMPLE_SIZE = 20_000
 DEFAULT_SILHOUETTE_SAMPLE = 2_000
@@ -186,7 +205,7 @@ def _validate(k: int | None, sample_size: int, silhouette_sample: int, k_range: 
 
 
 def _fit(points: np.ndarray, k: int, random_state: int, n_init: int = N_INIT) -> KMeans:
-    return KMeans(n_clusters=k, n_init=n_init, random_state=random_state).fit(points)
+    return _kmeans()(n_clusters=k, n_init=n_init, random_state=random_state).fit(points)
 
 
 @dataclass(frozen=True)
@@ -374,7 +393,7 @@ def find_clusters(
     gap: float | None = None
     centers = sample.mean(axis=0, keepdims=True)  # k = 1 unless a split is chosen below
     # One thread: on a 20k x 2 sample the OpenMP start-up of a multi-threaded k-means costs ten times the work.
-    with threadpool_limits(limits=1):
+    with _one_thread():
         if k is None:
             judgement = _judge(sample, mean, std, **judge_args)
             gap = judgement.gap
@@ -386,7 +405,7 @@ def find_clusters(
                 k_source, silhouette = "auto", k_scores[judgement.best]
                 # Place the final centres on the whole sample, starting from the chosen candidate's.
                 start = judgement.selection.fits[judgement.best].cluster_centers_
-                centers = KMeans(n_clusters=judgement.best, init=start, n_init=1,
+                centers = _kmeans()(n_clusters=judgement.best, init=start, n_init=1,
                                  random_state=random_state).fit(sample).cluster_centers_
         else:
             k_source = "user"
@@ -480,7 +499,7 @@ def find_clusters(
             own, own_mean, own_std = _standardise(log_plane(inp[mask], out[mask]))
             if len(own) > sample_size:
                 own = own[np.sort(np.random.default_rng(random_state).choice(len(own), sample_size, replace=False))]
-            with threadpool_limits(limits=1):
+            with _one_thread():
                 alone = _judge(own, own_mean, own_std, **judge_args, scores_always=False)
             if alone.one_shape is not None:
                 notes.append(f"product '{names[p]}' spans clusters in {' and '.join(flag.corners)}, but judged "

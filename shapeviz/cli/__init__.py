@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="plan vs measured: aiperf/guidellm results (and the log's latencies)")
     check.add_argument("plan", metavar="PLAN_JSON", help="a report bundle's plan.json or `config --json` output")
     check.add_argument("results", nargs="*", metavar="RESULTS",
-                       help="aiperf profile_export_aiperf.json (or its folder) and guidellm JSON reports")
+                       help="aiperf profile_export_aiperf.json or profile_export.jsonl (or their folder), "
+                            "guidellm JSON reports")
     check.add_argument("--log", action="append", metavar="LOG", help="a request log with ttft_ms/tpot_ms to compare too")
     _add_common(check)
     check.set_defaults(handler=cmd_check)

@@ -6,6 +6,11 @@ one clear line):
 - **aiperf** ``profile_export_aiperf.json`` (schema 1.x, written by aiperf 0.13.0 with ``schema_version`` "1.4"):
   top-level metrics ``time_to_first_token``, ``inter_token_latency`` ({unit, avg, p50, p90, ...}),
   ``request_throughput`` and ``output_token_throughput`` ({unit, avg}), ``request_count``.
+- **aiperf** ``profile_export.jsonl`` (aiperf 0.13.0): one record per request, ``{"metadata": {request_start_ns,
+  request_end_ns, benchmark_phase, ...}, "metrics": {time_to_first_token, inter_token_latency,
+  output_sequence_length, request_latency, ...: {value, unit}}, "error": null | {...}}``. The level is computed
+  as aiperf computes its summary: the successful records of the profiling phase, numpy's linear percentiles,
+  throughput over the span from the first request's start to the last one's end.
 - **guidellm** benchmark report JSON (guidellm 0.8.1 ``--output kind=json``; metadata version 2):
   ``benchmarks[].config.strategy`` ({type_, rate}) and ``benchmarks[].metrics.<name>.successful``
   ({mean, median, percentiles: {p50, p90, ...}}) for ``time_to_first_token_ms``, ``inter_token_latency_ms``,
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -272,18 +277,86 @@ def parse_guidellm(document: Mapping[str, Any], source: str = "guidellm") -> lis
     return levels
 
 
+_GIVE = "give aiperf's profile_export_aiperf.json or profile_export.jsonl, or guidellm's JSON report"
+
+
+def _record_value(metrics: Mapping[str, Any], name: str) -> float:
+    """One per-request metric of an aiperf record in ms (or its own unit for counts); NaN when absent."""
+    metric = metrics.get(name)
+    if not isinstance(metric, Mapping):
+        return math.nan
+    v = _num(metric.get("value"))
+    if v is None:
+        return math.nan
+    unit = str(metric.get("unit", "ms")).strip().lower()
+    return v * _UNIT_MS[unit] if unit in _UNIT_MS else v
+
+
+def _aiperf_records(lines: list[bytes], name: str) -> list[MeasuredLevel] | None:
+    """The level of an aiperf ``profile_export.jsonl`` (one record per request); None when it is not one."""
+    rows, failed, warmup = [], 0, 0
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            if rows or failed or warmup:
+                raise ValueError(f"{name}: line {number} is not JSON; an aiperf profile_export.jsonl has one JSON "
+                                 "record per line") from None
+            return None
+        if not isinstance(record, Mapping) or not isinstance(record.get("metadata"), Mapping) \
+                or "metrics" not in record:
+            if rows or failed or warmup:
+                raise ValueError(f"{name}: line {number} is not an aiperf record (no metadata and metrics)")
+            return None
+        meta, metrics = record["metadata"], record.get("metrics")
+        if str(meta.get("benchmark_phase", "profiling")) != "profiling":
+            warmup += 1     # aiperf's summary counts the profiling phase only
+            continue
+        if record.get("error") or meta.get("was_cancelled") or not isinstance(metrics, Mapping):
+            failed += 1
+            continue
+        start, end = _num(meta.get("request_start_ns")), _num(meta.get("request_end_ns"))
+        latency = _record_value(metrics, "request_latency")
+        if start is None or (end is None and math.isnan(latency)):
+            failed += 1
+            continue
+        e2e_ms = (end - start) / 1e6 if end is not None else latency
+        rows.append((start / 1e9, _record_value(metrics, "time_to_first_token"),
+                     _record_value(metrics, "inter_token_latency"),
+                     _record_value(metrics, "output_sequence_length"), e2e_ms,
+                     _record_value(metrics, "input_sequence_length")))
+    if not rows:
+        if failed or warmup:
+            raise ValueError(f"{name}: an aiperf profile_export.jsonl without a successful request of the profiling "
+                             f"phase ({failed:,} failed or cancelled, {warmup:,} warm-up)")
+        return None
+    frame = pd.DataFrame(rows, columns=["arrival_s", "ttft_ms", "itl_ms", "output_tokens", "e2e_ms", "input_tokens"])
+    (level,) = parse_aiperf(aiperf_export(frame, tool_version=""), name)
+    label = f"aiperf, {len(frame):,} per-request records" + (f" ({failed:,} failed left out)" if failed else "")
+    return [replace(level, label=label, version=None)]
+
+
 def parse_result(data: bytes, name: str) -> list[MeasuredLevel]:
-    """The load levels of one result file (aiperf or guidellm JSON); ValueError with one line otherwise."""
+    """The load levels of one result file (aiperf JSON or JSONL, guidellm JSON); ValueError with one line otherwise."""
     if len(data) > MAX_RESULT_BYTES:
         raise ValueError(f"{name}: {len(data) / 2**20:,.0f} MiB is larger than the {MAX_RESULT_BYTES // 2**20} MiB "
-                         "a result summary can be; give aiperf's profile_export_aiperf.json or guidellm's JSON report")
+                         f"a result file can be; {_GIVE}")
     try:
         document = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        # aiperf's per-request export is JSON Lines: one record per line, not one document
+        levels = _aiperf_records(data.removeprefix(b"\xef\xbb\xbf").splitlines(), name) \
+            if isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data" else None
+        if levels is not None:
+            return levels
         reason = "too deeply nested" if isinstance(exc, RecursionError) else f"not JSON ({type(exc).__name__})"
-        raise ValueError(f"{name}: {reason}; give aiperf's profile_export_aiperf.json or guidellm's JSON report") from None
+        raise ValueError(f"{name}: {reason}; {_GIVE}") from None
     if not isinstance(document, Mapping):
         raise ValueError(f"{name}: expected a JSON object, got a {type(document).__name__}")
+    if isinstance(document.get("metadata"), Mapping) and "metrics" in document:   # a one-record profile_export.jsonl
+        return _aiperf_records([data], name) or []
     if "benchmarks" in document:
         return parse_guidellm(document, name)
     if "request_throughput" in document or "time_to_first_token" in document:
@@ -497,14 +570,16 @@ def aiperf_export(requests: pd.DataFrame, *, schema_version: str = "1.4", tool_v
 
 
 def read_results(paths: Iterable[str | Path]) -> list[MeasuredLevel]:
-    """Levels of every result file given on the command line (a directory: its profile_export_aiperf.json)."""
+    """Levels of every result file given on the command line (a directory: its aiperf summary, else its records)."""
     levels: list[MeasuredLevel] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            inner = path / "profile_export_aiperf.json"
-            if not inner.is_file():
-                raise ValueError(f"{path}: a directory without profile_export_aiperf.json; give the result file")
+        if path.is_dir():   # aiperf's artifact folder: its summary, else its per-request records
+            inner = next((path / f for f in ("profile_export_aiperf.json", "profile_export.jsonl")
+                          if (path / f).is_file()), None)
+            if inner is None:
+                raise ValueError(f"{path}: a directory without profile_export_aiperf.json or profile_export.jsonl; "
+                                 "give the result file")
             path = inner
         levels.extend(parse_result(path.read_bytes(), path.name))
     return levels

@@ -47,6 +47,10 @@ SKETCH_VERSION = 1
 FULL_FRAME_MAX_ROWS = 2_000_000
 FULL_FRAME_ENV = "SHAPEVIZ_FULL_FRAME_MAX_ROWS"   # an operator with more memory per session may raise it
 SAMPLE_ROWS = 50_000
+# The file is parsed in small blocks (the row and byte limits are checked at every one, and a block's parse is
+# what bounds memory), but framed and sketched in chunks of about this many rows: the fixed costs of a canonical
+# frame, a sketch and a merge are paid 5 times for 5M rows instead of once per 4 MiB block (111 times).
+CHUNK_ROWS = 1_000_000
 LATENCIES: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_ms")
 # latency grid: 16 bins per decade from 0.01 ms to 10^7 ms (~2.8 h)
 LATENCY_LOG_MIN, LATENCY_DECADES = -2, 9
@@ -502,28 +506,40 @@ class SketchedLog:
 def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None,
                mapping: dict[str, str] | None = None, limits: Limits = DEFAULT_LIMITS,
                keep_frame_rows: int | None = None, seed: int = 0,
-               progress: Progress | None = None) -> SketchedLog:
+               progress: Progress | None = None, chunk_rows: int = CHUNK_ROWS) -> SketchedLog:
     """Stream a log batch by batch into a sketch; keep the canonical frame only while it has ≤ ``keep_frame_rows``.
 
     Limits (rows, bytes, decompression, nesting) are checked at every batch, so memory is bounded by the batch
     (plus the frame while it is kept), not by the file. ``progress`` (a ``shapeviz.progress.Progress``) hears
-    the rows read after every batch.
+    the rows read after every batch. Past ``keep_frame_rows``, batches are framed and sketched ``chunk_rows`` at a
+    time and the chunks' sketches merged once at the end.
     """
 
     label = display_name(source, name)
     keep_frame_rows = full_frame_max_rows() if keep_frame_rows is None else keep_frame_rows
     pending: list | None = []          # raw batches kept while the log may still fit as a frame
     pending_rows = 0
-    sketch: WorkloadSketch | None = None
-    batch_no = 0
+    chunk: list = []                   # raw batches not sketched yet (fewer than chunk_rows rows)
+    held = 0
+    parts: list[WorkloadSketch] = []   # one sketch per chunk, merged once at the end
+    ruled_out = _HASH_SPACE            # sessions hashed above this cannot stay in the merged session sample
 
-    def add(raw: Any) -> None:
-        nonlocal sketch, batch_no
-        frame, report = build_frame(raw, label, mapping, limits)
-        ruled_out = sketch.sessions.threshold if sketch is not None and sketch.sessions is not None else _HASH_SPACE
-        part = WorkloadSketch.from_frame(frame, report, seed=seed + batch_no, session_threshold=ruled_out)
-        batch_no += 1
-        sketch = part if sketch is None else sketch.merge(part)
+    def add(raws: list) -> None:
+        nonlocal ruled_out
+        for raw in _concat_raw(raws):
+            frame, report = build_frame(raw, label, mapping, limits)
+            part = WorkloadSketch.from_frame(frame, report, seed=seed + len(parts), session_threshold=ruled_out)
+            parts.append(part)
+            if part.sessions is not None:
+                ruled_out = min(ruled_out, part.sessions.threshold)
+
+    def collect(raw: Any) -> None:
+        nonlocal chunk, held
+        chunk.append(raw)
+        held += raw.num_rows
+        if held >= chunk_rows:
+            add(chunk)
+            chunk, held = [], 0
 
     rows_read = 0
     try:
@@ -537,12 +553,14 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
                 if pending_rows <= keep_frame_rows:
                     continue
                 for kept in pending:   # the log is too big to keep whole: sketch what was kept, go on streaming
-                    add(kept)
+                    collect(kept)
                 pending = None
                 continue
-            add(raw)
+            collect(raw)
+        if pending is None and chunk:
+            add(chunk)
     except _Restart:
-        pending, sketch = None, None   # the stream changed its mind mid-way: read it once more, as one table
+        pending, parts = None, []   # the stream changed its mind mid-way: read it once more, as one table
         log = load_log(source, name=name, mapping=mapping, limits=limits)
         return SketchedLog(WorkloadSketch.from_frame(log.frame, log.report, seed=seed), log.frame)
     except MemoryError:
@@ -551,7 +569,7 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
         # small enough: one canonical frame, built exactly as ``load_log`` builds it
         log = load_log_from_batches(pending, label, mapping, limits)
         return SketchedLog(WorkloadSketch.from_frame(log.frame, log.report, seed=seed), log.frame)
-    assert sketch is not None
+    sketch = merge_all(parts)
     return SketchedLog(sketch, None, [f"{sketch.requests:,} requests: analysed from the workload sketch "
                                       f"(more than {keep_frame_rows:,} rows are not kept in memory)"])
 
@@ -568,6 +586,21 @@ def load_log_from_batches(batches: list, label: str, mapping: dict[str, str] | N
     raw = RawTable(table, first.format, first.compression, sum(b.malformed_rows for b in batches),
                    [n for b in batches for n in b.notes])
     return build_frame(raw, label, mapping, limits)
+
+
+def _concat_raw(batches: list) -> list:
+    """Raw batches as one table (a chunk); as they are when their columns' types cannot be joined into one."""
+    import pyarrow as pa
+
+    if len(batches) <= 1:
+        return list(batches)
+    try:
+        table = pa.concat_tables([b.table for b in batches], promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return list(batches)   # e.g. a JSONL field that is a number in one block and text in the next
+    first = batches[0]
+    return [RawTable(table, first.format, first.compression, sum(b.malformed_rows for b in batches),
+                     list(dict.fromkeys(n for b in batches for n in b.notes)))]
 
 
 # ---------------------------------------------------------------------------------------------- analyses

@@ -78,6 +78,14 @@ def test_trimming_input_lowers_prefill_pressure_and_ttft(open_dashboard: OpenDas
     prefill_after = percent(prefill.inner_text())
     assert prefill_after < prefill_before, f"trimming 90 % of the input left prefill pressure at {prefill_after} %"
     expect(app.metric_delta("Prefill pressure")).to_contain_text("-", timeout=RERUN_MS)
+    # A trim step reruns only the page's what-if fragment, but the slider lives in the shared sidebar: the trim
+    # survives going to another page and back.
+    app.go("Shape", "Workload shape")
+    expect(app.sidebar.get_by_role("slider", name="Trim input %")).to_have_attribute("aria-valuetext", "90",
+                                                                                     timeout=RERUN_MS)
+    app.go("Capacity what-if")
+    app.settle()
+    assert percent(app.metric("Prefill pressure").inner_text()) == prefill_after
     app.expect_healthy()
 
 

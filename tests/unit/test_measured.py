@@ -56,6 +56,38 @@ def test_aiperf_export_reads_the_tools_own_percentiles():
         assert 70 < level.ttft_p50_ms < 200 and 5 < level.tpot_p50_ms < 60
 
 
+def test_aiperf_per_request_records_give_the_summary_of_the_same_run():
+    """aiperf's profile_export.jsonl (one record per request) reads as the summary aiperf wrote in the same run."""
+    records = DATA / "aiperf_0.13.0_records.jsonl"
+    summary = _raw("aiperf_0.13.0_records_summary.json")
+    (level,) = parse_result(records.read_bytes(), records.name)
+    assert level.tool == "aiperf" and "33 per-request records" in level.label
+    assert level.requests == int(summary["request_count"]["avg"]) == 33
+    for ours, theirs in (("ttft_p50_ms", "time_to_first_token"), ("ttft_p90_ms", "time_to_first_token"),
+                         ("tpot_p50_ms", "inter_token_latency"), ("tpot_p90_ms", "inter_token_latency")):
+        assert getattr(level, ours) == pytest.approx(summary[theirs][ours.split("_")[1]], rel=1e-9)
+    # Throughput over aiperf's benchmark_duration (first request sent to last response): the records do not carry
+    # the phase's 15 s window that aiperf's own request_throughput divides by.
+    duration = summary["benchmark_duration"]["avg"]
+    assert level.rate_rps == pytest.approx(summary["request_count"]["avg"] / duration, rel=1e-6)
+    assert level.output_tokens_per_s == pytest.approx(summary["output_sequence_length"]["sum"] / duration, rel=1e-6)
+
+
+def test_aiperf_records_leave_out_failed_and_warm_up_requests():
+    lines = (DATA / "aiperf_0.13.0_records.jsonl").read_text().splitlines()
+    failed, warmup = json.loads(lines[0]), json.loads(lines[1])
+    failed["error"] = {"code": 500, "type": "ServerError", "message": "boom"}
+    failed["metrics"]["time_to_first_token"]["value"] = 1e6      # a failure's latency must not count
+    warmup["metadata"]["benchmark_phase"] = "warmup"
+    data = "\n".join([json.dumps(failed), json.dumps(warmup), *lines[2:]]).encode()
+    (level,) = parse_result(data, "profile_export.jsonl")
+    assert level.requests == 31 and "1 failed left out" in level.label
+    assert level.ttft_p90_ms < 1000
+    with pytest.raises(ValueError, match="line 3") as err:
+        parse_result("\n".join([*lines[:2], "{broken", *lines[2:]]).encode(), "profile_export.jsonl")
+    assert "\n" not in str(err.value)
+
+
 def test_aiperf_units_other_than_ms_are_converted():
     raw = _raw("aiperf_0.13.0_planned.json")
     raw["time_to_first_token"] = {k: (v / 1000 if isinstance(v, float) else v)
@@ -182,6 +214,14 @@ def test_check_command_end_to_end(tmp_path, capsys):
     folder.mkdir()
     (folder / "profile_export_aiperf.json").write_bytes((DATA / "aiperf_0.13.0_planned.json").read_bytes())
     assert len(read_results([folder])) == 1
+    # aiperf's per-request records, as a file or as the only export of a folder, are read as well.
+    records = tmp_path / "aiperf-records"
+    records.mkdir()
+    (records / "profile_export.jsonl").write_bytes((DATA / "aiperf_0.13.0_records.jsonl").read_bytes())
+    assert main(["check", str(plan_file), str(records / "profile_export.jsonl"), str(records), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [row["tool"] for row in doc["levels"]] == ["aiperf", "aiperf"]
+    assert all(row["requests"] == 33 for row in doc["levels"])
 
 
 def test_check_accepts_a_plan_json_point_and_refuses_junk(tmp_path, capsys):

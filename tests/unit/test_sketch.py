@@ -180,6 +180,11 @@ def test_streaming_in_batches_accounts_for_every_row_like_a_whole_load(tmp_path)
     assert streamed.report.dropped == {"failed_request": int((body["completion_tokens"] == 0).sum())}
     np.testing.assert_array_equal(streamed.sketch.counts, whole.counts)
     np.testing.assert_array_equal(streamed.sketch.input_sum, whole.input_sum)
+    # one sketch per parsed block, merged at the end, is the same sketch as one per chunk of blocks
+    per_block = sketch_log(path, keep_frame_rows=10_000, chunk_rows=1)
+    assert per_block.report.rows_read == n and per_block.report.dropped == streamed.report.dropped
+    np.testing.assert_array_equal(per_block.sketch.counts, streamed.sketch.counts)
+    np.testing.assert_array_equal(per_block.sketch.output_sum, whole.output_sum)
     small = sketch_log(path)                              # under the threshold: the exact frame is kept
     assert small.frame is not None and len(small.frame) == whole.requests
 
