@@ -76,8 +76,8 @@ def _analyze(digest: str, corners: tuple[int, int, int], deployment: Deployment,
     sketch = data.sketch_of(digest)
     with progress_bar("Analysing the log") as progress:
         # a log too big to keep whole: every analysis from its sketch
-        data = SketchedLog(sketch) if sketch is not None else log
-        return analyze(data, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share,
+        source = SketchedLog(sketch) if sketch is not None else log
+        return analyze(source, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share,
                        progress=progress)
 
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
-
 import numpy as np
 import pandas as pd
 
@@ -108,6 +106,7 @@ class WorkloadView:
     notes: list[str] = field(default_factory=list)   # what the view leaves out, said where it is shown
     # a sketch's cells: input bin, output bin, and the exact input, output and cached token sums of each
     _cells: tuple[np.ndarray, ...] | None = None
+    _sample: WorkloadView | None = None      # a sketch's sample as a view of rows, built on first use
 
     # ------------------------------------------------------------------------------------------ building
 
@@ -223,17 +222,19 @@ class WorkloadView:
 
     # ------------------------------------------------------------------------------------------ requests one by one
 
-    @cached_property
+    @property
     def rows(self) -> WorkloadView:
         """The individual requests: this view when it is every row, else the sketch's uniform sample."""
         if self.sketch is None:
-            return self
-        return WorkloadView.from_frame(self.sketch.sample_frame(), self.report)
+            return self   # not cached on the view: a view holding itself would live until the cycle collector ran
+        if self._sample is None:
+            self._sample = WorkloadView.from_frame(self.sketch.sample_frame(), self.report)
+        return self._sample
 
     @property
     def sampled(self) -> bool:
         """True when ``rows`` is a sample of the requests rather than every one."""
-        return self.rows is not self
+        return self.sketch is not None
 
     def session_rows(self) -> tuple[pd.DataFrame | None, float]:
         """Rows for session analyses and the share of sessions they hold: every row, else the sketch's sessions."""
