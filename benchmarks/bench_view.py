@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, fn in steps.items():
             result, wall, cpu = timed(fn, args.repeat)
             if isinstance(result, WorkloadView):
-                note = f"{len(result.input_tokens):,} rows of weight for {result.n_requests:,} requests"
+                note = f"{len(result.input_tokens):,} weighted rows for {result.n_requests:,} requests"
             else:
                 note = (f"k={result.clusters.k}, dominant {result.profile.overall.dominant_shape}, "
                         f"{len(result.recommendations)} recommendations")

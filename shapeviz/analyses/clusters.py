@@ -110,7 +110,7 @@ class MixedFlag:
 
 @dataclass(frozen=True, eq=False)
 class ClusterResult:
-    """Clusters (ordered by share, ids 0..k-1), per-row labels aligned with the frame, and the mixed flags."""
+    """Clusters (ordered by share, ids 0..k-1), labels aligned with the view's rows, and the mixed flags."""
 
     clusters: tuple[Cluster, ...]
     labels: np.ndarray                         # int8, one per row of the view's ``rows``, value = Cluster.id

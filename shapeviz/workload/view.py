@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
@@ -32,7 +33,7 @@ from shapeviz.workload.sketch import (
 )
 
 NS_PER_MINUTE = 60_000_000_000
-AXES = ("input", "output")
+_NAT = np.iinfo(np.int64).min   # a missing timestamp as int64 ns
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,8 +75,6 @@ def per_minute_rates(times: pd.Series | np.ndarray, weights: np.ndarray | None =
     counts = np.bincount(minute, weights=weights)
     return (counts[:-1] if len(counts) > 1 else counts) / 60.0
 
-
-_NAT = np.iinfo(np.int64).min
 
 
 def _timestamps_ns(timestamps: pd.Series) -> np.ndarray:
