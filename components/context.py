@@ -17,8 +17,7 @@ from components.entry import through_entry
 from components.progress import progress_bar
 from shapeviz.analyses.shapes import Corners
 from shapeviz.analyses.traffic import rate_over_time
-from shapeviz.analyses.traffic import rate_over_time_from_sketch as sketch_rate_over_time
-from shapeviz.analysis import Analysis, analyze, analyze_sketch
+from shapeviz.analysis import Analysis, analyze
 from shapeviz.fleet.speculative import speculative_deployment
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import plane_figure, product_colors, rate_figure
@@ -28,6 +27,7 @@ from shapeviz.physics.steps import smallest_tp
 from shapeviz.serving import WhatIf, Workload, slo_range
 from shapeviz.text import md_literal
 from shapeviz.workload.sketch import SketchedLog, full_frame_max_rows, report_log
+from shapeviz.workload.view import WorkloadView
 
 
 @dataclass(frozen=True)
@@ -76,10 +76,9 @@ def _analyze(digest: str, corners: tuple[int, int, int], deployment: Deployment,
              material_share: float, log: LoadedLog) -> Analysis:
     sketch = data.sketch_of(digest)
     with progress_bar("Analysing the log") as progress:
-        if sketch is not None:   # a log too big to keep whole: every analysis from its sketch
-            return analyze_sketch(SketchedLog(sketch), corners=Corners(*corners), deployment=deployment, k=k,
-                                  material_share=material_share, progress=progress)
-        return analyze(log, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share,
+        # a log too big to keep whole: every analysis from its sketch
+        source = SketchedLog(sketch) if sketch is not None else log
+        return analyze(source, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share,
                        progress=progress)
 
 
@@ -103,7 +102,7 @@ def _shared_analysis(digest: str, corners: tuple[int, int, int], deployment: Dep
 def workload(digest: str, _log: LoadedLog) -> Workload:
     """The log binned into weighted points, once per dataset: a slider move never touches rows."""
     sketch = data.sketch_of(digest)
-    return Workload.from_sketch(sketch) if sketch is not None else Workload.from_frame(_log.frame)
+    return Workload.from_view(sketch if sketch is not None else _log.frame)
 
 
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
@@ -112,7 +111,7 @@ def rate_chart(digest: str, freq: str, _log: LoadedLog) -> go.Figure:
     sketch = data.sketch_of(digest)
     if sketch is not None:
         minutes = max(1, round(pd.Timedelta(freq) / pd.Timedelta(minutes=1)))
-        rates = sketch_rate_over_time(sketch, f"{minutes}min")   # a sketch keeps whole minutes
+        rates = rate_over_time(WorkloadView.from_sketch(sketch), f"{minutes}min")   # a sketch keeps whole minutes
     else:
         rates = rate_over_time(_log.frame, freq)
     return inert_figure(rate_figure(rates, product_colors(rates["product"].unique())))

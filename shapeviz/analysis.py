@@ -10,12 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from shapeviz.analyses.clusters import (
-    ClusterResult,
-    clusters_from_sketch,
-    find_clusters,
-)
-from shapeviz.analyses.prefix import PrefixReuse, infer_block_size_from_totals, prefix_reuse
+from shapeviz.analyses.clusters import ClusterResult, find_clusters
+from shapeviz.analyses.prefix import PrefixReuse, prefix_reuse_of
 from shapeviz.analyses.sessions import AgentVerdict, detect_agents, session_summary
 from shapeviz.analyses.shapes import (
     DEFAULT_CORNERS,
@@ -25,14 +21,14 @@ from shapeviz.analyses.shapes import (
     request_gpu_time,
     resolve_deployment,
     shape_profile,
-    shape_profile_from_sketch,
 )
-from shapeviz.analyses.traffic import Traffic, traffic, traffic_from_sketch
+from shapeviz.analyses.traffic import Traffic, traffic
 from shapeviz.ingest import LoadedLog, LoadReport, combine, load_log
 from shapeviz.progress import Progress, analysis_stage, silent
 from shapeviz.recommend import Recommendation, recommend
 from shapeviz.workload.distributed import sketch_paths
-from shapeviz.workload.sketch import SketchedLog, WorkloadSketch, merge_all, sketch_log
+from shapeviz.workload.sketch import SketchedLog, merge_all, sketch_log
+from shapeviz.workload.view import WorkloadView, as_view
 
 
 @dataclass
@@ -50,7 +46,7 @@ class Analysis:
 
 
 def analyze(
-    log: LoadedLog,
+    data: LoadedLog | SketchedLog | WorkloadView,
     *,
     corners: Corners = DEFAULT_CORNERS,
     deployment: object | None = None,
@@ -59,27 +55,53 @@ def analyze(
     kv_bytes_per_token: float | None = None,
     progress: Progress = silent,
 ) -> Analysis:
-    """Run every analysis of a loaded log once (shape, clusters, sessions, prefix reuse, recommendations)."""
-    frame = log.frame
-    if len(frame) == 0:
-        raise _no_usable_rows(log.report)
-    n = len(frame)
+    """Run every analysis of a log once (shape, clusters, sessions, prefix reuse, recommendations).
+
+    ``data``: a loaded log (every row), a sketched log (every row while it was kept, else its workload sketch)
+    or a ``WorkloadView``. From a sketch the profile and GPU-time come from its cells, clusters from its uniform
+    sample, block-hash prefix reuse from its sampled block ids (else reported cached tokens in the sample),
+    sessions and agents from its hash-sampled sessions; the report's notes say which.
+    """
+    view = as_view(data)
+    if view.n_requests == 0:
+        raise _no_usable_rows(view.report)
+    n = view.n_requests
     analysis_stage(progress, "shapes", n)
-    gpu_time = request_gpu_time(frame, deployment)
-    profile = shape_profile(frame, corners, deployment, gpu_time=gpu_time)
+    gpu_time = request_gpu_time(view, deployment)
+    profile = shape_profile(view, corners, deployment, gpu_time=gpu_time)
     analysis_stage(progress, "clusters", n)
-    clusters = find_clusters(frame, k, corners=corners, deployment=deployment, material_share=material_share,
-                             gpu_time=gpu_time)
+    clusters = find_clusters(view, k, corners=corners, deployment=deployment, material_share=material_share,
+                             gpu_time=None if view.sampled else gpu_time)
     if kv_bytes_per_token is None:
         kv_bytes_per_token = resolve_deployment(deployment).kv_bytes_per_token
     analysis_stage(progress, "sessions", n)
-    sessions = session_summary(frame)
-    agents = detect_agents(frame)
+    sessions, agents, said = _sessions(view)
     analysis_stage(progress, "prefix reuse", n)
-    prefix = prefix_reuse(frame, kv_bytes_per_token=kv_bytes_per_token)
+    prefix = prefix_reuse_of(view, kv_bytes_per_token=kv_bytes_per_token)
     analysis_stage(progress, "recommendations", n)
     recs = _recommendations(profile, clusters, prefix, agents)
-    return Analysis(log.report, traffic(frame), profile, clusters, prefix, sessions, agents, recs)
+    report = view.report
+    notes = [*view.notes, *said]
+    if notes:
+        report = LoadReport(report.source, report.format, report.compression, report.rows_read, report.rows_kept,
+                            dict(report.dropped), dict(report.mapping), [*report.notes, *notes])
+    return Analysis(report, traffic(view), profile, clusters, prefix, sessions, agents, recs)
+
+
+def _sessions(view: WorkloadView) -> tuple[dict[str, Any] | None, dict[str, AgentVerdict], list[str]]:
+    """Session summary and agent verdicts of the view's session rows, and what a note must say about them."""
+    rows, rate = view.session_rows()
+    if rows is None:
+        return None, {}, []
+    sessions = session_summary(rows)
+    agents = detect_agents(rows)
+    if view.exact:
+        return sessions, agents, []
+    if sessions is not None and rate < 1.0:
+        sessions["count"] = int(round(sessions["count"] / rate))
+        return sessions, agents, [f"sessions estimated from every turn of a hash sample of "
+                                  f"{rows['session_id'].nunique():,} sessions ({rate:.1%} of them)"]
+    return sessions, agents, ["sessions from every turn of every session (workload sketch)"]
 
 
 def _no_usable_rows(r: LoadReport) -> ValueError:
@@ -100,77 +122,6 @@ def _recommendations(profile: ShapeProfile, clusters: ClusterResult, prefix: Pre
                      agent_products=[p for p, a in agents.items() if a.is_agent])
 
 
-def analyze_sketch(
-    sketched: SketchedLog,
-    *,
-    corners: Corners = DEFAULT_CORNERS,
-    deployment: object | None = None,
-    k: int | None = None,
-    material_share: float = 0.15,
-    kv_bytes_per_token: float | None = None,
-    progress: Progress = silent,
-) -> Analysis:
-    """Every analysis from a workload sketch (a log too big to keep whole): the same ``Analysis``, from bins.
-
-    Shape profile and GPU-time come from the bins, clusters from the bounded sample, block-hash prefix reuse from
-    the sampled block ids (else reported cached tokens in the sample), sessions and agents from the hash-sampled
-    sessions (a note says which).
-    """
-    sketch = sketched.sketch
-    if sketch.requests == 0:
-        raise _no_usable_rows(sketch.report)
-    n = int(sketch.requests)
-    analysis_stage(progress, "shapes", n)
-    profile = shape_profile_from_sketch(sketch, corners, deployment)
-    analysis_stage(progress, "clusters", n)
-    clusters = clusters_from_sketch(sketch, k, corners=corners, deployment=deployment, material_share=material_share)
-    if kv_bytes_per_token is None:
-        kv_bytes_per_token = resolve_deployment(deployment).kv_bytes_per_token
-    analysis_stage(progress, "prefix reuse", n)
-    prefix = _prefix_from_blocks(sketch) or prefix_reuse(sketch.sample_frame(), kv_bytes_per_token=kv_bytes_per_token)
-    sessions, agents = None, {}
-    left_out: str | None = None   # the log has no session ids: nothing is left out
-    if sketch.sessions is not None:
-        sampled = sketch.sessions.canonical()
-        sessions = session_summary(sampled)
-        agents = detect_agents(sampled)
-        if sessions is not None and sketch.sessions.rate < 1.0:
-            sessions["count"] = int(round(sessions["count"] / sketch.sessions.rate))
-            left_out = (f"sessions estimated from every turn of a hash sample of "
-                        f"{sampled['session_id'].nunique():,} sessions ({sketch.sessions.rate:.1%} of them)")
-        else:
-            left_out = "sessions from every turn of every session (workload sketch)"
-    analysis_stage(progress, "recommendations", n)
-    recs = _recommendations(profile, clusters, prefix, agents)
-    report = sketch.report
-    report = LoadReport(report.source, report.format, report.compression, report.rows_read, report.rows_kept,
-                        dict(report.dropped), dict(report.mapping),
-                        [*report.notes, *sketched.notes, *([left_out] if left_out else [])])
-    return Analysis(report, traffic_from_sketch(sketch), profile, clusters, prefix, sessions, agents, recs)
-
-
-def _prefix_from_blocks(sketch: WorkloadSketch) -> PrefixReuse | None:
-    """Block-hash reuse from the sketch's bottom-k sample of block ids (None when the log has no hashes)."""
-    blocks = sketch.blocks
-    if blocks is None or blocks.hit_ratio_blocks is None:
-        return None
-    exact = blocks.rate >= 1.0
-    # the sketch keeps totals only: the block size the log's Σ input tokens and Σ hashes allow
-    size = infer_block_size_from_totals(blocks.input_tokens, blocks.accesses, blocks.with_hashes)
-    return PrefixReuse(
-        method="block_hashes", provenance="simulated" if exact else "estimated",
-        definition=(f"Share of prompt blocks ({size} tokens each) whose prefix hash appeared in an "
-                    "earlier request, through an ideal cache that starts empty and never evicts; token-weighted "
-                    "≈ reused blocks × block size / input tokens."),
-        hit_ratio_blocks=float(blocks.hit_ratio_blocks), hit_ratio_tokens=blocks.hit_ratio_tokens(size),
-        requests=blocks.with_hashes, block_size=size,
-        block_size_source="inferred from Σ input tokens / Σ hashes (workload sketch)",
-        notes=[("every block id counted (workload sketch)" if exact else
-                f"estimated from a SHARDS sample of {len(blocks.ids):,} block ids ({blocks.rate:.2%} of ids) in the "
-                "workload sketch"), "no capacity curve from a sketch: it needs the order of every access"],
-    )
-
-
 def load_logs(paths: Sequence[str | Path], mapping: dict[str, str] | None = None) -> LoadedLog:
     """One or several log files as one loaded log (several files keep their products apart)."""
     logs = [load_log(p, mapping=mapping or None) for p in paths]
@@ -189,9 +140,9 @@ def analyze_paths(paths: Sequence[str | Path], mapping: dict[str, str] | None = 
 
         sketch = sketch_paths(paths, mapping=mapping, scheduler=scheduler, workers=workers)
         where = f"the Dask cluster at {scheduler}" if scheduler else "a local Dask cluster"
-        return analyze_sketch(SketchedLog(sketch, None, [f"{sketch.requests:,} requests: analysed from the workload "
-                                                         f"sketch, built per partition on {where}"]),
-                              progress=progress, **kwargs)
+        return analyze(SketchedLog(sketch, None, [f"{sketch.requests:,} requests: analysed from the workload "
+                                                  f"sketch, built per partition on {where}"]),
+                       progress=progress, **kwargs)
     if engine != "embedded":
         raise ValueError(f"unknown engine {engine!r}: use 'embedded' or 'dask'")
     sketched = [sketch_log(p, mapping=mapping or None, progress=progress) for p in paths]
@@ -199,7 +150,6 @@ def analyze_paths(paths: Sequence[str | Path], mapping: dict[str, str] | None = 
         logs = [LoadedLog(s.frame, s.report) for s in sketched]
         return analyze(logs[0] if len(logs) == 1 else combine(logs), progress=progress, **kwargs)
     merged = merge_all(s.sketch for s in sketched)
-    return analyze_sketch(SketchedLog(merged, None, [n for s in sketched for n in s.notes]), progress=progress,
-                          **kwargs)
+    return analyze(SketchedLog(merged, None, [n for s in sketched for n in s.notes]), progress=progress, **kwargs)
 
 

@@ -40,8 +40,7 @@ from shapeviz.analyses.shapes import (
     phase_of,
     request_gpu_time,
 )
-from shapeviz.workload.arrays import category_codes, product_codes, token_arrays
-from shapeviz.workload.sketch import WorkloadSketch
+from shapeviz.workload.view import WorkloadView, as_view
 
 if TYPE_CHECKING:
     from sklearn.cluster import KMeans
@@ -130,10 +129,10 @@ class MixedFlag:
 
 @dataclass(frozen=True, eq=False)
 class ClusterResult:
-    """Clusters (ordered by share, ids 0..k-1), per-row labels aligned with the frame, and the mixed flags."""
+    """Clusters (ordered by share, ids 0..k-1), labels aligned with the view's rows, and the mixed flags."""
 
     clusters: tuple[Cluster, ...]
-    labels: np.ndarray                         # int8, one per frame row, value = Cluster.id
+    labels: np.ndarray                         # int8, one per row of the view's ``rows``, value = Cluster.id
     k: int
     silhouette: float | None                   # of the chosen k; None when k = 1
     gap: float | None                          # largest gap over the k tried, against one Gaussian blob (auto k)
@@ -354,7 +353,7 @@ def _nearest(points: np.ndarray, centers: np.ndarray, chunk: int = 262_144) -> n
 
 
 def find_clusters(
-    frame: pd.DataFrame,
+    data: WorkloadView | pd.DataFrame,
     k: int | None = None,
     *,
     corners: Corners = DEFAULT_CORNERS,
@@ -369,15 +368,23 @@ def find_clusters(
     random_state: int = 0,
     gpu_time: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ClusterResult:
-    """k-means clusters of the log-token plane (k by silhouette unless given), with mixed products and pools."""
+    """k-means clusters of the log-token plane (k by silhouette unless given), with mixed products and pools.
+
+    ``data``: a workload view (or a canonical frame). Clusters need requests one by one: the view's ``rows``,
+    every row of a frame, or a sketch's uniform sample, whose request counts are then scaled to the whole log
+    (shares carry the sample's error, about ±0.5 % at 50,000 sampled requests). ``gpu_time``: the costs of
+    those rows (``shapes.request_gpu_time``), when the caller has them.
+    """
     _validate(k, sample_size, silhouette_sample, k_range, material_share, one_shape_silhouette, one_shape_gap_threshold)
-    inp, out = token_arrays(frame)
+    view = as_view(data)
+    rows = view.rows
+    inp, out = rows.input_tokens, rows.output_tokens
     n = inp.size
     if n == 0:
-        raise ValueError("the frame has no requests; load a log with at least one served request")
-    prefill_s, decode_s = gpu_time if gpu_time is not None else request_gpu_time(frame, deployment)
+        raise ValueError("the log has no requests; load a log with at least one served request")
+    prefill_s, decode_s = gpu_time if gpu_time is not None else request_gpu_time(rows, deployment)
     if len(prefill_s) != n or len(decode_s) != n:
-        raise ValueError(f"gpu_time arrays have {len(prefill_s)} rows, the frame {n}; cost the same frame")
+        raise ValueError(f"gpu_time arrays have {len(prefill_s)} rows, the requests {n}; cost the same rows")
 
     # Standardise with the whole log's moments (cheap, and the same whatever sample is drawn).
     plane = log_plane(inp, out)
@@ -446,7 +453,7 @@ def find_clusters(
     bounds = np.concatenate([[0], np.cumsum(req_k).astype(np.int64)])
     in_sorted, out_sorted = inp[by_label], out[by_label]
 
-    prod, names = product_codes(frame)
+    prod, names = rows.product, rows.products
     n_prod = len(names)
     cell = prod.astype(np.int64) * k_final + labels
     prod_req = np.bincount(cell, minlength=n_prod * k_final).reshape(n_prod, k_final).astype(np.float64)
@@ -507,8 +514,13 @@ def find_clusters(
                 continue
         flagged.append(flag)
     mixed_products = tuple(sorted(flagged, key=lambda f: (-f.mixed_mass, f.scope)))
-    mixed_pools = tuple(_mixed_pools(frame, prod, names, labels, gpu_s, prod_req, prod_gpu, cluster_corner,
+    mixed_pools = tuple(_mixed_pools(rows, prod, names, labels, gpu_s, prod_req, prod_gpu, cluster_corner,
                                      material_share))
+    if rows is not view:   # a sample of the log: counts scaled to every request, shares are the sample's
+        total = view.n_requests
+        clusters = [replace(cl, requests=int(round(cl.share * total))) for cl in clusters]
+        notes.append(f"clusters fitted on a uniform sample of {n:,} of {total:,} requests (the workload sketch); "
+                     "shares are the sample's")
 
     return ClusterResult(
         clusters=tuple(clusters),
@@ -598,7 +610,7 @@ def _pool_flag(scope: str, label: str, req: np.ndarray, gpu: np.ndarray, names: 
                      gpu_share=pool_gpu_share, reason=reason)
 
 
-def _mixed_pools(frame: pd.DataFrame, prod: np.ndarray, names: list[str], labels: np.ndarray, gpu_s: np.ndarray,
+def _mixed_pools(rows: WorkloadView, prod: np.ndarray, names: list[str], labels: np.ndarray, gpu_s: np.ndarray,
                  req: np.ndarray, gpu: np.ndarray, cluster_corner: np.ndarray,
                  material_share: float) -> list[MixedFlag]:
     """Flags for the whole log (``req``/``gpu``: products x clusters) and, with several models, each model's pool."""
@@ -607,9 +619,8 @@ def _mixed_pools(frame: pd.DataFrame, prod: np.ndarray, names: list[str], labels
     whole = _pool_flag(OVERALL, "The whole log (one pool)", req, gpu, names, cluster_corner, material_share, 1.0)
     if whole is not None:
         flags.append(whole)
-    if "model" in frame.columns:
-        m_codes, models = category_codes(frame["model"])
-        m_codes = m_codes.astype(np.int64)
+    if rows.model is not None:
+        m_codes, models = rows.model.astype(np.int64), rows.models
         if len(models) >= 2:  # one model is the whole log again
             mcell = (m_codes * n_prod + prod) * k + labels
             valid = m_codes >= 0
@@ -624,19 +635,3 @@ def _mixed_pools(frame: pd.DataFrame, prod: np.ndarray, names: list[str], labels
                 if flag is not None:
                     flags.append(flag)
     return flags
-
-
-def clusters_from_sketch(sketch: WorkloadSketch, k: int | None = None, **kwargs: Any) -> ClusterResult:
-    """``clusters.find_clusters`` on the sketch's uniform sample, with request counts scaled to the whole log.
-
-    Shares carry the sample's error (about ±0.5 % at 50,000 sampled requests); the sample is what k-means is
-    fitted on in ``find_clusters`` anyway (20,000 points by default).
-    """
-    sample = sketch.sample_frame()
-    result = find_clusters(sample, k, **kwargs)
-    total = sketch.requests
-    scaled = tuple(replace(cl, requests=int(round(cl.share * total))) for cl in result.clusters)
-    notes = (*result.notes, f"clusters fitted on a uniform sample of {len(sample):,} of {total:,} requests "
-                            "(the workload sketch); shares are the sample's")
-    return replace(result, clusters=scaled, notes=notes)
-

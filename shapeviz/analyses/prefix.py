@@ -40,6 +40,7 @@ from shapeviz.analyses.sessions import (
     has_sessions,
     session_turns,
 )
+from shapeviz.workload.view import WorkloadView
 
 # The Mooncake traces' block size ("hash_ids use a block size of 512", FAST'25 appendix A.2); a parameter
 # everywhere, this is only its default.
@@ -770,6 +771,28 @@ def prefix_reuse(
     return PrefixReuse(
         method="none", provenance="none", definition=_DEFINITIONS["none"],
         hit_ratio_blocks=None, hit_ratio_tokens=None, requests=0,
+    )
+
+
+def prefix_reuse_of(view: WorkloadView, *, kv_bytes_per_token: float | None = None) -> PrefixReuse:
+    """``prefix_reuse`` of a view: from every row, or from a sketch's sampled block ids (else its sample's rows)."""
+    blocks = view.blocks
+    if blocks is None or blocks.hit_ratio_blocks is None:
+        return prefix_reuse(view.rows.frame, kv_bytes_per_token=kv_bytes_per_token)
+    exact = blocks.rate >= 1.0
+    # the sketch keeps totals only: the block size the log's Σ input tokens and Σ hashes allow
+    size = infer_block_size_from_totals(blocks.input_tokens, blocks.accesses, blocks.with_hashes)
+    return PrefixReuse(
+        method="block_hashes", provenance="simulated" if exact else "estimated",
+        definition=(f"Share of prompt blocks ({size} tokens each) whose prefix hash appeared in an "
+                    "earlier request, through an ideal cache that starts empty and never evicts; token-weighted "
+                    "≈ reused blocks × block size / input tokens."),
+        hit_ratio_blocks=float(blocks.hit_ratio_blocks), hit_ratio_tokens=blocks.hit_ratio_tokens(size),
+        requests=blocks.with_hashes, block_size=size,
+        block_size_source="inferred from Σ input tokens / Σ hashes (workload sketch)",
+        notes=[("every block id counted (workload sketch)" if exact else
+                f"estimated from a SHARDS sample of {len(blocks.ids):,} block ids ({blocks.rate:.2%} of ids) in the "
+                "workload sketch"), "no capacity curve from a sketch: it needs the order of every access"],
     )
 
 

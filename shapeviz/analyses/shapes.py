@@ -20,8 +20,7 @@ import numpy as np
 import pandas as pd
 
 from shapeviz.physics import default_deployment, request_gpu_seconds
-from shapeviz.workload.arrays import product_codes, token_arrays
-from shapeviz.workload.sketch import WorkloadSketch
+from shapeviz.workload.view import WorkloadView, as_view
 
 SHAPES: tuple[str, ...] = ("chat", "rag", "reasoning", "agent", "autocomplete")
 
@@ -218,33 +217,22 @@ def deployment_label(deployment: object) -> str:
     return str(deployment)
 
 
-def request_gpu_time(frame: pd.DataFrame, deployment: object | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(prefill, decode) GPU-seconds of every request on ``deployment`` (default: the capacity default).
+def request_gpu_time(data: WorkloadView | pd.DataFrame, deployment: object | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(prefill, decode) GPU-seconds of one request of every row of the view (a frame: every request).
 
-    Cached tokens are passed on when the log reports them, since a prefix-cache hit is prefill work not done.
+    A sketch's cell is costed once, at its mean tokens (cells are 15 % wide). Cached tokens are passed on when
+    the log reports them, since a prefix-cache hit is prefill work not done.
     """
+    view = as_view(data)
     dep = resolve_deployment(deployment)
-    inp, out = token_arrays(frame)
+    inp = view.input_tokens
     cached: np.ndarray | int = 0
-    if "cached_tokens" in frame.columns:
-        cached = frame["cached_tokens"].to_numpy(dtype=np.float64, na_value=0.0).astype(np.int64)
-        cached = np.minimum(cached, inp)
-    prefill_s, decode_s = request_gpu_seconds(dep, inp, out, cached)
+    if view.has_cached:
+        cached = view.cached_tokens if not view.exact else view.cached_tokens.astype(np.int64)
+    prefill_s, decode_s = request_gpu_seconds(dep, inp, view.output_tokens, cached)
     prefill_s = np.broadcast_to(np.asarray(prefill_s, dtype=np.float64), inp.shape)
     decode_s = np.broadcast_to(np.asarray(decode_s, dtype=np.float64), inp.shape)
     return prefill_s, decode_s
-
-
-def _group_quantiles(values: np.ndarray, order: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """Quantiles (``QUANTILES``) of each group; ``order`` sorts rows by group, ``bounds`` are group offsets."""
-    qs = [q for _, q in QUANTILES]
-    grouped = values[order]
-    out = np.zeros((len(bounds) - 1, len(qs)), dtype=np.float64)
-    for g in range(len(bounds) - 1):  # one iteration per product, not per row
-        lo, hi = bounds[g], bounds[g + 1]
-        if hi > lo:
-            out[g] = np.percentile(grouped[lo:hi], qs)
-    return out
 
 
 def _shares(totals: np.ndarray) -> dict[str, float]:
@@ -255,7 +243,7 @@ def _shares(totals: np.ndarray) -> dict[str, float]:
 
 
 def shape_profile(
-    frame: pd.DataFrame,
+    data: WorkloadView | pd.DataFrame,
     corners: Corners = DEFAULT_CORNERS,
     deployment: object | None = None,
     *,
@@ -264,40 +252,43 @@ def shape_profile(
 ) -> ShapeProfile:
     """Per-product and overall percentiles, corner shares (requests, tokens, GPU-time), dominant shape and phase.
 
-    ``gpu_time`` lets a caller that already costed the rows (``request_gpu_time``) pass them in.
+    ``data``: a workload view (or a canonical frame: every row). From rows the percentiles are exact; from a
+    sketch's cells they are within one bin and a cell straddling a corner boundary goes to the corner of its
+    mean. ``gpu_time`` lets a caller that already costed the rows (``request_gpu_time``) pass them in.
     """
     _check_phase_threshold(phase_threshold)
     if not isinstance(corners, Corners):
         raise ValueError(f"corners must be a shapeviz.analyses.shapes.Corners, got {type(corners).__name__}")
-    inp, out = token_arrays(frame)
-    if inp.size == 0:
-        raise ValueError("the frame has no requests; load a log with at least one served request")
+    view = as_view(data)
+    if view.n_requests == 0:
+        raise ValueError("the log has no requests; load a log with at least one served request")
     dep = resolve_deployment(deployment)
-    prefill_s, decode_s = gpu_time if gpu_time is not None else request_gpu_time(frame, dep)
-    if len(prefill_s) != inp.size or len(decode_s) != inp.size:
-        raise ValueError(f"gpu_time arrays have {len(prefill_s)} rows, the frame {inp.size}; cost the same frame")
-    gpu_s = prefill_s + decode_s
+    prefill_s, decode_s = gpu_time if gpu_time is not None else request_gpu_time(view, dep)
+    rows = len(view.input_tokens)
+    if len(prefill_s) != rows or len(decode_s) != rows:
+        raise ValueError(f"gpu_time arrays have {len(prefill_s)} rows, the view {rows}; cost the same rows")
+    prefill_w, decode_w = view.weighted(prefill_s), view.weighted(decode_s)
+    gpu_w = prefill_w + decode_w
 
-    corner = classify_codes(inp, out, corners).astype(np.int64)
-    prod, names = product_codes(frame)
+    corner = classify_codes(view.input_tokens, view.output_tokens, corners).astype(np.int64)
+    prod, names = view.product, view.products
     n_prod, n_shape = len(names), len(SHAPES)
 
-    # One bincount per measure over (product, corner) cells: the whole profile is a handful of vectorised passes.
+    # One weighted bincount per measure over (product, corner) cells: a handful of vectorised passes.
     cell = prod.astype(np.int64) * n_shape + corner
     size = n_prod * n_shape
-    req_cells = np.bincount(cell, minlength=size).reshape(n_prod, n_shape).astype(np.float64)
-    tok_cells = np.bincount(cell, weights=(inp + out).astype(np.float64), minlength=size).reshape(n_prod, n_shape)
-    gpu_cells = np.bincount(cell, weights=gpu_s, minlength=size).reshape(n_prod, n_shape)
-    prefill_by_prod = np.bincount(prod, weights=prefill_s, minlength=n_prod)
-    in_sum = np.bincount(prod, weights=inp.astype(np.float64), minlength=n_prod)
-    out_sum = np.bincount(prod, weights=out.astype(np.float64), minlength=n_prod)
+    in_tok, out_tok = view.totals("input"), view.totals("output")
+    req_cells = view.count(cell, size).reshape(n_prod, n_shape)
+    tok_cells = np.bincount(cell, weights=in_tok + out_tok, minlength=size).reshape(n_prod, n_shape)
+    gpu_cells = np.bincount(cell, weights=gpu_w, minlength=size).reshape(n_prod, n_shape)
+    prefill_by_prod = np.bincount(prod, weights=prefill_w, minlength=n_prod)
+    in_sum = np.bincount(prod, weights=in_tok, minlength=n_prod)
+    out_sum = np.bincount(prod, weights=out_tok, minlength=n_prod)
+    qs = [q for _, q in QUANTILES]
+    in_all, in_q = view.quantiles("input", qs)
+    out_all, out_q = view.quantiles("output", qs)
 
-    order = np.argsort(prod, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(req_cells.sum(axis=1)).astype(np.int64)])
-    in_q = _group_quantiles(inp, order, bounds)
-    out_q = _group_quantiles(out, order, bounds)
-
-    total_requests = float(inp.size)
+    total_requests = float(view.n_requests)
     total_gpu = float(gpu_cells.sum())  # the same sum the scopes use, so overall's share is exactly 1
 
     def stats(scope: str, requests: float, in_quant: np.ndarray, out_quant: np.ndarray, in_total: float,
@@ -321,11 +312,9 @@ def shape_profile(
             share_of_gpu=float(gpu_total / total_gpu) if total_gpu > 0 else 0.0,
         )
 
-    qs = [q for _, q in QUANTILES]
     overall = stats(
-        OVERALL, total_requests, np.percentile(inp, qs), np.percentile(out, qs), float(in_sum.sum()),
-        float(out_sum.sum()), req_cells.sum(axis=0), tok_cells.sum(axis=0), gpu_cells.sum(axis=0),
-        float(prefill_by_prod.sum()),
+        OVERALL, total_requests, in_all, out_all, float(in_sum.sum()), float(out_sum.sum()), req_cells.sum(axis=0),
+        tok_cells.sum(axis=0), gpu_cells.sum(axis=0), float(prefill_by_prod.sum()),
     )
     counts = req_cells.sum(axis=1)
     ranking = sorted(range(n_prod), key=lambda g: (-counts[g], names[g]))
@@ -337,64 +326,3 @@ def shape_profile(
     }
     return ShapeProfile(overall=overall, products=products, corners=corners, phase_threshold=float(phase_threshold),
                         deployment=deployment_label(dep))
-
-
-def shape_profile_from_sketch(sketch: WorkloadSketch, corners: Corners | None = None, deployment: object | None = None,
-                              *, phase_threshold: float | None = None) -> ShapeProfile:
-    """``shapes.shape_profile`` from a sketch: quantiles from bins, corners and GPU-time per cell (its mean)."""
-    corners = DEFAULT_CORNERS if corners is None else corners
-    threshold = DEFAULT_PHASE_THRESHOLD if phase_threshold is None else phase_threshold
-    _check_phase_threshold(threshold)
-    if sketch.requests == 0:
-        raise ValueError("the sketch has no requests; load a log with at least one served request")
-    dep = resolve_deployment(deployment)
-    p, i, j = np.nonzero(sketch.counts)
-    c = sketch.counts[p, i, j].astype(np.float64)
-    n_mean = sketch.input_sum[p, i, j] / c
-    m_mean = sketch.output_sum[p, i, j] / c
-    cached = sketch.cached_sum[p, i, j] / c
-    # a cell's requests are costed at the cell's mean (cells are 15 % wide): GPU-time on bins, not rows
-    prefill_cell, decode_cell = request_gpu_seconds(dep, n_mean, m_mean, np.minimum(cached, n_mean))
-    prefill_s = np.broadcast_to(np.asarray(prefill_cell, dtype=np.float64), c.shape) * c
-    decode_s = np.broadcast_to(np.asarray(decode_cell, dtype=np.float64), c.shape) * c
-    corner = classify_codes(n_mean, m_mean, corners).astype(np.int64)
-    n_prod, n_shape = len(sketch.products), len(SHAPES)
-    cell = p.astype(np.int64) * n_shape + corner
-    size = n_prod * n_shape
-    req_cells = np.bincount(cell, weights=c, minlength=size).reshape(n_prod, n_shape)
-    tok_cells = np.bincount(cell, weights=sketch.input_sum[p, i, j] + sketch.output_sum[p, i, j].astype(np.float64),
-                            minlength=size).reshape(n_prod, n_shape)
-    gpu_cells = np.bincount(cell, weights=prefill_s + decode_s, minlength=size).reshape(n_prod, n_shape)
-    prefill_by_prod = np.bincount(p, weights=prefill_s, minlength=n_prod)
-    in_sum = sketch.input_sum.sum(axis=(1, 2)).astype(np.float64)
-    out_sum = sketch.output_sum.sum(axis=(1, 2)).astype(np.float64)
-    qs = np.array([q for _, q in QUANTILES])
-    total_requests = float(c.sum())
-    total_gpu = float(gpu_cells.sum())
-
-    def stats(scope: str, product: str | None, requests: float, in_total: float, out_total: float,
-              req_c: np.ndarray, tok_c: np.ndarray, gpu_c: np.ndarray, prefill_total: float) -> ShapeStats:
-        gpu_total = float(gpu_c.sum())
-        prefill_share = prefill_total / gpu_total if gpu_total > 0 else 0.0
-        in_q, out_q = sketch.quantile("input", qs, product), sketch.quantile("output", qs, product)
-        return ShapeStats(
-            scope=scope, requests=int(requests),
-            input={**{k: float(v) for (k, _), v in zip(QUANTILES, in_q)}, "mean": in_total / requests},
-            output={**{k: float(v) for (k, _), v in zip(QUANTILES, out_q)}, "mean": out_total / requests},
-            request_share=_shares(req_c), token_share=_shares(tok_c), gpu_share=_shares(gpu_c),
-            dominant_shape=SHAPES[int(np.argmax(req_c))], phase=phase_of(prefill_share, threshold),
-            prefill_gpu_share=float(prefill_share), gpu_seconds=gpu_total,
-            share_of_requests=float(requests / total_requests),
-            share_of_gpu=float(gpu_total / total_gpu) if total_gpu > 0 else 0.0,
-        )
-
-    overall = stats(OVERALL, None, total_requests, float(in_sum.sum()), float(out_sum.sum()), req_cells.sum(axis=0),
-                    tok_cells.sum(axis=0), gpu_cells.sum(axis=0), float(prefill_by_prod.sum()))
-    counts = req_cells.sum(axis=1)
-    ranking = sorted(range(n_prod), key=lambda g: (-counts[g], sketch.products[g]))
-    products = {sketch.products[g]: stats(sketch.products[g], sketch.products[g], counts[g], in_sum[g], out_sum[g],
-                                          req_cells[g], tok_cells[g], gpu_cells[g], prefill_by_prod[g])
-                for g in ranking if counts[g] > 0}
-    return ShapeProfile(overall=overall, products=products, corners=corners, phase_threshold=float(threshold),
-                        deployment=deployment_label(dep))
-

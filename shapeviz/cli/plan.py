@@ -78,7 +78,7 @@ def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Dep
         # logs beyond one machine: the workload sketch, built on a Dask cluster (shapeviz.workload.distributed)
 
         sketch = sketch_paths(logs, mapping=mapping or None, scheduler=args.scheduler, workers=args.workers)
-        workload, report = Workload.from_sketch(sketch, rate_rps=args.rate), sketch.report
+        workload, report = Workload.from_view(sketch, rate_rps=args.rate), sketch.report
     else:
 
         loaded = [load_log(path, mapping=mapping or None) for path in logs]

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shapeviz.analysis import analyze, analyze_sketch, load_logs
+from shapeviz.analysis import analyze, load_logs
 from shapeviz.cli.plan import deployment_from_args, speculative_from_args
 from shapeviz.outputs.report import report_files, write_bundle
 from shapeviz.progress import terminal_progress
@@ -30,9 +30,9 @@ def write_report_from_args(args: Any, mapping: dict[str, str] | None = None) -> 
 
         sketch = sketch_paths(args.logs, mapping=mapping or None, scheduler=args.scheduler, workers=args.workers)
         log = report_log(sketch)
-        dep = speculative_from_args(dep, Workload.from_sketch(sketch, rate_rps=1.0), args)
-        extra = {"analysis": analyze_sketch(SketchedLog(sketch), deployment=dep),
-                 "workload": Workload.from_sketch(sketch, rate_rps=args.rate)}
+        dep = speculative_from_args(dep, Workload.from_view(sketch, rate_rps=1.0), args)
+        extra = {"analysis": analyze(SketchedLog(sketch), deployment=dep),
+                 "workload": Workload.from_view(sketch, rate_rps=args.rate)}
     else:
         log = load_logs(args.logs, mapping)
         dep = speculative_from_args(dep, Workload.from_frame(log.frame, rate_rps=1.0), args)

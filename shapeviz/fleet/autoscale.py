@@ -37,7 +37,7 @@ from shapeviz.serving.planner import (
     replica_limits,
 )
 from shapeviz.serving.simulator import simulate
-from shapeviz.workload.sketch import WorkloadSketch, workload_points
+from shapeviz.workload.sketch import WorkloadSketch
 
 POLICIES = ("peak", "utilization", "slo", "schedule")
 POLICY_LABELS = {
@@ -343,8 +343,7 @@ def _sketch_shapes(sketch: Any, origin: pd.Timestamp, window_s: float, n_win: in
                    products: list[str]) -> tuple[Workload, list[Workload | None], str]:
     """Per window from the sketch: each product's token plane, mixed by the window's product counts and mean
     tokens per product (the sketch keeps per-minute requests and token sums per product)."""
-    n, m, p, c = workload_points(sketch)
-    whole = Workload.from_points(n, m, p, c, rate_rps=1.0)
+    whole = Workload.from_view(sketch, rate_rps=1.0)
     t = sketch.timeline
     base = int(origin.value // 60_000_000_000)
     win = ((t["minute"].to_numpy(dtype=np.int64) - base) * 60 // int(window_s))

@@ -142,8 +142,7 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
     """
     names, shapes, counts = product_workloads(source)
     if peak_rps is None:
-        peak_rps = (Workload.from_sketch(source) if isinstance(source, WorkloadSketch)
-                    else Workload.from_frame(source)).rate_rps
+        peak_rps = Workload.from_view(source).rate_rps
     if not (peak_rps > 0):
         raise ValueError("the log's planning rate is 0 (its p99 minute has no requests): set the rate to project "
                          "growth from")

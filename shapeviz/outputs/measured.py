@@ -33,11 +33,11 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from shapeviz.analyses.traffic import per_minute_rates
 from shapeviz.outputs.figures import _escape, load_curve_figure
 from shapeviz.physics.steps import Deployment
 from shapeviz.plain import json_safe
 from shapeviz.serving.planner import Plan, WhatIf, Workload, load_curve
+from shapeviz.workload.view import per_minute_rates
 
 PLAN_KIND = "shapeviz-plan-reference"
 PLAN_VERSION = 1

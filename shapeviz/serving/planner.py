@@ -24,7 +24,6 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from shapeviz.analyses.traffic import per_minute_rates
 from shapeviz.physics.steps import (
     DEFAULT_TPOT_SLO_MS,
     Deployment,
@@ -35,7 +34,9 @@ from shapeviz.physics.steps import (
     request_gpu_seconds,
 )
 from shapeviz.plain import json_safe
-from shapeviz.workload.sketch import WorkloadSketch, measured_rate, workload_points
+from shapeviz.workload.binning import N_BINS
+from shapeviz.workload.sketch import WorkloadSketch
+from shapeviz.workload.view import WorkloadView, as_view
 
 DEFAULT_TTFT_SLO_MS = 1000.0
 ASSUMED_RATE_RPS = 1.0          # only when a log has no timestamps and the user set no rate
@@ -131,59 +132,52 @@ class Workload:
         return cls.from_points([isl], [osl], [cached_tokens], rate_rps=rate_rps, **kw)
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, rate_rps: float | None = None) -> "Workload":
-        """Bin a canonical frame into log-spaced weighted points and measure (or take) the request rate.
+    def from_view(cls, data: WorkloadView | pd.DataFrame | WorkloadSketch, rate_rps: float | None = None) -> "Workload":
+        """Bin a workload view (a canonical frame: every row; a sketch: its cells) into weighted points, and
+        measure (or take) the request rate.
 
-        Bins are a quarter of an octave on each axis (input, output, and uncached input when the log reports
-        prefix hits); each point is the mean of its bin, so token totals (hence
-        demand in tokens/s) are exact. The rate is the user's if given, else the observed peak: the p99 of
-        per-minute request rates from ``timestamp``.
+        Rows are binned a quarter of an octave on each axis (input, output, and uncached input when the log
+        reports prefix hits); a sketch's cells are its points already (its products' cells merged). Each point
+        is the mean of its bin, so token totals (hence demand in tokens/s) are exact. The rate is the user's if
+        given, else the observed peak: the p99 of per-minute request rates.
         """
-        n, m, p = request_tokens(frame, "plan for")
-        if np.any(n < 0) or np.any(m < 0):
-            raise ValueError("negative token counts in the frame; the ingest should have dropped them")
-        width = BINS_PER_OCTAVE * 32  # 2^32 tokens is beyond any context
-        ix = np.minimum(np.floor(np.log2(np.maximum(n, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
-        iy = np.minimum(np.floor(np.log2(np.maximum(m, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
-        code = ix * width + iy
-        if np.any(p > 0):
-            # Prefix hits split a bin: one prompt fully cached and one not share an input length but not a
-            # prefill time, and the mean of the two put the TTFT p90 far above every real request's (the
-            # simulator replays them one by one). So uncached tokens are a third binning axis when the log has any.
-            iz = np.minimum(np.floor(np.log2(np.maximum(n - p, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
-            _, code = np.unique(code * width + iz, return_inverse=True)
-            code = code.reshape(-1)
+        view = as_view(data)
+        if view.n_requests == 0:
+            raise ValueError("the log has no requests to plan for")
+        if view.exact:
+            n, m = view.input_tokens.astype(np.float64), view.output_tokens.astype(np.float64)
+            p = view.cached_tokens
+            width = BINS_PER_OCTAVE * 32  # 2^32 tokens is beyond any context
+            ix = np.minimum(np.floor(np.log2(np.maximum(n, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
+            iy = np.minimum(np.floor(np.log2(np.maximum(m, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
+            code = ix * width + iy
+            if np.any(p > 0):
+                # Prefix hits split a bin: one prompt fully cached and one not share an input length but not a
+                # prefill time, and the mean of the two put the TTFT p90 far above every real request's (the
+                # simulator replays them one by one). So uncached tokens are a third binning axis when the log has any.
+                iz = np.minimum(np.floor(np.log2(np.maximum(n - p, 1.0)) * BINS_PER_OCTAVE), width - 1).astype(np.int64)
+                _, code = np.unique(code * width + iz, return_inverse=True)
+                code = code.reshape(-1)
+            totals = (n, m, p)
+        else:
+            code = view.bins("input") * N_BINS + view.bins("output")
+            totals = (view.totals("input"), view.totals("output"), view.totals("cached"))
         size = int(code.max()) + 1
-        count = np.bincount(code, minlength=size)
+        count = view.count(code, size)
         used = np.flatnonzero(count)
-        c = count[used].astype(np.float64)
-        sums = [np.bincount(code, weights=v, minlength=size)[used] for v in (n, m, p)]
+        c = count[used]
+        n, m, p = (np.bincount(code, weights=v, minlength=size)[used] / c for v in totals)
         if rate_rps is not None:
             _check_rate(rate_rps)
             rate, source, note = float(rate_rps), "set by user", "request rate set by the user"
         else:
-            rate, source, note = _measured_rate(frame)
-        return cls(sums[0] / c, sums[1] / c, sums[2] / c, c / c.sum(), rate, source, note, int(len(frame)))
+            rate, source, note = _measured_rate(view)
+        return cls(n, m, np.minimum(p, n), c / c.sum(), rate, source, note, view.n_requests)
 
     @classmethod
-    def from_sketch(cls, sketch: WorkloadSketch, rate_rps: float | None = None) -> "Workload":
-        """A workload from a ``sketch.WorkloadSketch``: one weighted point per occupied cell (its mean tokens).
-
-        Token totals are exact (the sketch keeps sums); the measured rate is the p99 of per-minute rates.
-        """
-        n, m, p, c = workload_points(sketch)
-        if c.size == 0:
-            raise ValueError("the sketch has no requests to plan for")
-        if rate_rps is not None:
-            _check_rate(rate_rps)
-            rate, source, note = float(rate_rps), "set by user", "request rate set by the user"
-        else:
-            measured, note = measured_rate(sketch)
-            rate, source = (measured, "measured") if measured else (ASSUMED_RATE_RPS, "assumed")
-            if measured is None:
-                note = (f"the log has no timestamps, so {ASSUMED_RATE_RPS:g} req/s is assumed; set the rate (--rate) "
-                        "to plan for yours")
-        return cls(n, m, np.minimum(p, n), c / c.sum(), rate, source, note, int(c.sum()))
+    def from_frame(cls, frame: pd.DataFrame, rate_rps: float | None = None) -> "Workload":
+        """``from_view`` of a canonical frame (every row); kept for its many callers."""
+        return cls.from_view(frame, rate_rps)
 
     def apply(self, whatif: WhatIf) -> "Workload":
         """The workload after the what-if levers (trim, cache hit, traffic)."""
@@ -237,22 +231,23 @@ def _check_rate(rate_rps: float) -> None:
         raise ValueError(f"request rate {rate_rps!r} must be a positive number of requests per second")
 
 
-def _measured_rate(frame: pd.DataFrame) -> tuple[float, str, str]:
+def _measured_rate(view: WorkloadView) -> tuple[float, str, str]:
     """Peak rate of a log: p99 of per-minute rates (the mean rate for logs shorter than two minutes)."""
-    if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
+    arrivals = view.arrivals
+    if arrivals.requests < 2:
         return ASSUMED_RATE_RPS, "assumed", (
             f"the log has no timestamps, so {ASSUMED_RATE_RPS:g} req/s is assumed; set the rate (--rate) to plan for yours"
         )
-    ts = frame["timestamp"].dropna()
-    start, end = ts.min(), ts.max()
-    span_s = (end - start) / pd.Timedelta(seconds=1)
+    start, end = arrivals.span_ns()
+    span_s = (end - start) / 1e9
+    where = "" if view.exact else "; from the workload sketch"
     if span_s < 120:
-        rate = len(ts) / max(span_s, 1.0)
-        return rate, "measured", f"mean rate over the log's {span_s:.0f} s (too short for per-minute peaks)"
-    rate = float(np.percentile(per_minute_rates(ts), 99))
-    mean = len(ts) / span_s
+        rate = arrivals.requests / max(span_s, 1.0)
+        return rate, "measured", f"mean rate over the log's {span_s:.0f} s (too short for per-minute peaks{where})"
+    rate = float(np.percentile(view.per_minute_rates(), 99))
+    mean = arrivals.requests / span_s
     return rate, "measured", (
-        f"observed peak: p99 of per-minute request rates over {span_s / 60:.0f} min (mean {mean:.3g} req/s)"
+        f"observed peak: p99 of per-minute request rates over {span_s / 60:.0f} min (mean {mean:.3g} req/s{where})"
     )
 
 

@@ -619,24 +619,3 @@ def report_log(sketch: WorkloadSketch) -> LoadedLog:
             "sketch); every figure of the plan and the shape is the whole log's")
     return LoadedLog(frame, LoadReport(r.source, r.format, r.compression, r.rows_read, r.rows_kept,
                                        dict(r.dropped), dict(r.mapping), [*r.notes, note]))
-
-
-def workload_points(sketch: WorkloadSketch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(input, output, cached, requests) of every occupied cell, all products together (means per cell)."""
-    counts = sketch.counts.sum(axis=0)
-    i, j = np.nonzero(counts)
-    c = counts[i, j].astype(np.float64)
-    return (sketch.input_sum.sum(axis=0)[i, j] / c, sketch.output_sum.sum(axis=0)[i, j] / c,
-            sketch.cached_sum.sum(axis=0)[i, j] / c, c)
-
-
-def measured_rate(sketch: WorkloadSketch) -> tuple[float | None, str]:
-    """Planning rate from the sketch: p99 of complete per-minute rates (None without timestamps)."""
-    per = sketch.per_minute()
-    if len(per) == 0:
-        return None, "the log has no timestamps"
-    rates = per.to_numpy()[:-1] / 60.0 if len(per) > 1 else per.to_numpy() / 60.0
-    return float(np.percentile(rates, 99)), (f"observed peak: p99 of per-minute request rates over {len(per)} min "
-                                             "(from the workload sketch)")
-
-

@@ -9,10 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.analyses.shapes import shape_profile, shape_profile_from_sketch
-from shapeviz.analyses.traffic import rate_over_time_from_sketch as rate_over_time
-from shapeviz.analyses.traffic import rate_over_time as rate_over_time_rows
-from shapeviz.analysis import analyze, analyze_sketch
+from shapeviz.analyses.shapes import shape_profile
+from shapeviz.analyses.traffic import rate_over_time
+from shapeviz.analysis import analyze
 from shapeviz.ingest import IngestError, Limits, load_log
 from shapeviz.outputs.summary import summary_document
 from shapeviz.serving.planner import Workload
@@ -23,8 +22,8 @@ from shapeviz.workload.sketch import (
     merge_all,
     quantiles_from_bins,
     sketch_log,
-    workload_points,
 )
+from shapeviz.workload.view import WorkloadView
 
 TRACES = [
     "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
@@ -110,7 +109,7 @@ def test_quantiles_of_an_empty_histogram_are_nan_not_an_error():
 def test_profile_from_the_sketch_agrees_with_the_profile_from_rows(trace):
     frame, _ = load_log(trace("azure_llm_2023/AzureLLMInferenceTrace_code.csv"))
     rows = shape_profile(frame)
-    bins = shape_profile_from_sketch(WorkloadSketch.from_frame(frame))
+    bins = shape_profile(WorkloadView.from_sketch(WorkloadSketch.from_frame(frame)))
     for a, b in zip(rows.scopes(), bins.scopes()):
         assert (a.scope, a.requests, a.dominant_shape, a.phase) == (b.scope, b.requests, b.dominant_shape, b.phase)
         assert b.input["mean"] == pytest.approx(a.input["mean"]) and b.output["mean"] == pytest.approx(a.output["mean"])
@@ -123,20 +122,20 @@ def test_profile_from_the_sketch_agrees_with_the_profile_from_rows(trace):
 def test_workload_from_the_sketch_keeps_token_totals_and_the_planning_rate(trace):
     frame, _ = load_log(trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
     sketch = WorkloadSketch.from_frame(frame)
-    rows, bins = Workload.from_frame(frame), Workload.from_sketch(sketch)
+    rows, bins = Workload.from_frame(frame), Workload.from_view(sketch)
     assert bins.n_requests == rows.n_requests == len(frame)
     assert bins.mean_input == pytest.approx(rows.mean_input, rel=1e-9)
     assert bins.mean_output == pytest.approx(rows.mean_output, rel=1e-9)
     assert bins.rate_source == "measured"
     assert bins.rate_rps == pytest.approx(rows.rate_rps, rel=0.02)
-    n, m, p, c = workload_points(sketch)
-    assert c.sum() == len(frame) and (n * c).sum() == pytest.approx(frame["input_tokens"].sum())
+    view = WorkloadView.from_sketch(sketch)
+    assert view.n_requests == len(frame) and view.totals("input").sum() == frame["input_tokens"].sum()
 
 
 def test_rate_over_time_from_the_sketch_equals_the_rows(trace):
     frame, _ = load_log(trace("azure_llm_2023/AzureLLMInferenceTrace_code.csv"))
-    rows = rate_over_time_rows(frame, "1min")
-    bins = rate_over_time(WorkloadSketch.from_frame(frame), "1min")
+    rows = rate_over_time(frame, "1min")
+    bins = rate_over_time(WorkloadView.from_sketch(WorkloadSketch.from_frame(frame)), "1min")
     assert bins["requests"].sum() == rows["requests"].sum() == len(frame)
     # every minute of every product holds the same count, not only the total and the busiest bucket
     key = ["timestamp", "product"] if "product" in rows.columns and "product" in bins.columns else ["timestamp"]
@@ -147,7 +146,7 @@ def test_rate_over_time_from_the_sketch_equals_the_rows(trace):
     pd.testing.assert_series_equal(by_bins.sort_index(), by_rows.sort_index(), check_dtype=False,
                                    check_index_type=False)
     with pytest.raises(ValueError, match="whole minutes"):
-        rate_over_time(WorkloadSketch.from_frame(frame), "10s")
+        rate_over_time(WorkloadView.from_sketch(WorkloadSketch.from_frame(frame)), "10s")
 
 
 def test_sketch_only_summary_keeps_the_document_and_says_what_it_left_out(trace):
@@ -155,7 +154,7 @@ def test_sketch_only_summary_keeps_the_document_and_says_what_it_left_out(trace)
     full = summary_document(analyze(load_log(path)))
     streamed = sketch_log(path, keep_frame_rows=1_000)
     assert streamed.frame is None
-    doc = summary_document(analyze_sketch(streamed))
+    doc = summary_document(analyze(streamed))
     assert doc["rows"] == full["rows"]
     assert set(doc) >= set(full) - {"sessions", "agent_products", "prefix_cache"}
     assert doc["overall"]["dominant_shape"] == full["overall"]["dominant_shape"]
@@ -257,7 +256,7 @@ def test_block_reuse_from_the_sketch_matches_the_published_mooncake_figure(trace
     np.testing.assert_array_equal(left.requests, right.requests)
     assert len(left.ids) == 3_000 and left.rate < 1.0
     assert left.hit_ratio_blocks == pytest.approx(0.3664, abs=0.05)
-    doc = summary_document(analyze_sketch(SketchedLog(merged)))
+    doc = summary_document(analyze(SketchedLog(merged)))
     assert doc["prefix_cache"]["method"] == "block_hashes"
     assert doc["prefix_cache"]["hit_ratio_blocks"] == pytest.approx(0.3664, abs=5e-5)
     assert doc["prefix_cache"]["hit_ratio_tokens"] == pytest.approx(0.3736, abs=0.02)   # SOURCE.md: 37.36 %
@@ -287,7 +286,7 @@ def test_sessions_from_the_sketch_keep_every_turn_of_the_sampled_sessions(trace)
     parts = [WorkloadSketch.from_frame(p, report, seed=i) for i, p in enumerate(_parts(frame, 3))]
     merged = merge_all(parts)
     assert merged.sessions.rate == 1.0
-    doc = summary_document(analyze_sketch(SketchedLog(merged)))
+    doc = summary_document(analyze(SketchedLog(merged)))
     # a session split across partitions is whole again after the merge: the same count and turns as from rows
     assert doc["sessions"]["count"] == exact["count"] and doc["sessions"]["turns_p50"] == exact["turns_p50"]
     # bounded: fewer rows than the log, whole sessions only, an estimated count near the truth
