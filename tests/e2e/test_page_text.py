@@ -100,6 +100,8 @@ def test_names_from_a_log_are_shown_as_typed(open_dashboard: OpenDashboard) -> N
     app.go("Sessions & prefix cache", "Sessions & prefix cache")
     tables = app.main.get_by_test_id("stDataFrame")
     expect(tables.first).to_be_visible(timeout=RERUN_MS)
+    # the grid fills its accessible cells after it paints: wait for the agent table's rows, then read them all
+    expect(tables.first.locator("td").first).to_be_attached(timeout=RERUN_MS)
     cells = set()
     for i in range(tables.count()):
         tables.nth(i).scroll_into_view_if_needed()
