@@ -263,6 +263,25 @@ def test_config_fleet_writes_one_script_per_pool_with_the_fleets_replicas(tmp_pa
     assert "llm-rag-pool" in pools["RAG pool"]["manifest"]   # the pool's name as a DNS label
 
 
+def test_config_fleet_writes_both_sides_of_a_split_pool_on_their_own_gpus(tmp_path: Path, brief: pd.DataFrame,
+                                                                          capsys) -> None:
+    """A prefill/decode split on two GPU types deploys as two configs, each side on its GPU and at the fleet's size,
+    whether or not the analytic plan would have split it (the brief log's best design is such a split)."""
+    path = synth.write_log(brief, tmp_path / "brief.csv")
+    fleet = {"model": "llama-3.1-70b", "pools": [
+        {"name": "pd", "products": ["*"], "prefill": {"gpu": "b200", "tp": 2, "replicas": 3},
+         "decode": {"gpu": "h100-sxm", "tp": 2, "replicas": 5}}]}
+    fleet_file = tmp_path / "fleet.json"
+    fleet_file.write_text(json.dumps(fleet))
+    assert main(["config", str(path), "--fleet", str(fleet_file), "--k8s", "--json"]) == 0
+    pool = json.loads(capsys.readouterr().out)["pools"][0]
+    roles = {c["role"]: c for c in pool["configs"]}
+    assert set(roles) == {"prefill", "decode"}, pool["notes"]
+    assert roles["prefill"]["replicas"]["value"] == 3 and roles["decode"]["replicas"]["value"] == 5
+    assert "B200" in json.dumps(roles["prefill"]) and "H100" in json.dumps(roles["decode"])
+    assert pool["manifest"]
+
+
 def test_the_report_bundle_carries_the_chosen_design(brief: pd.DataFrame) -> None:
     import io
 

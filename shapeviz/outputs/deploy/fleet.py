@@ -19,7 +19,7 @@ from shapeviz.outputs.deploy.flags import engine_spec
 from shapeviz.outputs.deploy.k8s import manifest
 from shapeviz.outputs.deploy.settings import Setting
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
-from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload
+from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.serving.products import resolve_classes
 
 
@@ -36,7 +36,8 @@ def fleet_configs(frame: pd.DataFrame, fleet: Fleet, *, engine: str = "vllm", wh
 
     Each pool's settings are planned on the log's requests that pool serves, at the tightest class among its
     products; its replica count is the fleet's (the simulated size), not the analytic plan's. A split pool gets a
-    prefill and a decode config only where the analytic plan finds a disaggregated layout; otherwise a note says so.
+    prefill config on its prefill side's GPU and a decode config on its decode side's, sized as the fleet says: the
+    fleet's replay (``simulate_fleet``) is what shows the split meets the classes, not the analytic plan.
     """
     classes = resolve_classes(frame, dict(fleet.slo), source="set by user (fleet file)")
     target = route_frame(frame, fleet.pools)
@@ -59,10 +60,15 @@ def fleet_configs(frame: pd.DataFrame, fleet: Fleet, *, engine: str = "vllm", wh
             replicas = pool.replicas if side is None else side.replicas
             layout = "colocated" if side is None else "disaggregated"
             try:
+                planned = plan(workload, dep, whatif, ttft, tpot)
+                if side is not None:   # the split's sizes are the fleet's (simulated), whatever the analytic plan says
+                    planned = replace(planned, disaggregated={**(planned.disaggregated or {}),
+                                                              "prefill_replicas": int(pool.prefill.replicas),
+                                                              "decode_replicas": int(pool.decode.replicas)})
                 bundle = deployment_bundle(workload, dep, engine=engine, whatif=whatif, ttft_slo_ms=ttft,
                                            tpot_slo_ms=tpot, max_context_tokens=longest_context(sub, whatif),
                                            context_source="measured", prefix=prefix_signal(sub, whatif),
-                                           model_path=model_path, layout=layout, port=port)
+                                           model_path=model_path, layout=layout, port=port, the_plan=planned)
                 chosen = [c for c in bundle.configs[layout] if side is None or c.role == role]
             except ValueError as exc:
                 notes.append(f"{role}: {exc}")
