@@ -42,6 +42,14 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
                              tpot_slo_ms: float, gpu_hour_usd: float) -> None:
     """The section: controls, the policies side by side, the chart, the missed windows, the replay, growth."""
     st.subheader("Traffic over time: autoscaling and growth")
+    # Planning every window (and four policies over them) costs more than the rest of the page together, and a
+    # what-if step would redo it: it runs when asked for, like the simulations above.
+    if not st.toggle("Plan the fleet window by window (autoscaling policies, growth)", key="fleet_time_on",
+                     help="Sizes every window of the log for both SLOs at its own rate and shape, then replays four "
+                          "autoscaling policies over them. It reruns on every what-if step while it is on."):
+        st.caption("Off: switch it on to see the replicas and cost hour by hour, what each autoscaling policy saves "
+                   "against a fleet held at the peak, and next quarter's fleet.")
+        return
     frame = log.frame
     if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
         st.info("The log has no timestamps, so its traffic over time cannot be planned: map a timestamp column.")

@@ -14,6 +14,9 @@ def _capacity() -> AppTest:
     at.run()
     at.switch_page("pages/capacity.py").run()
     assert not at.exception, at.exception
+    assert not [f for f in at.dataframe if "saving vs peak" in f.value.columns]   # off until asked for
+    at.toggle(key="fleet_time_on").set_value(True).run()
+    assert not at.exception, at.exception
     return at
 
 
