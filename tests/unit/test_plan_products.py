@@ -80,3 +80,12 @@ def test_slo_needs_products_of_a_log(logs: list[str], capsys) -> None:
     assert "not in the log" in capsys.readouterr().err
     assert main(["plan", *logs, "--slo", f"{CODE}=fast"]) == 2
     assert "PRODUCT=TTFT_MS:TPOT_MS" in capsys.readouterr().err
+
+
+def test_products_are_judged_with_the_reuse_the_router_keeps(trace, capsys) -> None:
+    # Mooncake's block hashes: the prefix-aware router's cache hits shorten every prefill of the plan; the
+    # product (the whole log here) must be judged on the same shortened prefills, not on the log's raw prompts
+    doc = _plan(capsys, str(trace("mooncake_fast25/synthetic_trace.jsonl")), "--router", "prefix")
+    assert doc["prefix"]["hit_ratio_tokens"] > 0.05
+    (only,) = doc["products"].values()
+    assert only["ttft_p90_ms"] == pytest.approx(doc["ttft_ms"]["p90"], rel=1e-9)
