@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import timed  # noqa: E402
+from timing import timed
 
-from shapeviz.physics import default_deployment  # noqa: E402
-from shapeviz.serving import WhatIf, Workload, plan  # noqa: E402
-from shapeviz.serving.products import default_classes, plan_products  # noqa: E402
-from shapeviz.workload.synth import generate  # noqa: E402
+from shapeviz.physics import default_deployment
+from shapeviz.serving import WhatIf, Workload, plan
+from shapeviz.serving.products import default_classes, plan_products
+from shapeviz.workload.synth import generate
 
 
 def main() -> None:
