@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="GPUs, TTFT/TPOT and cost for a log or a fixed shape")
     plan.add_argument("logs", nargs="*", metavar="LOG")
     _add_plan_options(plan)
+    plan.add_argument("--slo", action="append", metavar="PRODUCT=TTFT_MS:TPOT_MS",
+                      help="a product's own SLO class at p90, judged on the planned fleet (repeatable; PRODUCT '*' "
+                           "sets every product); default: its corner's published range (data/slo_ranges.csv, upper end)")
     _add_router_options(plan)
     _add_common(plan)
     _add_engine(plan)

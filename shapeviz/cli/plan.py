@@ -19,6 +19,7 @@ from shapeviz.physics.steps import (
 )
 from shapeviz.fleet.routing import plan_with_router
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
+from shapeviz.serving.products import parse_slo, plan_products, resolve_classes
 from shapeviz.workload.distributed import sketch_paths
 
 
@@ -97,7 +98,12 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     dep, tp_source = deployment_from_args(args)
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     frames: list = []
+    overrides = parse_slo(getattr(args, "slo", None))
     workload, info = _workload(args, mapping, dep, frames)
+    if overrides and not frames:
+        raise ValueError("--slo names products of a LOG read row by row; a fixed --isl/--osl shape or a --engine dask "
+                         "sketch has one SLO (--ttft-slo-ms/--tpot-slo-ms)")
+    classes = resolve_classes(frames[0], overrides) if frames else None
     dep = speculative_from_args(dep, workload, args)
     ttft_slo = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
     tpot_slo = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
@@ -148,7 +154,22 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     if routed is not None:
         document["prefix"] = routed
         document["notes"] = [*document.get("notes", []), routed["note"]]
+    if classes is not None:
+        # judged on the fleet the plan bought (with the what-if the plan used, the router's reuse included)
+        used = WhatIf(**result["assumptions"]["whatif"])
+        products = plan_products(frames[0], workload, dep, used, planned.replicas, classes, tpot_slo)
+        document["products"] = products
+        document["notes"] = [*document.get("notes", []), _products_note(products, planned.replicas)]
     return document
+
+
+def _products_note(products: dict[str, Any], replicas: int | None) -> str:
+    """Where the per-product figures come from, and which products miss their own class."""
+    missing = [name for name, o in products.items() if not o["meets"]]
+    return (f"each product is judged against its own SLO class on the planned {replicas or 0} shared replica(s), "
+            "analytically (its own prefill times in the whole fleet's queue and decode batch; TPOT is the shared "
+            "batch's, so the same for every product); `simulate --slo` replays the log as the check"
+            + (f"; missing their class: {', '.join(missing)}" if missing else ""))
 
 
 def _ms(value: float | None) -> str:
@@ -191,5 +212,21 @@ def plan_text(document: dict[str, Any]) -> str:
     if d.get("speculative"):
         lines.append(d["speculative"]["summary"])
     lines.append("SLOs met" if d["meets_slo"] else "SLOs NOT met")
+    if d.get("products"):
+        lines.append("products, each against its own SLO class (analytic):")
+        lines.extend(product_plan_lines(d["products"]))
     lines.extend(f"note: {n}" for n in d.get("notes", []))
     return "\n".join(lines)
+
+
+def product_plan_lines(products: dict[str, Any]) -> list[str]:
+    """One line per product of a ``plan`` document: its p90s on the planned fleet against its own class."""
+    lines = []
+    for name, o in products.items():
+        cls = o["class"]
+        q = cls["percentile"]
+        ttft, tpot = o.get(f"ttft_p{q}_ms"), o.get(f"tpot_p{q}_ms")
+        lines.append(f"  {name} ({cls.get('corner')}, {o['requests']:,} requests): TTFT p{q} {_ms(ttft)} / "
+                     f"{cls['ttft_ms']:,.0f} ms, TPOT p{q} {_ms(tpot)} / {cls['tpot_ms']:,.0f} ms: "
+                     f"{'meets' if o['meets'] else 'MISSES'} its class")
+    return lines

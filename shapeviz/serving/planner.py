@@ -17,7 +17,7 @@ discrete-event simulator (``simulator.py``) is the check on all of this.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from numbers import Real
 from typing import Any, Iterable
 
@@ -384,6 +384,32 @@ class _Evaluator:
                 shift = np.where(ok, q * iteration + shared, 0.0)
                 out[f"ttft_p{round(q * 100)}_s"] = np.where(ok, value + shift, np.inf)
         return out
+
+
+def shared_latency_ms(workload: Workload, parts: dict[str, Workload], dep: Deployment, whatif: WhatIf,
+                      replicas: int, tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
+                      quantile: float = 0.9) -> dict[str, tuple[float | None, float | None]]:
+    """Each part's TTFT and TPOT ``quantile`` (ms; None when saturated) on ``replicas`` colocated replicas that
+    serve the whole ``workload`` (its products together, e.g. the plan's fleet).
+
+    The queue is the whole workload's: prefill utilisation, M/G/1 wait, decode batch and iteration residual come
+    from its evaluator at its rate over the replicas; only the prefill of the request itself is the part's own.
+    A colocated decode step serves every running sequence at once, so TPOT is the same for every part.
+    """
+    if not (isinstance(replicas, (int, np.integer)) and replicas >= 1):
+        raise ValueError(f"replicas={replicas!r} must be a whole number ≥ 1")
+    w = workload.apply(whatif)
+    ev = _Evaluator.build(w, dep)
+    rate = np.array([w.rate_rps / replicas])
+    key = f"p{round(quantile * 100)}_s"
+    out: dict[str, tuple[float | None, float | None]] = {}
+    for name, part in parts.items():
+        pw = part.apply(whatif)
+        latency, weight = _sketch(prefill_time_s(dep, pw.input_tokens, pw.cached_tokens), pw.weight)
+        r = replace(ev, latency_s=latency, weight=weight).evaluate(
+            rate, tpot_slo_s=tpot_slo_ms / 1000.0, quantiles=(quantile,))
+        out[name] = (_ms(r[f"ttft_{key}"]), _ms(r[f"tpot_{key}"]))
+    return out
 
 
 def _smallest(feasible: Any, upper: int = MAX_REPLICAS) -> int | None:

@@ -5,7 +5,8 @@ Its default comes from the product's corner (the corner holding most of its requ
 ranges in ``data/slo_ranges.csv`` (p95 ranges per shape): the upper end of the range, so that the default is
 the loosest target a published planner still calls acceptable for that shape (assumed; edit per product with
 ``--slo PRODUCT=TTFT_MS:TPOT_MS`` or a fleet file). ``product_outcomes`` turns a simulation's per-request frame
-into the per-product TTFT/TPOT/E2E percentiles, SLO attainment and goodput of ``simulate --json``.
+into the per-product TTFT/TPOT/E2E percentiles, SLO attainment and goodput of ``simulate --json``;
+``plan_products`` judges each product analytically on the plan's shared fleet (``plan --json``).
 """
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import numpy as np
 import pandas as pd
 
 from shapeviz.analyses.shapes import DEFAULT_CORNERS, SHAPES, Corners, classify_codes
+from shapeviz.physics.steps import Deployment
 from shapeviz.plain import json_safe
+from shapeviz.serving.planner import WhatIf, Workload, shared_latency_ms
 from shapeviz.serving.slo import slo_range
 
 CLASS_PERCENTILE = 90          # targets are judged at p90, like the plan and the simulator's summary
@@ -177,3 +180,28 @@ def outcomes_table(outcomes: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
                      "meets": o.get("meets"), "attainment": o.get("attainment"),
                      "goodput_rps": o.get("goodput_rps")})
     return pd.DataFrame(rows)
+
+
+def plan_products(frame: pd.DataFrame, workload: Workload, dep: Deployment, whatif: WhatIf, replicas: int | None,
+                  classes: Mapping[str, SloClass], tpot_slo_ms: float) -> dict[str, dict[str, Any]]:
+    """Per product: its class, its TTFT/TPOT at the class percentile on the plan's ``replicas`` (shared by the
+    whole ``workload``, analytic: ``planner.shared_latency_ms``) and whether it meets its own class."""
+    product = frame["product"].astype(str) if "product" in frame.columns else pd.Series("all", index=frame.index)
+    groups = product.groupby(product, sort=True).groups
+    out: dict[str, dict[str, Any]] = {}
+    by_q: dict[int, list[str]] = {}
+    for name in groups:
+        if str(name) in classes:
+            by_q.setdefault(classes[str(name)].percentile, []).append(str(name))
+    for q, names in by_q.items():
+        parts = {n: Workload.from_frame(frame.loc[groups[n]], rate_rps=workload.rate_rps) for n in names}
+        latency = ({n: (None, None) for n in names} if not replicas else
+                   shared_latency_ms(workload, parts, dep, whatif, int(replicas), tpot_slo_ms, quantile=q / 100.0))
+        for n in names:
+            cls, (ttft, tpot) = classes[n], latency[n]
+            out[n] = {"class": {k: v for k, v in cls.to_dict().items() if k != "product"},
+                      "requests": len(groups[n]),
+                      f"ttft_p{q}_ms": ttft, f"tpot_p{q}_ms": tpot,
+                      "meets": bool(ttft is not None and tpot is not None
+                                    and ttft <= cls.ttft_ms and tpot <= cls.tpot_ms)}
+    return json_safe(dict(sorted(out.items())))
