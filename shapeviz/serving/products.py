@@ -22,10 +22,10 @@ from shapeviz.analyses.shapes import DEFAULT_CORNERS, SHAPES, Corners, classify_
 from shapeviz.physics.steps import Deployment
 from shapeviz.plain import json_safe
 from shapeviz.serving.planner import WhatIf, Workload, shared_latency_ms
+from shapeviz.serving.simulator import latency_stats
 from shapeviz.serving.slo import slo_range
 
 CLASS_PERCENTILE = 90          # targets are judged at p90, like the plan and the simulator's summary
-QUANTILES = (50, 90, 99)
 ALL_PRODUCTS = "*"             # a --slo / fleet-file key that sets every product without its own class
 
 
@@ -119,15 +119,6 @@ def ttft_targets_ms(products: np.ndarray | None, classes: Mapping[str, SloClass]
     return values.to_numpy(dtype=np.float64)
 
 
-def _stats(v: np.ndarray) -> dict[str, float | None]:
-    v = v[~np.isnan(v)]
-    if v.size == 0:
-        return {"mean": None, "p50": None, "p90": None, "p99": None}
-    out: dict[str, float | None] = {"mean": float(v.mean())}
-    for q, value in zip(QUANTILES, np.percentile(v, QUANTILES)):
-        out[f"p{q}"] = float(value)
-    return out
-
 
 def product_outcomes(requests: pd.DataFrame, classes: Mapping[str, SloClass]) -> dict[str, dict[str, Any]]:
     """Per product: TTFT/TPOT/E2E ``{mean,p50,p90,p99}`` (ms), its class, whether its percentiles meet it,
@@ -145,8 +136,8 @@ def product_outcomes(requests: pd.DataFrame, classes: Mapping[str, SloClass]) ->
         cls = classes.get(str(name))
         ttft = r["ttft_ms"].to_numpy(dtype=np.float64)
         tpot = r["tpot_ms"].to_numpy(dtype=np.float64)
-        doc: dict[str, Any] = {"requests": len(r), "ttft_ms": _stats(ttft), "tpot_ms": _stats(tpot),
-                               "e2e_ms": _stats(r["e2e_ms"].to_numpy(dtype=np.float64))}
+        doc: dict[str, Any] = {"requests": len(r), "ttft_ms": latency_stats(ttft), "tpot_ms": latency_stats(tpot),
+                               "e2e_ms": latency_stats(r["e2e_ms"].to_numpy(dtype=np.float64))}
         if cls is not None:
             q = cls.percentile
             t_q = float(np.percentile(ttft, q))

@@ -81,6 +81,15 @@ class Requests:
                         None if self.blocks is None else self.blocks.take(index), sub(self.ttft_target_ms))
 
 
+
+def latency_stats(values: np.ndarray) -> dict[str, float | None]:
+    """``{mean, p50, p90, p99}`` of latencies in ms, NaN left out (all None when nothing is left)."""
+    v = values[~np.isnan(values)]
+    if v.size == 0:
+        return {"mean": None, **{f"p{q}": None for q in QUANTILES}}
+    return {"mean": float(v.mean()), **{f"p{q}": float(x) for q, x in zip(QUANTILES, np.percentile(v, QUANTILES))}}
+
+
 @dataclass
 class SimResult:
     """What a simulation measured: one row per request (``requests``) and fleet-level series."""
@@ -142,13 +151,7 @@ class SimResult:
         r = self.requests
 
         def stats(column: str) -> dict[str, float | None]:
-            v = r[column].dropna().to_numpy(dtype=np.float64)
-            if v.size == 0:
-                return {"mean": None, "p50": None, "p90": None, "p99": None}
-            out: dict[str, float | None] = {"mean": float(v.mean())}
-            for q, value in zip(QUANTILES, np.percentile(v, QUANTILES)):
-                out[f"p{q}"] = float(value)
-            return out
+            return latency_stats(r[column].to_numpy(dtype=np.float64))
 
         served = self.served_rps
         span_rate = served if math.isfinite(served) else 0.0
