@@ -8,6 +8,7 @@ table into the sentence the recommendations cite ("split pools: 18 → 12 GPUs a
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
@@ -76,8 +77,8 @@ def _row(lever: str, label: str, gpus: int | None, result: Any, detail: str) -> 
 
 
 def _subset(req: Requests, mask: np.ndarray) -> Requests:
-    return Requests(req.input_tokens[mask], req.output_tokens[mask], req.cached_tokens[mask], None,
-                    None if req.product is None else req.product[mask])
+    """The requests of one corner's pool; their arrivals are drawn anew at that pool's rate."""
+    return replace(req.take(mask), arrival_s=None)
 
 
 def simulate_levers(requests: Requests, dep: Deployment, rate_rps: float, ttft_slo_ms: float, tpot_slo_ms: float,

@@ -248,10 +248,10 @@ def fleet_requests(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), seed: int = 0
         rate = rate_rps or Workload.from_frame(frame).rate_rps * whatif.traffic_multiplier
         arrival = np.cumsum(rng.exponential(1.0 / rate, size=n))
         arrival -= arrival[0]
-        return Requests(req.input_tokens, req.output_tokens, req.cached_tokens, arrival, product)
+        return replace(req, arrival_s=arrival, product=product, blocks=None)
     arrival = np.asarray(req.arrival_s, dtype=np.float64)
     if seed == 0:
-        return Requests(req.input_tokens, req.output_tokens, req.cached_tokens, arrival, product)
+        return replace(req, arrival_s=arrival, product=product, blocks=None)
     new_arrival = arrival.copy()
     order = np.arange(n)
     frame_idx = pd.DataFrame({"product": product, "block": np.floor(arrival / SEED_BLOCK_S), "i": order})
@@ -264,10 +264,8 @@ def fleet_requests(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), seed: int = 0
         new_t = t[0] + np.concatenate([[0.0], np.cumsum(rng.permutation(gaps))])
         new_arrival[ids] = new_t
         order[ids] = ids[rng.permutation(ids.size)]  # which request arrives at each of the block's times
-    inp, out, cached, prod = (req.input_tokens[order], req.output_tokens[order], req.cached_tokens[order],
-                              product[order])
     sort = np.argsort(new_arrival, kind="stable")
-    return Requests(inp[sort], out[sort], cached[sort], new_arrival[sort], prod[sort])
+    return replace(req.take(order[sort]), arrival_s=new_arrival[sort], product=product[order[sort]], blocks=None)
 
 
 def subset(req: Requests, mask: np.ndarray) -> Requests:

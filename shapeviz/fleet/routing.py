@@ -22,7 +22,12 @@ from shapeviz.physics.steps import Deployment
 from shapeviz.serving.planner import Plan, WhatIf, Workload, plan
 from shapeviz.serving.prefix_cache import PrefixCache
 from shapeviz.serving.routers import LABELS, ROUTERS
-from shapeviz.serving.simulator import Requests, SimResult, requests_from_frame, simulate
+from shapeviz.serving.simulator import (
+    Requests,
+    SimResult,
+    requests_from_frame,
+    simulate,
+)
 
 WINDOW_REQUESTS = 1000                 # the log's first N requests, in arrival order (reuse needs the order)
 REPLICA_COUNTS = (1, 2, 4, 8, 16)      # the hit-ratio-against-scale-out chart

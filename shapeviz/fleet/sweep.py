@@ -35,8 +35,8 @@ def sample_requests(frame: pd.DataFrame, whatif: WhatIf, n: int = DEFAULT_POINT_
     base = requests_from_frame(frame, replace(whatif, traffic_multiplier=1.0))
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(base), size=min(n, len(base)), replace=len(base) < n) if len(base) > n else np.arange(len(base))
-    product = None if base.product is None else base.product[pick]
-    return Requests(base.input_tokens[pick], base.output_tokens[pick], base.cached_tokens[pick], None, product)
+    # a random draw: arrivals are drawn at each point's rate, and prompt blocks (reuse in arrival order) do not apply
+    return replace(base.take(pick), arrival_s=None, blocks=None)
 
 
 def simulated_point(requests: Requests, dep: Deployment, rate_rps: float, replicas: int, ttft_slo_ms: float,
