@@ -204,14 +204,21 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fleet_over_time(args: argparse.Namespace, command: str) -> bool:
+    """``--autoscale``/``--growth`` on ``plan`` or ``simulate``: print the fleet over time instead (True if done)."""
+    from shapeviz.cli.fleet import fleet_document, fleet_text, wants_fleet
+
+    if not wants_fleet(args):
+        return False
+    document = fleet_document(args, mapping=_parse_mapping(args.map), command=command)
+    _emit(document, args.json, fleet_text(document))
+    return True
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """``plan``: the capacity plan for a log or a fixed (isl, osl) shape."""
     _check_engine(args)
-    from shapeviz.cli.fleet import fleet_document, fleet_text, wants_fleet
-
-    if wants_fleet(args):
-        document = fleet_document(args, mapping=_parse_mapping(args.map), command="plan")
-        _emit(document, args.json, fleet_text(document))
+    if _fleet_over_time(args, "plan"):
         return 0
     from shapeviz.cli.plan import plan_document, plan_text
 
@@ -222,11 +229,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``simulate``: latency under load from the discrete-event simulator."""
-    from shapeviz.cli.fleet import fleet_document, fleet_text, wants_fleet
-
-    if wants_fleet(args):
-        document = fleet_document(args, mapping=_parse_mapping(args.map), command="simulate")
-        _emit(document, args.json, fleet_text(document))
+    if _fleet_over_time(args, "simulate"):
         return 0
     from shapeviz.cli.simulate import simulate_document, simulate_text
 
