@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from components.widgets import chart, table
+from components.widgets import chart, run_on_click, table
 from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
 from shapeviz.fleet.prices import gpu_prices
 from shapeviz.ingest import LoadedLog
@@ -94,9 +94,8 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         return None
     classes_key = tuple(sorted((p, c.ttft_ms, c.tpot_ms) for p, c in classes.items()))
     settings = (digest, classes_key, tuple(gpus), model, traffic)
-    if st.button("Design the fleet", icon=":material/architecture:", key="fleet_design"):
-        st.session_state[DESIGN_KEY] = settings
-    if st.session_state.get(DESIGN_KEY) != settings:
+    if not run_on_click("Design the fleet", icon=":material/architecture:", key="fleet_design", settings=settings,
+                        state_key=DESIGN_KEY):
         st.caption(f"Searches the busiest {PAGE_SEARCH_REQUESTS:,} requests of your log; takes tens of seconds.")
         return None
     bar = st.progress(0.0, text="Designing…")

@@ -11,7 +11,7 @@ from dataclasses import astuple
 import pandas as pd
 import streamlit as st
 
-from components.widgets import chart, table
+from components.widgets import chart, run_on_click, table
 from shapeviz.analyses.prefix import has_hashes
 from shapeviz.analyses.sessions import has_sessions
 from shapeviz.fleet.routing import (
@@ -58,9 +58,8 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
     choice = st.selectbox("Router", ROUTERS, format_func=LABELS.get, key=ROUTER_KEY, index=ROUTERS.index("prefix"),
                           help="The router whose figures lead; the table compares all four.")
     settings = (digest, dep, astuple(whatif), rate_rps, replicas, ttft_slo_ms, tpot_slo_ms)
-    if st.button("Compare routers", icon=":material/alt_route:", key="compare_routers"):
-        st.session_state[RUN_KEY] = settings
-    if st.session_state.get(RUN_KEY) != settings:
+    if not run_on_click("Compare routers", icon=":material/alt_route:", key="compare_routers", settings=settings,
+                        state_key=RUN_KEY):
         st.caption("Four routers × five fleet sizes plus the smallest fleet meeting the SLOs; takes tens of seconds.")
         return
     bar = st.progress(0.0, text="Simulating the routers…")

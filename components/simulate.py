@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from components.fleet import render_product_outcomes
-from components.widgets import chart, table
+from components.widgets import chart, run_on_click, table
 from shapeviz.fleet.levers import lever_citations, simulate_levers
 from shapeviz.fleet.sweep import (
     DEFAULT_POINT_REQUESTS,
@@ -103,9 +103,8 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
                "chunked prefill and a KV pool, Poisson arrivals at each load, step times from the same "
                "calibrated physics as the plan.")
     settings = (digest, dep, astuple(whatif), rate_rps, replicas, ttft_slo_ms, tpot_slo_ms)
-    if st.button("Simulate this fleet", icon=":material/play_arrow:", key="simulate_fleet"):
-        st.session_state[RUN_KEY] = settings
-    if st.session_state.get(RUN_KEY) != settings:
+    if not run_on_click("Simulate this fleet", icon=":material/play_arrow:", key="simulate_fleet", settings=settings,
+                        state_key=RUN_KEY):
         st.caption("Takes a few seconds; results are kept for this log and these settings.")
         return
     progress = st.progress(0.0, text="Simulating…")
@@ -155,9 +154,8 @@ def _render_levers(settings: tuple, log: LoadedLog, dep: Deployment, whatif: Wha
                    ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation]) -> None:
     """The scheduling levers sized by simulation, and the recommendations citing the simulated gain."""
     st.markdown("**Scheduling levers, sized by simulation** (the fewest GPUs meeting both p90 SLOs)")
-    if st.button("Simulate the levers", icon=":material/tune:", key="simulate_levers"):
-        st.session_state[LEVERS_KEY] = settings
-    if st.session_state.get(LEVERS_KEY) != settings:
+    if not run_on_click("Simulate the levers", icon=":material/tune:", key="simulate_levers", settings=settings,
+                        state_key=LEVERS_KEY):
         st.caption(f"Priority queues, a smaller prefill chunk, disaggregation and one pool per corner, each "
                    f"searched on {LEVER_REQUESTS:,} requests of your log; takes tens of seconds.")
         return

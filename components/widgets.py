@@ -82,3 +82,11 @@ def csv_button(frame: pd.DataFrame, file_name: str, label: str = "CSV", key: str
 
     st.download_button(label, safe_csv_bytes(frame), file_name=file_name, mime="text/csv",
                        icon=":material/download:", key=key or f"csv-{file_name}", on_click="ignore")
+
+
+def run_on_click(label: str, *, icon: str, key: str, settings: object, state_key: str) -> bool:
+    """A button for long work: True once clicked, for as long as ``settings`` stay what they were at the click (a
+    slider move afterwards shows the button again, never an old result as if it were the new one)."""
+    if st.button(label, icon=icon, key=key):
+        st.session_state[state_key] = settings
+    return st.session_state.get(state_key) == settings
