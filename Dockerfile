@@ -25,4 +25,5 @@ USER shapeviz
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD /opt/venv/bin/python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)" || exit 1
-ENTRYPOINT ["/opt/venv/bin/streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]
+# components.launch is `streamlit run app.py` with the pages' imports done before the server listens.
+ENTRYPOINT ["/opt/venv/bin/python", "-m", "components.launch", "--server.port=8501", "--server.address=0.0.0.0"]

@@ -15,7 +15,7 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-instal
 .PHONY: run test venv deps test-deps system-deps
 
 run: deps
-	$(PY) -m streamlit run app.py
+	$(PY) -m components.launch
 
 test: test-deps
 	$(PY) -m pytest

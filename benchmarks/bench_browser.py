@@ -2,8 +2,9 @@
 
     python benchmarks/bench_browser.py [--rows 1000000] [--steps 5] [--runs 3] [--skip-big]
 
-Starts ``streamlit run app.py`` and a bare page (one sidebar slider, one 100-point plotly chart) on loopback,
-drives them with the system chromium (headless, through playwright), and prints, per run:
+Starts the app as ``make run`` does (``python -m components.launch``: ``streamlit run app.py``, warm) and a bare
+page (one sidebar slider, one 100-point plotly chart) on loopback, drives them with the system chromium (headless,
+through playwright), and prints, per run:
 
 - first page: from the server's health check passing to the demo's Shape page settled (script finished, the
   plane drawn), on a fresh server; and a second session on the warm server; the floor's first page likewise (its
@@ -99,7 +100,9 @@ class Server:
     def __init__(self, script: Path, log: Path) -> None:
         self.port = _free_port()
         self.url = f"http://{HOST}:{self.port}"
-        cmd = [sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(self.port),
+        # The app as `make run` starts it (warm); the floor as a plain `streamlit run`.
+        start = ["-m", "components.launch"] if script.name == "app.py" else ["-m", "streamlit", "run", str(script)]
+        cmd = [sys.executable, *start, "--server.port", str(self.port),
                "--server.address", HOST, "--server.headless", "true", "--browser.gatherUsageStats", "false",
                "--server.fileWatcherType", "none", "--server.maxUploadSize", "2000"]
         self.proc = subprocess.Popen(cmd, cwd=script.parent, stdout=log.open("ab"), stderr=subprocess.STDOUT)

@@ -68,7 +68,8 @@ def _healthy(url: str) -> bool:
 
 
 class LiveServer:
-    """``streamlit run app.py`` from the checkout on a free loopback port, its output in a log file."""
+    """The dashboard as ``make run`` starts it (``components.launch``: ``streamlit run app.py``, warm) from the
+    checkout on a free loopback port, its output in a log file."""
 
     def __init__(self, log_path: Path) -> None:
         self.log_path = log_path
@@ -87,7 +88,7 @@ class LiveServer:
     def _start_once(self) -> bool:
         self.url = f"http://{HOST}:{_free_port()}"
         command = [
-            sys.executable, "-m", "streamlit", "run", "app.py",
+            sys.executable, "-m", "components.launch",
             "--server.port", self.url.rsplit(":", 1)[1], "--server.headless", "true", "--server.address", HOST,
             "--browser.gatherUsageStats", "false",
             # Others edit the checkout while the suite runs: a file watcher would only cost CPU and offer reruns.
