@@ -6,6 +6,8 @@ density with a uniform sample on top above a point budget, so the payload sent t
 """
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 from typing import Iterable, Mapping, Sequence
 
@@ -419,6 +421,8 @@ def pressure_figure(before: Mapping, after: Mapping, ttft_slo_ms: float, tpot_sl
     ``before``/``after`` are rows of ``capacity.load_curve`` on the same fleet (keys ``prefill_utilization``,
     ``decode_utilization``, ``ttft_p90_ms``, ``tpot_p90_ms``). Latencies are drawn as a share of their SLO so
     all four share one axis: 100% is the limit.
+
+    Drawn on every what-if step: built as one dict (5 ms) rather than trace by trace (~30 ms of plotly's updates).
     """
     def row(r: Mapping) -> list[float | None]:
         ttft, tpot = r["ttft_p90_ms"], r["tpot_p90_ms"]
@@ -428,60 +432,81 @@ def pressure_figure(before: Mapping, after: Mapping, ttft_slo_ms: float, tpot_sl
         ]
 
     labels = ["prefill pressure", "decode pressure", "TTFT p90 / SLO", "TPOT p90 / SLO"]
-    fig = go.Figure()
+    data = []
     for name, r, color in (("before", before, BEFORE_AFTER[0]), ("after what-if", after, BEFORE_AFTER[1])):
         values = row(r)
-        fig.add_trace(go.Bar(
-            x=labels, y=[v if v is not None else 0 for v in values], name=name, marker_color=color,
-            text=[("saturated" if v is None else f"{v:.0%}") for v in values], textposition="outside",
-            hovertemplate="%{x}: %{text}<extra>" + name + "</extra>",
+        data.append(dict(
+            type="bar", x=labels, y=[v if v is not None else 0 for v in values], name=name,
+            marker=dict(color=color), text=[("saturated" if v is None else f"{v:.0%}") for v in values],
+            textposition="outside", hovertemplate="%{x}: %{text}<extra>" + name + "</extra>",
         ))
-    # A shape and an annotation, not add_hline: that helper costs more than the whole figure on a slider step.
-    fig.add_shape(type="line", xref="paper", x0=0, x1=1, y0=1.0, y1=1.0,
-                  line=dict(color="#C0392B", dash="dash", width=1.5))
-    fig.add_annotation(xref="paper", x=0, y=1.0, text="limit / SLO", showarrow=False, xanchor="left",
-                       yanchor="bottom")
-    fig.update_yaxes(**LIGHT_AXIS)
-    fig.update_layout(
-        barmode="group", height=height, **LIGHT, yaxis_tickformat=".0%",
-        yaxis_title="share of capacity or SLO", margin=dict(l=60, r=20, t=40, b=40),
+    layout = dict(
+        barmode="group", height=height, **LIGHT, margin=dict(l=60, r=20, t=40, b=40),
+        yaxis=dict(**LIGHT_AXIS, tickformat=".0%", title=dict(text="share of capacity or SLO")),
         title=dict(text="Pressure on each phase, on today's fleet", x=0.01),
         legend=dict(orientation="h", y=1.12, x=1, xanchor="right"),
+        shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=1.0, y1=1.0,
+                     line=dict(color="#C0392B", dash="dash", width=1.5))],
+        annotations=[dict(xref="paper", x=0, y=1.0, text="limit / SLO", showarrow=False, xanchor="left",
+                          yanchor="bottom")],
     )
+    return _figure(data, layout)
+
+
+def _figure(data: list[dict], layout: dict) -> go.Figure:
+    """A figure from whole dicts (validated once), without a template when ``layout`` says ``template=None``.
+
+    In a layout dict given to ``go.Figure`` a None template means plotly's default one; assigned afterwards, as
+    ``update_layout(**LIGHT)`` does, it means none: assigned afterwards here too, so both ways draw the same.
+    """
+    no_template = "template" in layout and layout.pop("template") is None
+    fig = go.Figure(dict(data=data, layout=layout))
+    if no_template:
+        fig.update_layout(template=None)
     return fig
+
+
+@functools.cache
+def _two_panel_layout(titles: tuple[str, str]) -> dict:
+    """The layout ``make_subplots(1, 2)`` gives (axes' domains and anchors, the panel titles), made once."""
+    return make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1).layout.to_plotly_json()
 
 
 def load_curve_figure(curve: pd.DataFrame, ttft_slo_ms: float, tpot_slo_ms: float, current: float = 1.0,
                       height: int = 380) -> go.Figure:
-    """TTFT and TPOT (p50, p90) against traffic multiplier on a fixed fleet, SLOs dashed, today marked."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT", "TPOT"), horizontal_spacing=0.1)
+    """TTFT and TPOT (p50, p90) against traffic multiplier on a fixed fleet, SLOs dashed, today marked.
+
+    Drawn on every what-if step: built as one dict (5 ms) rather than trace by trace (~100 ms of plotly's updates).
+    """
+    layout = copy.deepcopy(_two_panel_layout(("TTFT", "TPOT")))
+    data, shapes, annotations = [], [], layout.get("annotations", [])
     x = curve["traffic_multiplier"]
     for col, metric, slo in ((1, "ttft", ttft_slo_ms), (2, "tpot", tpot_slo_ms)):
+        axis = "" if col == 1 else str(col)
         for q, dash in (("p50", "dot"), ("p90", "solid")):
-            fig.add_trace(go.Scatter(
-                x=x, y=curve[f"{metric}_{q}_ms"], mode="lines+markers", name=f"{q}", legendgroup=q,
+            data.append(dict(
+                type="scatter", x=x, y=curve[f"{metric}_{q}_ms"], mode="lines+markers", name=f"{q}", legendgroup=q,
                 showlegend=col == 1, line=dict(color="#0072B2", dash=dash),
                 hovertemplate=f"×%{{x}} traffic: {metric.upper()} {q} %{{y:,.0f}} ms<extra></extra>",
-            ), row=1, col=col)
-        # Shapes, not add_hline/add_vline: those helpers cost more than the figure on a slider step.
-        axis = "" if col == 1 else str(col)
-        fig.add_shape(type="line", xref=f"x{axis} domain", yref=f"y{axis}", x0=0, x1=1, y0=slo, y1=slo,
-                      line=dict(color="#C0392B", dash="dash"))
-        fig.add_annotation(xref=f"x{axis} domain", yref=f"y{axis}", x=0, y=slo, text=f"SLO {slo:,.0f} ms",
-                           showarrow=False, xanchor="left", yanchor="bottom")
-        fig.add_shape(type="line", xref=f"x{axis}", yref=f"y{axis} domain", x0=current, x1=current, y0=0, y1=1,
-                      line=dict(color="#555", dash="dot"))
-        fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=col, **LIGHT_AXIS)
-        fig.update_xaxes(title_text="traffic multiplier (× today's peak)", row=1, col=col, **LIGHT_AXIS)
+                xaxis=f"x{axis}", yaxis=f"y{axis}",
+            ))
+        shapes.append(dict(type="line", xref=f"x{axis} domain", yref=f"y{axis}", x0=0, x1=1, y0=slo, y1=slo,
+                           line=dict(color="#C0392B", dash="dash")))
+        annotations.append(dict(xref=f"x{axis} domain", yref=f"y{axis}", x=0, y=slo, text=f"SLO {slo:,.0f} ms",
+                                showarrow=False, xanchor="left", yanchor="bottom"))
+        shapes.append(dict(type="line", xref=f"x{axis}", yref=f"y{axis} domain", x0=current, x1=current, y0=0, y1=1,
+                           line=dict(color="#555", dash="dot")))
+        layout[f"yaxis{axis}"].update(title=dict(text="ms"), rangemode="tozero", **LIGHT_AXIS)
+        layout[f"xaxis{axis}"].update(title=dict(text="traffic multiplier (× today's peak)"), **LIGHT_AXIS)
     saturated = curve.loc[curve["saturated"], "traffic_multiplier"]
     note = (f"saturates from ×{saturated.min():g}" if len(saturated) else "no saturation in this range")
-    fig.update_layout(
-        height=height, **LIGHT, margin=dict(l=60, r=20, t=70, b=50),
+    layout.update(
+        height=height, **LIGHT, margin=dict(l=60, r=20, t=70, b=50), shapes=shapes, annotations=annotations,
         title=dict(text=f"Latency against load on {int(curve['gpus'].iloc[0])} GPUs<br><sup>{note}; "
                         "dotted line: the operating point</sup>", x=0.01),
         legend=dict(orientation="h", y=1.15, x=1, xanchor="right"),
     )
-    return fig
+    return _figure(data, layout)
 
 
 def speculative_figure(curve: pd.DataFrame, tpot_slo_ms: float, current_rps: float,

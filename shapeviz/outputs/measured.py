@@ -610,5 +610,5 @@ def measured_figure(curve: pd.DataFrame, document: Mapping[str, Any], planned_rp
                     marker=dict(symbol=symbol if filled else f"{symbol}-open", size=10, color="#D55E00"),
                     hovertemplate=f"%{{text}}<br>×%{{x:.2f}} of the planned rate: measured {metric.upper()} {q} "
                                   "%{y:,.1f} ms<extra></extra>",
-                    row=1, col=col)
+                    xaxis="x" if col == 1 else f"x{col}", yaxis="y" if col == 1 else f"y{col}")  # its panels
     return fig
