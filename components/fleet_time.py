@@ -39,8 +39,11 @@ def _windows(digest: str, deployment: Deployment, whatif: WhatIf, ttft_slo_ms: f
 
 
 def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
-                             tpot_slo_ms: float, gpu_hour_usd: float) -> None:
-    """The section: controls, the policies side by side, the chart, the missed windows, the replay, growth."""
+                             tpot_slo_ms: float, gpu_hour_usd: float) -> bool:
+    """The section: controls, the policies side by side, the chart, the missed windows, the replay, growth.
+
+    False while it is switched off (nothing drawn depends on the what-if levers).
+    """
     st.subheader("Traffic over time: autoscaling and growth")
     # Planning every window (and four policies over them) costs more than the rest of the page together, and a
     # what-if step would redo it: it runs when asked for, like the simulations above.
@@ -49,11 +52,11 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
                           "autoscaling policies over them. It reruns on every what-if step while it is on."):
         st.caption("Off: switch it on to see the replicas and cost hour by hour, what each autoscaling policy saves "
                    "against a fleet held at the peak, and next quarter's fleet.")
-        return
+        return False
     frame = log.frame
     if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
         st.info("The log has no timestamps, so its traffic over time cannot be planned: map a timestamp column.")
-        return
+        return False
     try:
         tw = _windows(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, log)
     except ValueError as exc:

@@ -28,8 +28,11 @@ COLUMNS = {"level": "level", "source": "file", "rate_rps": "req/s", "requests": 
            "measured_output_tokens_per_s": "output tok/s measured", "planned_output_tokens_per_s": "output tok/s plan"}
 
 
-def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> None:
-    """The plan-vs-measured section: uploads, table, chart (``key`` keeps two pages' widgets apart)."""
+def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> bool:
+    """The plan-vs-measured section: uploads, table, chart (``key`` keeps two pages' widgets apart).
+
+    False while there is nothing to compare (nothing drawn depends on the what-if levers).
+    """
     s, dep = ctx.settings, ctx.deployment
     w = workload(ctx.dataset.digest, ctx.dataset.log)
     st.subheader("Plan vs measured")
@@ -48,7 +51,7 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> N
     levels.extend(from_log)
     if not levels:
         st.caption("No results yet.")
-        return
+        return False
     if after is None:
         after = compare_whatif(w, dep, ctx.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd).after
     reference = read_plan_reference(plan_reference(w, dep, after, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms,

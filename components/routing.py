@@ -43,25 +43,29 @@ def _routers(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, repli
 
 
 def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float, replicas: int,
-                   ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation]) -> None:
-    """Draw the router comparison: one row per router, the hit ratio against replicas, the cited recommendation."""
+                   ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation]) -> bool:
+    """Draw the router comparison: one row per router, the hit ratio against replicas, the cited recommendation.
+
+    False while it shows only its choices and button (nothing that the what-if levers move).
+    """
     st.subheader("Routers and prefix caches")
     frame = log.frame
     if not (has_hashes(frame) or has_sessions(frame)):
         st.caption("This log has no block hashes or session ids, so the reuse a router keeps cannot be simulated: "
                    "the sidebar's prefix-cache share applies to every request on every replica (an assumption).")
-        return
+        return False
     source = "block hashes" if has_hashes(frame) else "sessions (each turn reuses the previous turn's context)"
     st.caption(f"Each replica keeps its own prefix cache in its KV pool; which cache a request meets is the router's "
                f"choice. Simulated on the first {WINDOW_REQUESTS:,} requests of your log in arrival order (reuse "
-               f"from its {source}), Poisson arrivals at {rate_rps:,.2f} req/s, caches starting cold.")
+               f"from its {source}), Poisson arrivals at the what-if's rate, caches starting cold.")
     choice = st.selectbox("Router", ROUTERS, format_func=LABELS.get, key=ROUTER_KEY, index=ROUTERS.index("prefix"),
                           help="The router whose figures lead; the table compares all four.")
     settings = (digest, dep, astuple(whatif), rate_rps, replicas, ttft_slo_ms, tpot_slo_ms)
     if not run_on_click("Compare routers", icon=":material/alt_route:", key="compare_routers", settings=settings,
                         state_key=RUN_KEY):
         st.caption("Four routers × five fleet sizes plus the smallest fleet meeting the SLOs; takes tens of seconds.")
-        return
+        return False
+    st.caption(f"At {rate_rps:,.2f} req/s on {replicas} replicas.")
     bar = st.progress(0.0, text="Simulating the routers…")
     try:
         curve, summary, ideal = _routers(*settings, log,

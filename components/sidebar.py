@@ -68,25 +68,34 @@ class Settings:
 
 PENDING_CACHE_HIT = "_pending_cache_hit_pct"
 SLO_HINT_SLOT = "_slo_hint_slot"
-WHATIF_FRAGMENT = "whatif"                 # the key of the page's what-if fragment
-_FRAGMENT_ON_PAGE = "_whatif_fragment_on_page"
+WHATIF_FRAGMENT = "whatif"                 # the key of a page's main what-if fragment
+_LIVE = "_whatif_live_fragments"           # this page's what-if fragments that show what the levers move
 
 
 def _on_whatif_step() -> None:
-    # A trim or traffic step changes only what the page drew in its what-if fragment: rerun that alone (the
+    # A trim or traffic step changes only what the page drew in its live what-if fragments: rerun those alone (the
     # sliders stay here, in the entry file's sidebar, so their values survive page changes). A page without one
     # reruns whole, the default.
-    if st.session_state.get(_FRAGMENT_ON_PAGE):
-        st.rerun(scope=WHATIF_FRAGMENT)
+    live = st.session_state.get(_LIVE)
+    if live:
+        st.rerun(scope=sorted(live))
 
 
-def whatif_fragment(draw: Callable[[], None]) -> None:
-    """Run ``draw`` as the page's what-if fragment: a trim or traffic step reruns only it, not the page.
+def whatif_fragment(draw: Callable[[], bool | None], key: str = WHATIF_FRAGMENT) -> None:
+    """Run ``draw`` as a what-if fragment: a trim or traffic step reruns it, not the page, while it is live.
 
-    ``draw`` reads the sidebar's values itself (``settings()``), so a fragment rerun sees the new ones.
+    It is live while its last run drew something the levers move: ``draw`` returns False when it drew none (a
+    section showing its button, not yet its result), and a step then leaves it as it is. ``draw`` reads the
+    sidebar's values itself (``settings()``), so a fragment rerun sees the new ones. Fragments never read each
+    other's results: a step reruns the live ones in no particular order.
     """
-    st.session_state[_FRAGMENT_ON_PAGE] = True
-    st.fragment(draw, key=WHATIF_FRAGMENT)()
+    def run() -> None:
+        live = st.session_state.setdefault(_LIVE, set())
+        live.discard(key)
+        if draw() is not False:
+            live.add(key)
+
+    st.fragment(run, key=key)()
 
 
 def _init_state() -> None:
@@ -238,7 +247,7 @@ def render_whatif() -> None:
 def render() -> None:
     """Draw the whole sidebar (called once per run by app.py)."""
     _init_state()
-    st.session_state[_FRAGMENT_ON_PAGE] = False   # until this run's page draws one
+    st.session_state[_LIVE] = set()   # until this run's page draws its fragments
     render_data_source()
     render_whatif()
     render_corners()

@@ -91,22 +91,26 @@ def _point(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, replica
 
 def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
                       replicas: int, ttft_slo_ms: float, tpot_slo_ms: float, analytic: pd.DataFrame,
-                      recommendations: list[Recommendation] | None = None, classes: dict | None = None) -> None:
-    """Draw "Simulate this fleet": run on request, then the curves, distributions, goodput and disagreements."""
+                      recommendations: list[Recommendation] | None = None, classes: dict | None = None) -> bool:
+    """Draw "Simulate this fleet": run on request, then the curves, distributions, goodput and disagreements.
+
+    False while it shows only its button and caption (nothing that the what-if levers move).
+    """
     st.subheader("Simulate this fleet")
     calibrated = _render_calibration(digest, log, dep, replicas)
+    calibrating = bool(latency_columns(log.frame)) and "timestamp" in log.frame.columns  # its fleet is the plan's
     if calibrated is not None:
         dep = calibrated
         st.badge("calibrated to your log", color="green", help="Efficiencies fitted to your log's latencies.")
-    st.caption(f"A discrete-event replay of {DEFAULT_POINT_REQUESTS:,} requests drawn from your log on "
-               f"{replicas} × TP{dep.tp} replicas ({replicas * dep.tp} GPUs): an iteration-level scheduler with "
-               "chunked prefill and a KV pool, Poisson arrivals at each load, step times from the same "
-               "calibrated physics as the plan.")
+    st.caption(f"A discrete-event replay of {DEFAULT_POINT_REQUESTS:,} requests drawn from your log on the plan's "
+               "fleet (the load curve's): an iteration-level scheduler with chunked prefill and a KV pool, Poisson "
+               "arrivals at each load, step times from the same calibrated physics as the plan.")
     settings = (digest, dep, astuple(whatif), rate_rps, replicas, ttft_slo_ms, tpot_slo_ms)
     if not run_on_click("Simulate this fleet", icon=":material/play_arrow:", key="simulate_fleet", settings=settings,
                         state_key=RUN_KEY):
         st.caption("Takes a few seconds; results are kept for this log and these settings.")
-        return
+        return calibrating
+    st.caption(f"On {replicas} × TP{dep.tp} replicas ({replicas * dep.tp} GPUs) at {rate_rps:,.2f} req/s today.")
     progress = st.progress(0.0, text="Simulating…")
     points: dict[float, SimResult] = {}
     try:
@@ -117,7 +121,7 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
     except ValueError as exc:  # e.g. a request longer than one replica's KV pool
         progress.empty()
         st.error(f"Simulation: {md_literal(exc)}", icon=":material/error:")
-        return
+        return True
     progress.empty()
     sweep = sweep_table(points, analytic)
     today = points[1.0].summary()
@@ -148,6 +152,7 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
     })
     table(shown)
     _render_levers(settings, log, dep, whatif, rate_rps, ttft_slo_ms, tpot_slo_ms, recommendations or [])
+    return True
 
 
 def _render_levers(settings: tuple, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,

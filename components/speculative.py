@@ -12,14 +12,17 @@ from shapeviz.serving import Workload
 from shapeviz.text import md_literal
 
 
-def speculative_section(w: Workload, dep: Deployment, ctx) -> None:  # noqa: ANN001 - PageContext
-    """What the sidebar's speculative decoding buys at this log's load, and the load above which it stops paying."""
+def speculative_section(w: Workload, dep: Deployment, ctx) -> bool:  # noqa: ANN001 - PageContext
+    """What the sidebar's speculative decoding buys at this log's load, and the load above which it stops paying.
+
+    False when no method is chosen (nothing drawn depends on the what-if levers).
+    """
     s = ctx.settings
     st.subheader("Speculative decoding against load")
     if dep.speculative is None:
         st.caption("Choose a method under **Deployment → Speculative decoding** in the sidebar to see what it buys "
                    "at this log's load, in GPUs and TPOT, and the load above which it costs more than it saves.")
-        return
+        return False
     effect = speculative_effect(w, dep, ctx.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd)
     cols = st.columns(4)
     cols[0].metric("TPOT speed-up here", MISSING if effect.tpot_speedup is None else f"×{effect.tpot_speedup:.2f}",
@@ -52,3 +55,4 @@ def speculative_section(w: Workload, dep: Deployment, ctx) -> None:  # noqa: ANN
         st.caption(md_literal(note))
     st.caption(f"Acceptance: {md_literal(dep.speculative.acceptance_source)}")
     badge("estimated")
+    return True

@@ -1,6 +1,8 @@
 """Small drawing helpers shared by the pages: provenance badges, tables, charts."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -42,6 +44,19 @@ def chart(fig: go.Figure, key: str, *, inert: bool = False) -> None:
         key=f"png-{key}", icon=":material/image:", on_click="ignore",
         help="Rendered on the server (kaleido and the system chromium) at print resolution.",
     )
+
+
+def lazy_expander(label: str, key: str, draw: Callable[[], object]) -> bool:
+    """A closed expander that runs ``draw`` inside it only while it is open; True when it is open.
+
+    Opening it reruns the page (or its fragment); closed, its tables and editors cost neither the server nor the
+    browser anything on a page's first draw or a slider step.
+    """
+    box = st.expander(label, key=key, on_change="rerun")
+    if box.open:
+        with box:
+            draw()
+    return bool(box.open)
 
 
 def table(frame: pd.DataFrame, **column_config: object) -> None:

@@ -7,17 +7,18 @@ import pandas as pd
 import streamlit as st
 
 from components import sidebar
-from components.context import page_context, rate_chart, workload
-from components.fleet import FLEET_DESIGN_KEY, edit_classes, render_fleet_design
+from components.context import PageContext, page_context, rate_chart, workload
+from components.fleet import DESIGN_KEY, FLEET_DESIGN_KEY, edit_classes, render_fleet_design
 from components.fleet_time import render_traffic_over_time
 from components.measured import plan_vs_measured
 from components.routing import render_routers
 from components.simulate import render_simulation
 from components.speculative import speculative_section
-from components.widgets import MISSING, badge, chart, table
+from components.widgets import MISSING, badge, chart, lazy_expander, table
 from shapeviz.outputs.figures import load_curve_figure, pressure_figure
-from shapeviz.serving import load_curve
-from shapeviz.serving.compare import compare_deployments, compare_whatif, winners
+from shapeviz.physics import Deployment
+from shapeviz.serving import WhatIf, Workload, load_curve
+from shapeviz.serving.compare import WhatIfComparison, compare_deployments, compare_whatif, winners
 from shapeviz.text import md_literal, phase_phrase
 
 ctx = page_context()
@@ -46,11 +47,31 @@ def _num(row: pd.Series, key: str) -> float | None:
     return None if pd.isna(v) else float(v)
 
 
-def _whatif() -> None:
-    """Everything the what-if levers move: a trim or traffic step reruns only this, not the whole page."""
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
+def _plan(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float, gpu_hour_usd: float,
+          _w: Workload) -> tuple[WhatIfComparison, pd.DataFrame]:
+    """The plan before → after the what-if and the load curve of its fleet: every section below reads these."""
+    cmp = compare_whatif(_w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+    curve = load_curve(_w, dep, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                       multipliers=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0))
+    return cmp, curve
+
+
+def _now() -> tuple[PageContext, WhatIfComparison, pd.DataFrame]:
+    """The sidebar's values as they are now (a fragment rerun sees the step), with the plan and curve they give."""
     now = replace(ctx, settings=sidebar.settings())
     s = now.settings
-    cmp = compare_whatif(w, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd)
+    cmp, curve = _plan(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, w)
+    return now, cmp, curve
+
+
+# Each section below is a what-if fragment of its own: a trim or traffic step reruns the headline, and a section
+# only while it shows something the levers move (a result, a switched-on plan); a section showing its button and
+# settings is left as it is, so a step redraws a dozen elements, not the page's sixty.
+def _headline() -> None:
+    """Pressure, latency, GPUs and cost before → after the what-if, and the load curve of the plan's fleet."""
+    now, cmp, curve = _now()
+    s = now.settings
     before, after = cmp.before, cmp.after
     b, a = before.to_dict(), after.to_dict()
 
@@ -102,56 +123,98 @@ def _whatif() -> None:
     # Their names are the app's own ("before", "p90"), nothing from the log: no inert copy needed.
     chart(pressure_figure(on_fleet["before"], on_fleet["after"], s.ttft_slo_ms, s.tpot_slo_ms), key="pressure",
           inert=True)
-    curve = load_curve(w, dep, whatif=now.whatif, ttft_slo_ms=s.ttft_slo_ms, tpot_slo_ms=s.tpot_slo_ms,
-                       multipliers=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0))
     chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve", inert=True)
     st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
                "headroom a planner buys.")
-    speculative_section(w, dep, now)
-    classes = edit_classes(ctx.dataset.digest, ctx.dataset.log)
-    rate = w.rate_rps * now.whatif.traffic_multiplier
-    replicas = int(curve["replicas"].iloc[0])
-    render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, rate, replicas, s.ttft_slo_ms,
-                      s.tpot_slo_ms, curve, ctx.analysis.recommendations, classes)
-    render_routers(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, rate, replicas, s.ttft_slo_ms, s.tpot_slo_ms,
-                   ctx.analysis.recommendations)
+
+
+def _speculative() -> bool:
+    now, _, _ = _now()
+    return speculative_section(w, dep, now)
+
+
+def _simulation() -> bool:
+    now, _, curve = _now()
+    s = now.settings
+    return render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, w.rate_rps * s.traffic,
+                             int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve,
+                             ctx.analysis.recommendations, classes)
+
+
+def _routers() -> bool:
+    now, _, curve = _now()
+    s = now.settings
+    return render_routers(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, w.rate_rps * s.traffic,
+                          int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, ctx.analysis.recommendations)
+
+
+def _fleet_design() -> bool:
     design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, dep.model.id,
-                                 now.whatif.traffic_multiplier)
+                                 sidebar.settings().traffic)
     if design is not None:
         st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
+    return st.session_state.get(DESIGN_KEY) is not None  # clicked once: a traffic step redraws its result or button
 
-    if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
-        freq = "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min"
-        chart(rate_chart(ctx.dataset.digest, freq, ctx.dataset.log), key="rate", inert=True)
-        badge("measured")
-        render_traffic_over_time(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
-                                 s.gpu_hour_usd)
 
-    plan_vs_measured(now, "capacity", after)
+def _over_time() -> bool:
+    now, _, _ = _now()
+    s = now.settings
+    return render_traffic_over_time(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, s.ttft_slo_ms,
+                                    s.tpot_slo_ms, s.gpu_hour_usd)
 
+
+def _measured() -> bool:
+    now, cmp, _ = _now()
+    return plan_vs_measured(now, "capacity", cmp.after)
+
+
+def _compare() -> bool:
+    now, _, _ = _now()
+    s = now.settings
     st.subheader("Compare deployments")
     st.caption("Every GPU, precision and layout (TP; DEP for MoE; FP4 where the GPU runs it) that holds "
                f"{dep.model.name}, planned for this workload and the what-if, "
                "each GPU at its catalogue price (an assumption).")
-    if st.button("Compare all deployments", icon=":material/compare_arrows:"):
-        table_all = compare_deployments(w, dep.model.id, whatif=now.whatif, ttft_slo_ms=s.ttft_slo_ms,
-                                        tpot_slo_ms=s.tpot_slo_ms)
-        ok = int(table_all["meets_slo"].sum()) if not table_all.empty else 0
-        st.markdown(f"**{ok} of {len(table_all)} configurations meet both SLOs.**")
-        best = winners(table_all)
-        if best:
-            cols = st.columns(len(best))
-            for col, (title, r) in zip(cols, best.items()):
-                col.metric(title[0].upper() + title[1:], f"{r['gpus']}× {r['gpu']}",
-                           f"{r['precision'].upper()} {r['layout']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
-                           delta_color="off")
-        table(table_all.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
-        badge("estimated")
+    if not st.button("Compare all deployments", icon=":material/compare_arrows:"):
+        return False
+    table_all = compare_deployments(w, dep.model.id, whatif=now.whatif, ttft_slo_ms=s.ttft_slo_ms,
+                                    tpot_slo_ms=s.tpot_slo_ms)
+    ok = int(table_all["meets_slo"].sum()) if not table_all.empty else 0
+    st.markdown(f"**{ok} of {len(table_all)} configurations meet both SLOs.**")
+    best = winners(table_all)
+    if best:
+        cols = st.columns(len(best))
+        for col, (title, r) in zip(cols, best.items()):
+            col.metric(title[0].upper() + title[1:], f"{r['gpus']}× {r['gpu']}",
+                       f"{r['precision'].upper()} {r['layout']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
+                       delta_color="off")
+    table(table_all.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
+    badge("estimated")
+    return True
 
-    with st.expander("Assumptions and where each number comes from"):
+
+def _assumptions() -> bool:
+    def draw() -> None:
+        a = _now()[1].after.to_dict()
         table(pd.DataFrame({"assumption": list(a["assumptions"]),
                             "value": [MISSING if v is None else str(v) for v in a["assumptions"].values()]}))
         table(pd.DataFrame({"figure": list(a["provenance"]), "source": list(a["provenance"].values())}))
 
+    return lazy_expander("Assumptions and where each number comes from", "assumptions_open", draw)
 
-sidebar.whatif_fragment(_whatif)
+
+sidebar.whatif_fragment(_headline)
+sidebar.whatif_fragment(_speculative, "whatif_speculative")
+classes = edit_classes(ctx.dataset.digest, ctx.dataset.log)  # edited in place: a change reruns the page
+sidebar.whatif_fragment(_simulation, "whatif_simulation")
+sidebar.whatif_fragment(_routers, "whatif_routers")
+sidebar.whatif_fragment(_fleet_design, "whatif_fleet_design")
+if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
+    # the log's own rate: no lever moves it
+    chart(rate_chart(ctx.dataset.digest, "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min",
+                     ctx.dataset.log), key="rate", inert=True)
+    badge("measured")
+    sidebar.whatif_fragment(_over_time, "whatif_over_time")
+sidebar.whatif_fragment(_measured, "whatif_measured")
+sidebar.whatif_fragment(_compare, "whatif_compare")
+sidebar.whatif_fragment(_assumptions, "whatif_assumptions")

@@ -9,7 +9,7 @@ import streamlit as st
 from components import sidebar
 from components.context import BALANCE_INPUT_TOKENS, page_context, plane
 from components.mapping import mapping_editor
-from components.widgets import MISSING, badge, chart, csv_button, table
+from components.widgets import MISSING, badge, chart, csv_button, lazy_expander, table
 from shapeviz.analyses.shapes import SHAPE_LABELS, SHAPES
 from shapeviz.outputs.figures import fmt_tokens, whatif_shift_figure
 from shapeviz.outputs.report import products_table
@@ -116,7 +116,8 @@ if len(analysis.recommendations) > TOP:
 badge("estimated")
 
 # --- load report ---------------------------------------------------------------------------------------------------
-with st.expander(f"Load report: {md_literal(report.describe())}"):
+def _load_report() -> None:
+    """What was read and dropped, the reader's notes, and the column mapping."""
     st.markdown(f"**Source** {md_literal(report.source)} · format {md_literal(report.format)} · compression "
                 f"{md_literal(report.compression)}")
     if report.dropped:
@@ -125,3 +126,6 @@ with st.expander(f"Load report: {md_literal(report.describe())}"):
         st.caption(md_literal(note))
     st.markdown("**Column mapping**")
     mapping_editor(report)
+
+
+lazy_expander(f"Load report: {md_literal(report.describe())}", "load_report_open", _load_report)

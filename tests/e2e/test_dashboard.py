@@ -89,6 +89,45 @@ def test_trimming_input_lowers_prefill_pressure_and_ttft(open_dashboard: OpenDas
     app.expect_healthy()
 
 
+def test_a_trim_step_redraws_a_shown_result_and_never_leaves_it_stale(open_dashboard: OpenDashboard) -> None:
+    # A step reruns only the Capacity sections that show something the levers move: one showing a result must
+    # go with it (a comparison planned for the old trim would read as the new one's), one showing only its button
+    # stays as it is.
+    app = open_dashboard()
+    app.go("Capacity what-if")
+    compare = app.main.get_by_role("button", name="Compare all deployments")
+    compare.click()
+    verdict = app.main.get_by_text(re.compile(r"configurations meet both SLOs"))
+    expect(verdict).to_be_visible(timeout=RERUN_MS)
+    simulate = app.main.get_by_role("button", name="Simulate this fleet")
+    expect(simulate).to_be_visible(timeout=RERUN_MS)
+
+    slider = app.sidebar.get_by_role("slider", name="Trim input %")
+    slider.focus()
+    slider.press("ArrowRight")
+    expect(slider).to_have_attribute("aria-valuetext", "5", timeout=RERUN_MS)
+    expect(app.metric_delta("TTFT p50 / p90 (ms)")).to_contain_text("ms p90", timeout=RERUN_MS)
+    app.settle()
+    expect(verdict).to_have_count(0, timeout=RERUN_MS)
+    expect(compare).to_be_visible()
+    expect(simulate).to_be_visible()
+
+    # The assumptions are drawn when opened (their two tables), not before.
+    assumptions = app.main.get_by_test_id("stExpander").filter(has_text="Assumptions and where each number")
+    expect(assumptions.get_by_test_id("stDataFrame")).to_have_count(0)
+    assumptions.get_by_text("Assumptions and where each number comes from").click()
+    expect(assumptions.get_by_test_id("stDataFrame")).to_have_count(2, timeout=RERUN_MS)
+    app.expect_healthy()
+
+
+def test_the_load_report_opens_with_the_column_mapping(open_dashboard: OpenDashboard) -> None:
+    app = open_dashboard()
+    expect(app.main.get_by_text("Column mapping")).to_have_count(0)   # closed: not drawn at all
+    app.main.get_by_text(re.compile(r"^Load report")).click()
+    expect(app.main.get_by_text("Column mapping")).to_be_visible(timeout=RERUN_MS)
+    app.expect_healthy()
+
+
 def test_per_product_csv_of_a_real_trace(open_dashboard: OpenDashboard, trace: Trace, tmp_path: Path) -> None:
     path = trace(CODE)
     app = open_dashboard()
