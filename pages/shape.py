@@ -109,10 +109,14 @@ def _recommendation(rec) -> None:  # noqa: ANN001 - a shapeviz.recommend.Recomme
 
 for rec in analysis.recommendations[:TOP]:
     _recommendation(rec)
+def _more_recommendations() -> None:
+    for rec in analysis.recommendations[TOP:]:
+        _recommendation(rec)
+
+
 if len(analysis.recommendations) > TOP:
-    with st.expander(f"{len(analysis.recommendations) - TOP} more, product by product"):
-        for rec in analysis.recommendations[TOP:]:
-            _recommendation(rec)
+    lazy_expander(f"{len(analysis.recommendations) - TOP} more, product by product", "more_recommendations_open",
+                  _more_recommendations)
 badge("estimated")
 
 # --- load report ---------------------------------------------------------------------------------------------------

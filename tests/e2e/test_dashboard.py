@@ -120,11 +120,18 @@ def test_a_trim_step_redraws_a_shown_result_and_never_leaves_it_stale(open_dashb
     app.expect_healthy()
 
 
-def test_the_load_report_opens_with_the_column_mapping(open_dashboard: OpenDashboard) -> None:
+def test_closed_expanders_draw_their_content_when_opened(open_dashboard: OpenDashboard) -> None:
+    # The Shape page's load report and its recommendations past the first five cost the first page nothing: they
+    # are drawn when opened.
     app = open_dashboard()
-    expect(app.main.get_by_text("Column mapping")).to_have_count(0)   # closed: not drawn at all
+    expect(app.main.get_by_text("Column mapping")).to_have_count(0)
     app.main.get_by_text(re.compile(r"^Load report")).click()
     expect(app.main.get_by_text("Column mapping")).to_be_visible(timeout=RERUN_MS)
+
+    protects = app.main.get_by_text(re.compile(r", protects"))
+    expect(protects).to_have_count(5, timeout=RERUN_MS)
+    app.main.get_by_text(re.compile(r"^\d+ more, product by product")).click()
+    expect(protects).not_to_have_count(5, timeout=RERUN_MS)  # the remaining ones, drawn now
     app.expect_healthy()
 
 
