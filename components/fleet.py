@@ -31,9 +31,15 @@ DEFAULT_GPUS = ("h100-sxm", "h200", "b200", "l40s")
 PAGE_SEARCH_REQUESTS = DEFAULT_SEARCH_REQUESTS
 
 
+@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner=False)
+def _default_classes(digest: str, _log: LoadedLog) -> dict[str, SloClass]:
+    # Each product's corner from every row: once per log, not on every rerun of the page.
+    return default_classes(_log.frame)
+
+
 def edit_classes(digest: str, log: LoadedLog) -> dict[str, SloClass]:
     """The per-product SLO table (editable); returns each product's class."""
-    defaults = default_classes(log.frame)
+    defaults = _default_classes(digest, log)
     saved = st.session_state.setdefault(CLASSES_KEY, {}).get(digest, {})
     rows = pd.DataFrame({
         "product": list(defaults),
