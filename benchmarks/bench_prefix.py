@@ -38,8 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 from timing import timed  # noqa: E402  (benchmarks/timing.py, beside this script)
 
-from shapeviz.analyses import prefix, sessions, synth  # noqa: E402
+from shapeviz.analyses import prefix, sessions  # noqa: E402
 from shapeviz.ingest import load_log  # noqa: E402
+from shapeviz.workload import synth  # noqa: E402
 
 KV_BYTES_PER_TOKEN = 327_680.0  # Llama-3-70B-like KV at 16 bits; only scales the GB axis here
 
