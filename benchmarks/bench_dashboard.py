@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from shapeviz.workload.synth import generate, write_log  # noqa: E402
 
-FRAGMENT_FLAG = "_whatif_fragment_on_page"  # components/sidebar.py: set by a page that draws a what-if fragment
+LIVE_FRAGMENTS = "_whatif_live_fragments"  # components/sidebar.py: the page's what-if fragments a step reruns
 
 
 def _timed(run) -> float:  # noqa: ANN001 - a zero-argument callable
@@ -50,11 +50,11 @@ def main() -> None:
     print(f"Capacity page: {_timed(at.run):.2f} s")
     # A trim step now asks for a rerun of the page's what-if fragment only, which AppTest does not replay (its tree
     # then holds the fragment alone, or the page errors on a duplicate key); the step is timed, as before, as a
-    # whole-page rerun: the page's "fragment on this page" flag is cleared first, so the slider's callback does
-    # not ask for the fragment. The fragment step itself is measured in the browser (bench_browser.py).
+    # whole-page rerun: the page's set of live fragments is emptied first, so the slider's callback does not ask
+    # for them. The fragment step itself is measured in the browser (bench_browser.py).
     moves = []
     for i in range(args.repeat):
-        at.session_state[FRAGMENT_FLAG] = False
+        at.session_state[LIVE_FRAGMENTS] = set()
         at.slider(key="trim_input_pct").set_value(5 * (i + 1))
         moves.append(_timed(at.run))
     print(f"what-if slider move, whole Capacity page rerun: median {statistics.median(moves):.2f} s "
@@ -62,7 +62,7 @@ def main() -> None:
     at.switch_page("pages/shape.py")
     shape_moves = []
     for i in range(args.repeat):
-        at.session_state[FRAGMENT_FLAG] = False
+        at.session_state[LIVE_FRAGMENTS] = set()
         at.slider(key="trim_output_pct").set_value(5 * (i + 1))
         shape_moves.append(_timed(at.run))
     print(f"what-if slider move, whole Shape page rerun (plane redrawn): median {statistics.median(shape_moves):.2f} s")
