@@ -17,8 +17,11 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-instal
 run: deps
 	$(PY) -m components.launch
 
+# The whole suite: everything but the browser tests in two processes, then the browser tests on their own (each
+# drives a live server and a chromium; two at once on a small machine only slow each other past their timeouts).
 test: test-deps
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 -m "not e2e"
+	$(PY) -m pytest -m e2e
 
 deps: $(VENV)/.deps
 
