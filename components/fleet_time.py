@@ -61,7 +61,7 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         tw = _windows(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, log)
     except ValueError as exc:
         st.info(md_literal(str(exc)))
-        return
+        return True
     d = defaults()
     c1, c2, c3, c4 = st.columns(4)
     storage = c1.number_input("Storage read rate (GB/s)", min_value=0.1, max_value=100.0,
@@ -142,14 +142,14 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
                         parse_growth([x for x in output_text.split(",") if x.strip()]), int(months))
     except ValueError as exc:
         st.error(md_literal(str(exc)))
-        return
+        return True
     sketch = data.sketch_of(digest)
     try:
         result = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
                          tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
     except ValueError as exc:
         st.info(md_literal(str(exc)))
-        return
+        return True
     chart(growth_figure(result.months, result.replicas_now), key="fleet_growth_chart")
     table(result.months, usd_per_month=st.column_config.NumberColumn("$ / month", format="dollar"))
     badge("estimated")
@@ -159,3 +159,4 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
                 f"{result.runs_out_month}." if result.runs_out_month is not None
                 else "Today's pool holds within the horizon.")
                + f" Products in the log: {md_literal(', '.join(products))}.")
+    return True

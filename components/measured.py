@@ -76,3 +76,4 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> b
                "p90. A ratio measured / plan above 1 says the plan was optimistic; it can recalibrate the model.")
     for note in doc["notes"]:
         st.caption(md_literal(note))
+    return True

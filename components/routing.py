@@ -73,7 +73,7 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
     except ValueError as exc:
         bar.empty()
         st.error(f"Simulation: {md_literal(exc)}", icon=":material/error:")
-        return
+        return True
     bar.empty()
     row = summary.set_index("router").loc[choice]
     cols = st.columns(4)
@@ -101,3 +101,4 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
     if cite:
         for rec in cite_simulated([r for r in recommendations if r.lever == "prefix_cache"], {"prefix_cache": cite}):
             st.markdown(f"- **{LEVER_LABELS[rec.lever]}** ({md_literal(rec.scope)}): {md_literal(rec.reason)}")
+    return True

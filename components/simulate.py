@@ -44,9 +44,14 @@ def _calibration(digest: str, dep: Deployment, replicas: int, _log: LoadedLog) -
     return fit_to_log(_log.frame, dep, replicas)
 
 
+def _calibrates(log: LoadedLog) -> bool:
+    """The log carries latencies and timestamps: the section offers to fit today's fleet to them."""
+    return bool(latency_columns(log.frame)) and "timestamp" in log.frame.columns
+
+
 def _render_calibration(digest: str, log: LoadedLog, dep: Deployment, replicas: int) -> Deployment | None:
     """When the log carries latencies: fit today's fleet to them; the calibrated deployment if the user uses it."""
-    if not latency_columns(log.frame) or "timestamp" not in log.frame.columns:
+    if not _calibrates(log):
         return None
     st.markdown("**Calibrate to your log**: your log carries measured latencies. State today's fleet (the "
                 "sidebar's GPU, model and TP) and fit how fast it really runs.")
@@ -98,7 +103,6 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
     """
     st.subheader("Simulate this fleet")
     calibrated = _render_calibration(digest, log, dep, replicas)
-    calibrating = bool(latency_columns(log.frame)) and "timestamp" in log.frame.columns  # its fleet is the plan's
     if calibrated is not None:
         dep = calibrated
         st.badge("calibrated to your log", color="green", help="Efficiencies fitted to your log's latencies.")
@@ -109,7 +113,7 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
     if not run_on_click("Simulate this fleet", icon=":material/play_arrow:", key="simulate_fleet", settings=settings,
                         state_key=RUN_KEY):
         st.caption("Takes a few seconds; results are kept for this log and these settings.")
-        return calibrating
+        return _calibrates(log)   # its "today's replicas" starts at the plan's, which the levers move
     st.caption(f"On {replicas} × TP{dep.tp} replicas ({replicas * dep.tp} GPUs) at {rate_rps:,.2f} req/s today.")
     progress = st.progress(0.0, text="Simulating…")
     points: dict[float, SimResult] = {}
