@@ -3,19 +3,11 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
-TIMEOUT = 120
-
-
-def _app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    at.run()
-    return at
+from tests.app.dashboard import CAPACITY, open_app, open_page
 
 
 def _shown(markdown: str) -> str:
@@ -45,7 +37,7 @@ def _upload(at: AppTest, name: str, data: bytes, mime: str = "text/csv") -> AppT
 
 
 def test_opens_on_the_demo_with_the_plane_and_the_load_report() -> None:
-    at = _app()
+    at = open_app()
     assert not at.exception, at.exception
     assert at.title[0].value == "Workload shape"
     assert int(_metric(at, "Requests").replace(",", "")) > 10_000
@@ -57,7 +49,7 @@ def test_opens_on_the_demo_with_the_plane_and_the_load_report() -> None:
 
 def test_uploading_a_real_trace_shows_its_plane_and_rows(trace) -> None:
     path = trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
-    at = _upload(_app(), path.name, path.read_bytes())
+    at = _upload(open_app(), path.name, path.read_bytes())
     assert not at.exception, at.exception
     assert _metric(at, "Requests") == "19,366"
     assert path.name in _shown(at.caption[0].value)
@@ -70,7 +62,7 @@ def test_uploading_a_real_trace_shows_its_plane_and_rows(trace) -> None:
 
 def test_a_wrong_file_gets_one_clear_line_and_the_app_stays_up() -> None:
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 200
-    at = _upload(_app(), "holiday.png", png, "image/png")
+    at = _upload(open_app(), "holiday.png", png, "image/png")
     assert not at.exception, at.exception
     assert at.error, "a wrong file must show an error"
     message = _shown(at.error[0].value)
@@ -82,15 +74,14 @@ def test_a_wrong_file_gets_one_clear_line_and_the_app_stays_up() -> None:
 
 @pytest.mark.parametrize("page", ["pages/clusters.py", "pages/capacity.py", "pages/sessions.py"])
 def test_every_page_runs_on_the_demo(page: str) -> None:
-    at = _app()
+    at = open_app()
     at.switch_page(page).run()
     assert not at.exception, at.exception
     assert at.get("plotly_chart"), f"{page} draws no chart"
 
 
 def test_trimming_input_lowers_prefill_pressure_on_the_capacity_page() -> None:
-    at = _app()
-    at.switch_page("pages/capacity.py").run()
+    at = open_page(CAPACITY)
     before = _metric(at, "Prefill pressure")
     at.slider(key="trim_input_pct").set_value(60).run()
     assert not at.exception, at.exception
@@ -100,7 +91,7 @@ def test_trimming_input_lowers_prefill_pressure_on_the_capacity_page() -> None:
 
 def test_the_measured_prefix_hit_becomes_the_sidebar_default(trace) -> None:
     path = trace("mooncake_fast25/conversation_trace.jsonl.gz")
-    at = _upload(_app(), path.name, path.read_bytes(), "application/gzip")
+    at = _upload(open_app(), path.name, path.read_bytes(), "application/gzip")
     assert not at.exception, at.exception
     # SOURCE.md: token-weighted ideal hit ratio 37.36 %.
     assert at.slider(key="cache_hit_pct").value == 37
@@ -109,8 +100,8 @@ def test_the_measured_prefix_hit_becomes_the_sidebar_default(trace) -> None:
 def test_two_sessions_with_different_uploads_never_see_each_others_data(trace) -> None:
     code = trace("azure_llm_2023/AzureLLMInferenceTrace_code.csv")
     conv = trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
-    a = _upload(_app(), code.name, code.read_bytes())
-    b = _upload(_app(), conv.name, conv.read_bytes())
+    a = _upload(open_app(), code.name, code.read_bytes())
+    b = _upload(open_app(), conv.name, conv.read_bytes())
     a.run()
     assert _metric(a, "Requests") == "8,819" and _metric(b, "Requests") == "19,366"
     assert conv.name not in _shown(a.caption[0].value) and code.name not in _shown(b.caption[0].value)
@@ -118,8 +109,7 @@ def test_two_sessions_with_different_uploads_never_see_each_others_data(trace) -
 
 def test_untouched_levers_change_nothing() -> None:
     """The prefix-cache slider starts at the share the log reports, so the default what-if is the log as it is."""
-    at = _app()
-    at.switch_page("pages/capacity.py").run()
+    at = open_page(CAPACITY)
     assert not at.exception, at.exception
     gpus = next(m for m in at.metric if m.label == "GPUs colocated")
     assert not gpus.delta, f"default what-if moved the plan: {gpus.delta}"
@@ -127,7 +117,7 @@ def test_untouched_levers_change_nothing() -> None:
 
 
 def test_the_user_sets_k_on_the_clusters_page_and_it_holds_across_pages() -> None:
-    at = _app()
+    at = open_app()
     at.switch_page("pages/clusters.py").run()
     at.segmented_control(key="_k_widget").set_value(4).run()
     assert not at.exception, at.exception
@@ -139,7 +129,7 @@ def test_the_user_sets_k_on_the_clusters_page_and_it_holds_across_pages() -> Non
 
 def test_kv_cache_precision_is_set_on_its_own() -> None:
     """FP8 weights with a BF16 KV cache: a session's KV per token doubles, the weights stay FP8."""
-    at = _app()
+    at = open_app()
     at.switch_page("pages/sessions.py").run()
     assert any("Llama-3.1-70B at FP8 KV: 160 KiB per token" in c.value for c in at.caption)
     at.selectbox(key="kv_precision").set_value("bf16").run()
@@ -162,7 +152,7 @@ PAGES = ["pages/shape.py", "pages/clusters.py", "pages/capacity.py", "pages/sess
 @pytest.mark.parametrize("relative", TRACES)
 def test_every_page_works_on_every_real_trace(trace, relative: str) -> None:
     path = trace(relative)
-    at = _upload(_app(), path.name, path.read_bytes(), "application/octet-stream")
+    at = _upload(open_app(), path.name, path.read_bytes(), "application/octet-stream")
     for page in PAGES:
         at.switch_page(page).run()
         assert not at.exception, f"{page} on {path.name}: {at.exception}"
@@ -170,7 +160,7 @@ def test_every_page_works_on_every_real_trace(trace, relative: str) -> None:
 
 
 def test_the_report_bundle_builds_on_click_and_offers_every_file() -> None:
-    at = _app()
+    at = open_app()
     at.switch_page("pages/report.py").run()
     at.toggle[0].set_value(False).run()  # PNGs are covered by the report and browser tests; this is the page
     at.button[0].click().run()
@@ -182,8 +172,7 @@ def test_the_report_bundle_builds_on_click_and_offers_every_file() -> None:
 
 
 def test_comparing_deployments_names_winners_and_counts_those_that_meet_the_slos() -> None:
-    at = _app()
-    at.switch_page("pages/capacity.py").run()
+    at = open_page(CAPACITY)
     next(b for b in at.button if b.label == "Compare all deployments").click().run()
     assert not at.exception, at.exception
     assert any(m.value.startswith("**") and "configurations meet both SLOs" in m.value for m in at.markdown)
@@ -191,7 +180,7 @@ def test_comparing_deployments_names_winners_and_counts_those_that_meet_the_slos
 
 
 def test_a_log_whose_rows_are_all_dropped_says_why_in_one_line() -> None:
-    at = _upload(_app(), "broken.csv", b"input_tokens,output_tokens\n-5,10\nabc,3\n")
+    at = _upload(open_app(), "broken.csv", b"input_tokens,output_tokens\n-5,10\nabc,3\n")
     assert not at.exception, at.exception
     [error] = at.error
     message = _shown(error.value)
@@ -203,7 +192,7 @@ def test_a_log_over_the_full_frame_threshold_runs_every_page_from_its_sketch(tra
 
     monkeypatch.setenv(FULL_FRAME_ENV, "5000")   # the conv trace's 19,366 rows are then "too big to keep"
     path = trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
-    at = _upload(_app(), path.name, path.read_bytes())
+    at = _upload(open_app(), path.name, path.read_bytes())
     assert not at.exception, at.exception
     assert _metric(at, "Requests") == "19,366"                      # every request, not the sample
     assert "19,366 rows read" in _shown(at.caption[0].value)
@@ -221,9 +210,9 @@ def test_logs_on_the_server_only_under_the_allowed_roots(trace, tmp_path, monkey
     root.mkdir()
     source = trace("azure_llm_2023/AzureLLMInferenceTrace_code.csv")
     (root / source.name).write_bytes(source.read_bytes())
-    assert "server" not in _app().radio(key="dataset").options      # off unless the operator allows a root
+    assert "server" not in open_app().radio(key="dataset").options      # off unless the operator allows a root
     monkeypatch.setenv(ROOTS_ENV, str(root))
-    at = _app()
+    at = open_app()
     at.text_input(key="server_pattern").set_value("*.csv").run()
     assert not at.exception, at.exception
     assert _metric(at, "Requests") == "8,819"
@@ -233,7 +222,7 @@ def test_logs_on_the_server_only_under_the_allowed_roots(trace, tmp_path, monkey
 
 def test_the_sidebar_offers_the_layouts_and_precisions_that_fit_the_model_and_gpu() -> None:
     """A MoE model on H200 can be planned as DEP8; B200 offers NVFP4; gpt-oss opens in its native MXFP4."""
-    at = _app()
+    at = open_app()
     assert "layout" not in [s.key for s in at.selectbox]  # dense Llama: no MoE layout to choose
     at.selectbox(key="model").set_value("qwen3-235b-a22b").run()
     at.selectbox(key="gpu").set_value("h200").run()
@@ -258,7 +247,7 @@ def test_the_sessions_page_of_a_sketch_only_log_shows_its_sampled_sessions(trace
 
     monkeypatch.setenv(FULL_FRAME_ENV, "100")   # the BurstGPT slice (400 rows, 134-135 sessions) only as a sketch
     path = trace("burstgpt/burstgpt3_slice.csv")
-    at = _upload(_app(), path.name, path.read_bytes())
+    at = _upload(open_app(), path.name, path.read_bytes())
     at.switch_page("pages/sessions.py").run()
     assert not at.exception, at.exception
     assert any("workload sketch" in i.value for i in at.info)

@@ -1,17 +1,11 @@
 """The Capacity page's per-product SLO classes and what each product gets (AppTest, no browser)."""
 from __future__ import annotations
 
-from pathlib import Path
-
-from streamlit.testing.v1 import AppTest
-
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
+from tests.app.dashboard import open_page
 
 
 def test_each_product_has_an_editable_class_and_its_own_outcome() -> None:
-    at = AppTest.from_file(APP, default_timeout=300)
-    at.run()
-    at.switch_page("pages/capacity.py").run()
+    at = open_page(timeout=300)
     assert not at.exception, at.exception
     at.button(key="simulate_fleet").click().run()
     assert not at.exception, at.exception
@@ -24,9 +18,7 @@ def test_each_product_has_an_editable_class_and_its_own_outcome() -> None:
 
 
 def test_the_fleet_design_section_shows_designs_against_the_baseline() -> None:
-    at = AppTest.from_file(APP, default_timeout=900)
-    at.run()
-    at.switch_page("pages/capacity.py").run()
+    at = open_page(timeout=900)
     at.multiselect(key="fleet_gpus").set_value(["h100-sxm", "b200"]).run()
     at.button(key="fleet_design").click().run()
     assert not at.exception, at.exception

@@ -2,17 +2,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
+from tests.app.dashboard import open_page
 
 
 def _capacity() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.run()
-    at.switch_page("pages/capacity.py").run()
+    at = open_page(timeout=180)
     assert not at.exception, at.exception
     assert not [f for f in at.dataframe if "saving vs peak" in f.value.columns]   # off until asked for
     at.toggle(key="fleet_time_on").set_value(True).run()

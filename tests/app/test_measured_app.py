@@ -7,17 +7,10 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from tests.app.dashboard import open_page
+
 ROOT = Path(__file__).resolve().parents[2]
-APP = str(ROOT / "app.py")
 DATA = ROOT / "tests" / "data" / "measured"
-
-
-def _page(page: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, at.exception
-    return at
 
 
 def _upload(at: AppTest, key: str, files: list[tuple[str, bytes]]) -> AppTest:
@@ -28,7 +21,7 @@ def _upload(at: AppTest, key: str, files: list[tuple[str, bytes]]) -> AppTest:
 
 
 def test_results_dropped_on_the_capacity_page_are_read_against_the_plan() -> None:
-    at = _page("pages/capacity.py")
+    at = open_page("pages/capacity.py")
     files = [(n, (DATA / n).read_bytes()) for n in ("aiperf_0.13.0_planned.json", "guidellm_0.8.1_report.json")]
     at = _upload(at, "measured-capacity", files)
     tables = [df.value for df in at.dataframe if "TTFT p90 measured" in df.value.columns]
@@ -45,8 +38,8 @@ def test_results_dropped_on_the_capacity_page_are_read_against_the_plan() -> Non
         "measured p50 (aiperf)", "measured p90 (aiperf)", "measured p50 (guidellm)", "measured p90 (guidellm)"}
 
 
-def test_a_file_that_is_not_a_result_gets_one_line_on_the_report_page() -> None:
-    at = _page("pages/report.py")
+def test_a_file_that_is_not_a_result_gets_one_line_on_the_reportopen_page() -> None:
+    at = open_page("pages/report.py")
     at = _upload(at, "measured-report", [("**evil** <b>x</b>.json", b'{"hello": 1}')])
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "neither an aiperf" in errors[0]

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
+from tests.app.dashboard import open_app, open_page
 
 
 def _table_with(at: AppTest, column: str):  # noqa: ANN202 - a pandas DataFrame
@@ -14,9 +13,7 @@ def _table_with(at: AppTest, column: str):  # noqa: ANN202 - a pandas DataFrame
 
 
 def test_simulate_this_fleet_draws_labelled_simulated_figures() -> None:
-    at = AppTest.from_file(APP, default_timeout=240)
-    at.run()
-    at.switch_page("pages/capacity.py").run()
+    at = open_page(timeout=240)
     assert not at.exception, at.exception
     before = len(at.get("plotly_chart"))
     at.button(key="simulate_fleet").click().run()
@@ -38,9 +35,7 @@ def test_simulate_this_fleet_draws_labelled_simulated_figures() -> None:
 
 
 def test_the_levers_are_sized_by_simulation_on_the_page() -> None:
-    at = AppTest.from_file(APP, default_timeout=300)
-    at.run()
-    at.switch_page("pages/capacity.py").run()
+    at = open_page(timeout=300)
     at.button(key="simulate_fleet").click().run()
     at.button(key="simulate_levers").click().run()
     assert not at.exception, at.exception
@@ -52,8 +47,7 @@ def test_the_levers_are_sized_by_simulation_on_the_page() -> None:
 
 def test_a_log_with_latencies_is_calibrated_on_the_page(trace) -> None:
     path = trace("burstgpt/burstgpt3_slice.csv")
-    at = AppTest.from_file(APP, default_timeout=300)
-    at.run()
+    at = open_app(300)
     at.file_uploader(key="uploads").set_value((path.name, path.read_bytes(), "text/csv"))
     at.run()
     at.switch_page("pages/capacity.py").run()
@@ -67,9 +61,7 @@ def test_a_log_with_latencies_is_calibrated_on_the_page(trace) -> None:
 
 def test_routers_are_compared_on_the_demo_with_reuse_as_a_result() -> None:
     """The demo carries block hashes: each router's simulated hit ratio, TTFT and GPUs, and the scale-out chart."""
-    at = AppTest.from_file(APP, default_timeout=600)
-    at.run()
-    at.switch_page("pages/capacity.py").run()
+    at = open_page(timeout=600)
     assert not at.exception, at.exception
     assert at.selectbox(key="capacity_router").value == "prefix"
     at.button(key="compare_routers").click().run()

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
+from tests.app.dashboard import open_page
 
 
 def _shown(markdown: str) -> str:
@@ -22,9 +21,7 @@ def _metric(at: AppTest, label: str):  # noqa: ANN202 - a streamlit Metric eleme
 
 
 def test_choosing_eagle3_shows_the_gain_and_the_load_where_it_stops_paying() -> None:
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.run()
-    at.switch_page("pages/capacity.py").run()
+    at = open_page(timeout=180)
     assert not at.exception, at.exception
     assert not [m for m in at.metric if m.label == "Stops paying above"], "the section shows numbers with the lever off"
     tpot_off = _metric(at, "TPOT p50 / p90 (ms)").value
