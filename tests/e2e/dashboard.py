@@ -100,6 +100,14 @@ class Dashboard:
         """Choose a log in the sidebar's "Log to analyse" radio."""
         self.sidebar.get_by_role("radiogroup", name="Log to analyse").get_by_text(label, exact=True).click()
 
+    def move_slider(self, name: str, key: str, shows: str) -> Locator:
+        """Press ``key`` on the sidebar slider ``name`` (a hand on the keyboard) until it shows ``shows``."""
+        slider = self.sidebar.get_by_role("slider", name=name)
+        slider.focus()
+        slider.press(key)
+        expect(slider).to_have_attribute("aria-valuetext", shows, timeout=RERUN_MS)
+        return slider
+
     def download(self, button: Locator, folder: Path, timeout_ms: float = RERUN_MS) -> Path:
         """Click a download button and save what the browser receives under its suggested name."""
         with self.page.expect_download(timeout=timeout_ms) as info:

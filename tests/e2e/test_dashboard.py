@@ -65,10 +65,7 @@ def test_trimming_input_lowers_prefill_pressure_and_ttft(open_dashboard: OpenDas
     expect(prefill).to_have_text(re.compile(r"^\d+%$"), timeout=RERUN_MS)
     prefill_before, ttft_before = percent(prefill.inner_text()), ms_p90(ttft.inner_text())
 
-    slider = app.sidebar.get_by_role("slider", name="Trim input %")
-    slider.focus()
-    slider.press("End")
-    expect(slider).to_have_attribute("aria-valuetext", "90", timeout=RERUN_MS)
+    app.move_slider("Trim input %", "End", "90")
     # The page redrew with the what-if: the TTFT figure carries a before -> after delta now.
     expect(app.metric_delta("TTFT p50 / p90 (ms)")).to_contain_text("ms p90", timeout=RERUN_MS)
     app.settle()
@@ -102,10 +99,7 @@ def test_a_trim_step_redraws_a_shown_result_and_never_leaves_it_stale(open_dashb
     simulate = app.main.get_by_role("button", name="Simulate this fleet")
     expect(simulate).to_be_visible(timeout=RERUN_MS)
 
-    slider = app.sidebar.get_by_role("slider", name="Trim input %")
-    slider.focus()
-    slider.press("ArrowRight")
-    expect(slider).to_have_attribute("aria-valuetext", "5", timeout=RERUN_MS)
+    app.move_slider("Trim input %", "ArrowRight", "5")
     expect(app.metric_delta("TTFT p50 / p90 (ms)")).to_contain_text("ms p90", timeout=RERUN_MS)
     app.settle()
     expect(verdict).to_have_count(0, timeout=RERUN_MS)
