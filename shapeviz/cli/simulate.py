@@ -156,7 +156,7 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
     if not shape_given:
         classes = resolve_classes(source, parse_slo(getattr(args, "slo", None)))
         # each request carries its product's TTFT target: the deadline scheduler orders by it
-        req = requests_from_frame(source, whatif)
+        req = requests_from_frame(source, whatif, block_size=args.block_size)
         source = replace(req, ttft_target_ms=ttft_targets_ms(req.product, classes, ttft_slo))
     elif getattr(args, "slo", None):
         raise ValueError("--slo names products of a LOG; a fixed --isl/--osl shape has one SLO (--ttft-slo-ms)")
@@ -172,6 +172,7 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
     if classes is not None:
         document["products"] = product_outcomes(result.requests, classes)
     document["settings"]["tp_source"] = tp_source
+    document["settings"]["kv_pool_source"] = dep.eff.sources.get("kv_fraction_serving", "")
     document["settings"]["speculative"] = None if dep.speculative is None else dep.speculative.to_dict()
     document["settings"]["replicas_source"] = replicas_source if args.disaggregate is None else "--disaggregate"
     document["workload"] = info

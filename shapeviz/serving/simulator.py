@@ -45,7 +45,7 @@ from shapeviz.serving.planner import (
 )
 from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
-from shapeviz.serving.routers import ROUTERS, make_router
+from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router
 
 ARRIVALS = ("trace", "poisson", "closed")
 SCHEDULERS = ("fcfs", "priority", "deadline")
@@ -745,9 +745,9 @@ def simulate(
             _closed_next(float(starts[k]))
     blocks = req.blocks
     routers = {0: make_router(router, front_ids, None if blocks is None else blocks.key, pool.look or None,
-                              req.input_tokens),
+                              req.input_tokens, seed=seed),
                # the decode pool holds no prefix cache: it balances load (as SGLang's PD router does)
-               1: make_router(router if router in ("round_robin", "least_tokens") else "least_tokens", back_ids)}
+               1: make_router(router if router in LOAD_ROUTERS else "least_tokens", back_ids, seed=seed)}
 
     def route(rid: int, now: float, target: int) -> None:
         ids = front_ids if target == 0 else back_ids
