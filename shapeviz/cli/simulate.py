@@ -28,6 +28,7 @@ from shapeviz.serving.products import (
     ttft_targets_ms,
 )
 from shapeviz.serving.sim_calibrate import fit_to_log
+from shapeviz.serving.stages import stage_table
 from shapeviz.serving.simulator import (
     SCHEDULERS,
     fixed_requests,
@@ -169,6 +170,8 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo, block_size=args.block_size,
     )
     document: dict[str, Any] = {"command": "simulate", **result.summary()}
+    # a log whose rate moves in stages (a load test) is reported stage by stage, beside a benchmark's table
+    document["stages"] = stage_table(result.requests, ttft_slo, tpot_slo) if result.offered_rps is not None else []
     if classes is not None:
         document["products"] = product_outcomes(result.requests, classes)
     document["settings"]["tp_source"] = tp_source
@@ -204,6 +207,19 @@ def product_lines(products: dict[str, Any]) -> list[str]:
                      f"TPOT p90 {'-' if tpot is None else f'{tpot:,.1f}'} / {slo['tpot_ms']:,.0f} ms: "
                      f"{'meets' if o['meets'] else 'MISSES'} its class; {o['attainment']:.0%} of its requests within "
                      f"both, goodput {o['goodput_rps'] or 0:,.3g} req/s")
+    return lines
+
+
+def stage_lines(stages: list[dict[str, Any]]) -> list[str]:
+    """One line per stage of a ``simulate`` document: span, offered rate, TTFT/TPOT p50/p90, goodput."""
+    lines = []
+    for st in stages:
+        ttft = f"{_ms({'v': st['ttft_p50_ms']}, 'v')}/{_ms({'v': st['ttft_p90_ms']}, 'v')}"
+        tpot = f"{_ms({'v': st['tpot_p50_ms']}, 'v')}/{_ms({'v': st['tpot_p90_ms']}, 'v')}"
+        good = "-" if st["goodput"] is None else f"{st['goodput']:.0%}"
+        lines.append(f"  stage {st['stage']}: {st['start_s']:,.0f}-{st['end_s']:,.0f} s, {st['rate_rps']:,.3g} req/s, "
+                     f"{st['requests']:,} requests: TTFT p50/p90 {ttft} ms, TPOT p50/p90 {tpot} ms, goodput {good}"
+                     + (" SATURATED" if st["saturated"] else ""))
     return lines
 
 
@@ -256,6 +272,10 @@ def simulate_text(document: dict[str, Any]) -> str:
         lines.append(f"prefix cache: {p['hit_ratio_tokens']:.1%} of prompt tokens, {p['hit_ratio_requests']:.0%} of "
                      f"requests hit ({source}; router {s['router']}{evicted})")
     lines.append("SATURATED: the queue grows without bound at this load" if d["saturated"] else "keeps up with the load")
+    stages = d.get("stages") or []
+    if len(stages) > 1:
+        lines.append(f"per stage (the arrival rate moves: {len(stages)} stages found from the arrivals):")
+        lines.extend(stage_lines(stages))
     if d.get("products"):
         lines.append("per product, against its own class (p90):")
         lines.extend(product_lines(d["products"]))
