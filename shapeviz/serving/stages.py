@@ -9,7 +9,9 @@ one stage.
 
 Saturation is judged per stage: the steady-rate check (requests in the system, and the slow tenth's queue wait,
 growing from the start of the stage to its end) holds within a stage, where the rate is steady, and not across
-stages, where more requests in the system only mean more traffic.
+stages, where more requests in the system only mean more traffic. The first stage, from an empty fleet, counts
+every request in the system, as the steady-rate check always has; a later stage counts the waiting ones, since
+the requests being served keep growing after a step up for as long as a reply lasts.
 """
 from __future__ import annotations
 
@@ -128,10 +130,13 @@ def stage_of(arrival_s: np.ndarray, stages: list[Stage]) -> np.ndarray:
 
 
 def _window_saturated(in_system: np.ndarray, queue_ms: np.ndarray) -> bool:
-    """The steady-rate check on one window's arrivals (in arrival order): does the queue keep growing in it?"""
+    """The steady-rate check on one window's arrivals (in arrival order): does the queue keep growing in it?
+
+    ``in_system``: the requests in the system (or waiting) each arrival finds.
+    """
     if in_system.size < MIN_STAGE_REQUESTS:
         return False
-    # requests in the system, seen by each arrival: the last fifth against the second (the first is the warm-up)
+    # requests each arrival finds: the last fifth against the second (the first is the warm-up)
     k = max(in_system.size // 5, 1)
     early, late = float(in_system[k:2 * k].mean()), float(in_system[-k:].mean())
     if late > 1.3 * early + 2.0 * math.sqrt(early) + 2.0:
@@ -149,11 +154,16 @@ def saturated_stages(requests: pd.DataFrame, stages: list[Stage] | None = None) 
     stages = detect_stages(arrival) if stages is None else stages
     if not stages:
         return []
+    seen = np.arange(1, arrival.size + 1)
     finish = np.sort((r["arrival_s"] + r["e2e_ms"] / 1000.0).to_numpy(dtype=np.float64))
-    in_system = np.arange(1, arrival.size + 1) - np.searchsorted(finish, arrival, side="right")
     queue = r["queue_ms"].to_numpy(dtype=np.float64)
+    in_system = seen - np.searchsorted(finish, arrival, side="right")
+    # After a step up, the requests being served grow for as long as a request lasts (Little's law at the new
+    # rate), which long replies stretch past a stage's first fifth: later stages count the waiting ones only.
+    waiting = seen - np.searchsorted(np.sort(arrival + np.nan_to_num(queue) / 1000.0), arrival, side="right")
     which = stage_of(arrival, stages)
-    return [_window_saturated(in_system[which == i], queue[which == i]) for i in range(len(stages))]
+    return [_window_saturated((in_system if i == 0 else waiting)[which == i], queue[which == i])
+            for i in range(len(stages))]
 
 
 def _pct(values: np.ndarray, q: float) -> float | None:
