@@ -100,3 +100,28 @@ def test_bad_kv_pool_values_get_one_clear_line(capsys, command, flags, says):
     assert main([command, *SHAPE, "--rate", "5", *flags]) == 2
     err = capsys.readouterr().err.strip()
     assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+# --- design: every pool the search tries has the pool set, and its fleet file keeps it -------------------------
+def test_design_sizes_every_pool_on_the_kv_pool_set_and_config_keeps_it(tmp_path, capsys):
+    from shapeviz.workload import synth
+
+    frame = synth.scenario("shared_pool", 1200, seed=3)   # the brief's RAG search + coding agent, in 10 minutes
+    start = frame["timestamp"].min()
+    frame["timestamp"] = start + (frame["timestamp"] - start) / 144.0
+    path = synth.write_log(frame, tmp_path / "brief.csv")
+    d = _json(capsys, ["design", str(path), "--gpus", "h100", "--search-requests", "200", "--top", "1",
+                       "--kv-cache-tokens", "150000"])
+    fleet = d["designs"][0]["fleet"]
+    assert [p["kv_cache_tokens"] for p in fleet["pools"]] == [150000] * len(fleet["pools"])
+    fleet_file = tmp_path / "fleet.json"
+    fleet_file.write_text(json.dumps(fleet))
+    doc = _json(capsys, ["config", str(path), "--fleet", str(fleet_file), "--engine", "vllm"])
+    for pool in doc["pools"]:
+        for cfg in pool["configs"]:
+            args = {a["flag"]: a["value"] for a in cfg["args"]}
+            assert args["--num-gpu-blocks-override"] == str(150000 // 16)
+            # the memory budget is the small pool's, not the capacity model's 90% of free memory
+            assert float(args["--gpu-memory-utilization"]) < 0.8
+    assert main(["design", str(path), "--gpu-memory-utilization", "2"]) == 2
+    assert "--gpu-memory-utilization must be a fraction in (0, 1]" in capsys.readouterr().err
