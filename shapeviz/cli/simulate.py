@@ -254,6 +254,8 @@ def simulate_text(document: dict[str, Any]) -> str:
     lines = [f"{method}: {s['deployment']}, {fleet}, {load}, {d['requests']:,} requests"]
     if "calibration" in d:
         lines.append(s["efficiency"])
+    if str(s.get("kv_pool_source", "")).startswith("set by user"):
+        lines.append(f"KV pool: {s['kv_pool_tokens_per_replica']:,} tokens per replica ({s['kv_pool_source']})")
     for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
         st = d[name]
         lines.append(f"{name[:-3].upper():5s} ms  mean {_ms(st, 'mean')}  p50 {_ms(st, 'p50')}  "
