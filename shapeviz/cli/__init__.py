@@ -175,12 +175,24 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--acceptance-length", type=float, default=None, metavar="L",
                    help="with --speculative: mean tokens kept per step, bonus included, as vLLM/SGLang report it "
                         "(default: assumed from published benchmarks for the log's corners)")
+    _add_kv_pool_options(p)
+
+
+def _add_kv_pool_options(p: argparse.ArgumentParser) -> None:
+    """``--kv-cache-tokens`` and ``--gpu-memory-utilization``: the KV pool as the engines set it."""
+    p.add_argument("--kv-cache-tokens", type=int, default=None, metavar="N",
+                   help="KV pool per replica in tokens, as vLLM --num-gpu-blocks-override, SGLang --max-total-tokens "
+                        "or TensorRT-LLM kv_cache_config.max_tokens set it (default: the capacity model's share of free "
+                        "memory)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
+                   help="vLLM's share of each GPU's memory for weights, runtime and KV, in (0, 1]: the KV pool is what "
+                        "is left of it; with --kv-cache-tokens the smaller pool holds")
 
 
 def _add_router_options(p: argparse.ArgumentParser) -> None:
     """``--router`` and ``--block-size``: the commands that simulate per-replica prefix caches."""
     # Spelled out (shapeviz.serving.routers.ROUTERS) so that building the parser imports no pandas.
-    p.add_argument("--router", choices=("round_robin", "least_tokens", "session", "prefix"), default=None,
+    p.add_argument("--router", choices=("round_robin", "random", "least_tokens", "session", "prefix"), default=None,
                    help="how requests are spread over replicas; with block hashes or sessions in the log, each "
                         "replica's own prefix cache then decides the reuse (simulate: default round_robin; plan, "
                         "config: plan with the reuse this router keeps on the planned fleet)")

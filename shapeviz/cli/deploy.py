@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from shapeviz.analysis import load_logs
-from shapeviz.cli.plan import _workload, deployment_from_args, speculative_from_args
+from shapeviz.cli.plan import _workload, deployment_from_args, kv_pool_from_args, speculative_from_args
 from shapeviz.fleet.pools import load_fleet
 from shapeviz.fleet.routing import plan_with_router
 from shapeviz.outputs.deploy.build import (
@@ -40,6 +40,8 @@ from shapeviz.serving.routers import LABELS
 # How each simulated router is run in front of the engines (the routers' own documentation and source).
 ROUTER_DEPLOY = {
     "round_robin": "a plain Kubernetes Service (kube-proxy spreads connections), or SGLang router --policy round_robin",
+    "random": "SGLang router --policy random, or a gateway whose load-balancing policy picks an endpoint at random "
+              "(Envoy's RANDOM)",
     "least_tokens": "llm-d's inference scheduler with its queue and KV-utilisation scorers, or Dynamo's frontend with "
                     "--kv-overlap-score-weight 0 (load only)",
     "session": "session affinity on the conversation id (llm-d's session-affinity scorer, SGLang router "
@@ -98,7 +100,8 @@ def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
     bundle = deployment_bundle(workload, dep, engine=args.engine, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
                                max_context_tokens=context, context_source=context_source, prefix=prefix,
                                tp_source="assumed" if args.tp is not None else "estimated",
-                               model_path=args.model_path, layout=args.layout, port=args.port)
+                               model_path=args.model_path, layout=args.layout, port=args.port,
+                               kv_pool=kv_pool_from_args(args))
     knee, _ = knee_rate(workload, dep, whatif, ttft, tpot, int(bundle.plan.replicas or 1))
     spec = engine_spec(args.engine)
     document: dict[str, Any] = {

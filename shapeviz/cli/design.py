@@ -13,6 +13,7 @@ from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
 from shapeviz.fleet.prices import gpu_prices, parse_prices
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.catalogue import get_gpu, get_model
+from shapeviz.physics.kv_pool import KVPool
 from shapeviz.progress import Progress, silent
 from shapeviz.serving.planner import WhatIf
 from shapeviz.serving.products import parse_slo, resolve_classes
@@ -35,6 +36,12 @@ def add_design_options(p: argparse.ArgumentParser) -> None:
                    help=f"requests of the busiest window the search replays (default {DEFAULT_SEARCH_REQUESTS})")
     p.add_argument("--top", type=int, default=5, help="designs to report (default 5)")
     p.add_argument("--seed", type=int, default=1, help="seed of the re-seeded replay every design must pass too")
+    # the KV pool as the engines set it (the same flags as plan/simulate/config)
+    p.add_argument("--kv-cache-tokens", type=int, default=None, metavar="N",
+                   help="KV pool per replica in tokens, for every pool the search tries (default: the capacity model's)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
+                   help="vLLM's share of each GPU's memory, in (0, 1]: the KV pool is what it leaves after weights "
+                        "and runtime")
 
 
 def design_document(args: argparse.Namespace, mapping: dict[str, str] | None = None,
@@ -48,13 +55,15 @@ def design_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
     if args.seed == 0:
         raise ValueError("--seed 0 is the log itself; the re-seeded replay needs another seed")
     model = get_model(args.model).id
+    kv = KVPool(args.kv_cache_tokens, args.gpu_memory_utilization)   # a bad value fails here, in one line
     prices, sources = gpu_prices(gpus, parse_prices(args.gpu_hour_usd))
     loaded = [load_log(path, mapping=mapping or None) for path in args.logs]
     log = loaded[0] if len(loaded) == 1 else combine(loaded)
     classes = resolve_classes(log.frame, parse_slo(args.slo))
     doc = design_fleet(log.frame, classes, gpus=gpus, prices=prices, model=model, precision=args.precision,
                        whatif=WhatIf(traffic_multiplier=args.traffic), search_requests=args.search_requests,
-                       top=args.top, check_seed=args.seed, progress=progress)
+                       top=args.top, check_seed=args.seed, progress=progress, kv_cache_tokens=kv.tokens,
+                       gpu_memory_utilization=kv.gpu_memory_utilization)
     return {"command": "design", **doc, "price_sources": sources,
             "workload": {"files": [str(p) for p in args.logs], "rows_kept": log.report.rows_kept}}
 

@@ -98,7 +98,8 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
                 raise ValueError("simulate --autoscale replays every request: use the embedded engine, not --engine dask")
             result = simulate_autoscale(source, tw, policy, start, whatif=WhatIf(args.trim_input, args.trim_output,
                                                                                  args.cache_hit),
-                                        seed=getattr(args, "seed", 0))
+                                        seed=getattr(args, "seed", 0), router=getattr(args, "router", None) or
+                                        "round_robin", block_size=getattr(args, "block_size", None))
         else:
             from shapeviz.fleet.autoscale import autoscale
 

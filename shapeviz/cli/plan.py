@@ -11,6 +11,7 @@ from typing import Any
 from shapeviz.fleet.speculative import speculative_deployment, speculative_effect
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.catalogue import get_gpu, get_model
+from shapeviz.physics.kv_pool import KVPool, kv_pool_tokens, with_kv_pool
 from shapeviz.physics.steps import (
     DEFAULT_TPOT_SLO_MS,
     Deployment,
@@ -37,14 +38,22 @@ def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str]:
     else:
         tp, source = args.tp, "set by user"
     layout_ep = ep if ep is not None else (tp if adp else 1)
-    return Deployment(model, gpu, args.precision, args.kv_precision, tp, ep=layout_ep, attention_dp=adp), source
+    dep = Deployment(model, gpu, args.precision, args.kv_precision, tp, ep=layout_ep, attention_dp=adp)
+    return with_kv_pool(dep, kv_pool_from_args(args)), source
+
+
+def kv_pool_from_args(args: argparse.Namespace) -> KVPool:
+    """The KV pool the options set (``--kv-cache-tokens``, ``--gpu-memory-utilization``), validated."""
+    return KVPool(getattr(args, "kv_cache_tokens", None), getattr(args, "gpu_memory_utilization", None))
 
 
 
 def speculative_from_args(dep: Deployment, workload: Workload, args: argparse.Namespace) -> Deployment:
     """The replica with the speculative decoding the options ask for (acceptance assumed from the workload's corners)."""
-    return speculative_deployment(dep, workload, getattr(args, "speculative", "none"),
+    spec = speculative_deployment(dep, workload, getattr(args, "speculative", "none"),
                                   getattr(args, "draft_tokens", None), getattr(args, "acceptance_length", None))
+    # a draft takes its KV out of the pool: the pool the user set is sized again with the draft in it
+    return spec if spec.speculative is None else with_kv_pool(spec, kv_pool_from_args(args))
 
 
 def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Deployment,
@@ -130,6 +139,8 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
             "weights_gib_per_gpu": dep.weight_bytes_per_gpu / 2**30,
             "expert_weights_gib_per_gpu": dep.expert_weight_bytes / dep.tp / 2**30,
             "kv_pool_gib_per_gpu": dep.kv_pool_bytes_per_gpu() / 2**30,
+            "kv_pool_tokens_per_replica": kv_pool_tokens(dep),
+            "kv_pool_source": dep.eff.sources.get("kv_fraction_serving", ""),
             "kv_bytes_per_token": dep.kv_bytes_per_token,
         },
         "workload": {

@@ -28,6 +28,7 @@ from shapeviz.serving.products import (
     ttft_targets_ms,
 )
 from shapeviz.serving.sim_calibrate import fit_to_log
+from shapeviz.serving.stages import stage_table
 from shapeviz.serving.simulator import (
     SCHEDULERS,
     fixed_requests,
@@ -156,7 +157,7 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
     if not shape_given:
         classes = resolve_classes(source, parse_slo(getattr(args, "slo", None)))
         # each request carries its product's TTFT target: the deadline scheduler orders by it
-        req = requests_from_frame(source, whatif)
+        req = requests_from_frame(source, whatif, block_size=args.block_size)
         source = replace(req, ttft_target_ms=ttft_targets_ms(req.product, classes, ttft_slo))
     elif getattr(args, "slo", None):
         raise ValueError("--slo names products of a LOG; a fixed --isl/--osl shape has one SLO (--ttft-slo-ms)")
@@ -169,9 +170,12 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo, block_size=args.block_size,
     )
     document: dict[str, Any] = {"command": "simulate", **result.summary()}
+    # a log whose rate moves in stages (a load test) is reported stage by stage, beside a benchmark's table
+    document["stages"] = stage_table(result.requests, ttft_slo, tpot_slo) if result.offered_rps is not None else []
     if classes is not None:
         document["products"] = product_outcomes(result.requests, classes)
     document["settings"]["tp_source"] = tp_source
+    document["settings"]["kv_pool_source"] = dep.eff.sources.get("kv_fraction_serving", "")
     document["settings"]["speculative"] = None if dep.speculative is None else dep.speculative.to_dict()
     document["settings"]["replicas_source"] = replicas_source if args.disaggregate is None else "--disaggregate"
     document["workload"] = info
@@ -206,6 +210,19 @@ def product_lines(products: dict[str, Any]) -> list[str]:
     return lines
 
 
+def stage_lines(stages: list[dict[str, Any]]) -> list[str]:
+    """One line per stage of a ``simulate`` document: span, offered rate, TTFT/TPOT p50/p90, goodput."""
+    lines = []
+    for st in stages:
+        ttft = f"{_ms({'v': st['ttft_p50_ms']}, 'v')}/{_ms({'v': st['ttft_p90_ms']}, 'v')}"
+        tpot = f"{_ms({'v': st['tpot_p50_ms']}, 'v')}/{_ms({'v': st['tpot_p90_ms']}, 'v')}"
+        good = "-" if st["goodput"] is None else f"{st['goodput']:.0%}"
+        lines.append(f"  stage {st['stage']}: {st['start_s']:,.0f}-{st['end_s']:,.0f} s, {st['rate_rps']:,.3g} req/s, "
+                     f"{st['requests']:,} requests: TTFT p50/p90 {ttft} ms, TPOT p50/p90 {tpot} ms, goodput {good}"
+                     + (" SATURATED" if st["saturated"] else ""))
+    return lines
+
+
 def fleet_text(document: dict[str, Any]) -> str:
     """A short human summary of a ``simulate --fleet`` document."""
     d = document
@@ -237,6 +254,8 @@ def simulate_text(document: dict[str, Any]) -> str:
     lines = [f"{method}: {s['deployment']}, {fleet}, {load}, {d['requests']:,} requests"]
     if "calibration" in d:
         lines.append(s["efficiency"])
+    if str(s.get("kv_pool_source", "")).startswith("set by user"):
+        lines.append(f"KV pool: {s['kv_pool_tokens_per_replica']:,} tokens per replica ({s['kv_pool_source']})")
     for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
         st = d[name]
         lines.append(f"{name[:-3].upper():5s} ms  mean {_ms(st, 'mean')}  p50 {_ms(st, 'p50')}  "
@@ -255,6 +274,10 @@ def simulate_text(document: dict[str, Any]) -> str:
         lines.append(f"prefix cache: {p['hit_ratio_tokens']:.1%} of prompt tokens, {p['hit_ratio_requests']:.0%} of "
                      f"requests hit ({source}; router {s['router']}{evicted})")
     lines.append("SATURATED: the queue grows without bound at this load" if d["saturated"] else "keeps up with the load")
+    stages = d.get("stages") or []
+    if len(stages) > 1:
+        lines.append(f"per stage (the arrival rate moves: {len(stages)} stages found from the arrivals):")
+        lines.extend(stage_lines(stages))
     if d.get("products"):
         lines.append("per product, against its own class (p90):")
         lines.extend(product_lines(d["products"]))

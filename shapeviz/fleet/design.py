@@ -81,8 +81,9 @@ class _Search:
     """Shared state: the window, the classes, prices, a cache of pool replays and a simulation count."""
 
     def __init__(self, req: Requests, classes: Mapping[str, SloClass], prices: Mapping[str, float], model: str,
-                 precision: str | None, progress: Progress) -> None:
+                 precision: str | None, progress: Progress, kv: Mapping[str, Any] | None = None) -> None:
         self.req, self.classes, self.prices, self.model, self.precision = req, classes, prices, model, precision
+        self.kv = dict(kv or {})   # the KV pool every pool's replicas get (kv_cache_tokens, gpu_memory_utilization)
         self.progress = progress
         self.simulations = 0
         self.pruned: list[str] = []
@@ -130,7 +131,11 @@ class _Search:
                 continue
             chosen = None
             for tp in (t for t in TP_CHOICES if t0 <= t <= MAX_TP):
-                dep = pool_deployment(Pool("x", precision=self.precision), self.model, g, tp)
+                try:
+                    dep = pool_deployment(Pool("x", precision=self.precision, **self.kv), self.model, g, tp)
+                except ValueError as exc:   # the KV pool set does not fit this replica
+                    self.note(f"{g} TP{tp}: {exc}")
+                    continue
                 ttft0 = prefill_time_s(dep, n_in, n_cached) * 1000.0
                 fits = True
                 for prod in names:
@@ -151,7 +156,11 @@ class _Search:
                     break
             if chosen is None and best_effort:   # the fastest replica considered, for the few prompts nothing serves
                 tp = max(t for t in TP_CHOICES if t <= MAX_TP)
-                chosen = (tp, pool_deployment(Pool("x", precision=self.precision), self.model, g, tp)) if tp >= t0 else None
+                try:
+                    chosen = ((tp, pool_deployment(Pool("x", precision=self.precision, **self.kv), self.model, g, tp))
+                              if tp >= t0 else None)
+                except ValueError:
+                    chosen = None
             if chosen is None:
                 self.note(f"{name or 'a pool'} on {g}: even unloaded, a class it serves is out of reach up to TP{MAX_TP}")
                 continue
@@ -259,7 +268,7 @@ class _Search:
         for _, g, tp, k0 in priced[:PRUNE_KEEP]:
             def make(k: int, g: str = g, tp: int = tp) -> Pool:
                 return Pool(name, tuple(products), g, k, tp, None, self.precision, scheduler,
-                            input_tokens=input_tokens)
+                            input_tokens=input_tokens, **self.kv)
 
             k, _ = self.smallest(make, sub, start or k0)
             if k is None:
@@ -281,7 +290,7 @@ class _Search:
         best_pre: tuple[float, Side] | None = None
         for _, g, tp, k0 in pre_opts:
             k, _ = self.smallest(lambda k, g=g, tp=tp: Pool(name, tuple(products), precision=self.precision,
-                                                          prefill=Side(g, k, tp), decode=generous), sub,
+                                                          prefill=Side(g, k, tp), decode=generous, **self.kv), sub,
                                  max(k0 // 2, 1), check="ttft")
             if k is not None and (best_pre is None or k * tp * self.prices[g] < best_pre[0]):
                 best_pre = (k * tp * self.prices[g], Side(g, k, tp))
@@ -291,7 +300,7 @@ class _Search:
         for _, g, tp, k0 in dec_opts:
             def make(k: int, g: str = g, tp: int = tp) -> Pool:
                 return Pool(name, tuple(products), precision=self.precision, prefill=best_pre[1],  # type: ignore[index]
-                            decode=Side(g, k, tp))
+                            decode=Side(g, k, tp), **self.kv)
 
             k, _ = self.smallest(make, sub, k0, check="both")
             if k is not None:
@@ -451,13 +460,19 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
                  prices: Mapping[str, float], model: str, precision: str | None = "fp8", whatif: Any = None,
                  search_requests: int = DEFAULT_SEARCH_REQUESTS, top: int = 5, check_seed: int = 1,
                  families: Sequence[str] = ("shared", "per_product", "per_corner", "split", "mix"),
-                 progress: Progress = silent) -> dict[str, Any]:
-    """Search the design space and return the ``design --json`` document (``designs`` best first, ``baseline``)."""
+                 progress: Progress = silent, kv_cache_tokens: int | None = None,
+                 gpu_memory_utilization: float | None = None) -> dict[str, Any]:
+    """Search the design space and return the ``design --json`` document (``designs`` best first, ``baseline``).
+
+    ``kv_cache_tokens`` / ``gpu_memory_utilization``: the KV pool of every replica, as the engines set it.
+    """
     started = time.process_time()
     whatif = whatif or WhatIf()
     full = fleet_requests(frame, whatif, seed=0)
     window = peak_window(full, search_requests)
-    s = _Search(window, classes, prices, model, precision, progress)
+    kv = {k: v for k, v in (("kv_cache_tokens", kv_cache_tokens), ("gpu_memory_utilization", gpu_memory_utilization))
+          if v is not None}
+    s = _Search(window, classes, prices, model, precision, progress, kv)
     products = sorted(set(np.asarray(window.product, dtype=object).tolist()))
     candidates: list[tuple[str, Fleet]] = []
     steps = len(families) + 2
@@ -497,7 +512,8 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     if "mix" in families:
         assignment = mix_assignment(s, gpus)
         if len(assignment) > 1:   # one column only is the shared family again
-            pools = tuple(Pool(f"mix-{g}-tp{tp}", (ANY_PRODUCT,), g, n, tp, None, precision, input_tokens=tuple(ranges))
+            pools = tuple(Pool(f"mix-{g}-tp{tp}", (ANY_PRODUCT,), g, n, tp, None, precision, input_tokens=tuple(ranges),
+                               **kv)
                           for g, tp, ranges, n in assignment)
             candidates.append(("mix", Fleet(pools, model)))
         tick("GPU mix by prompt size (MILP)")

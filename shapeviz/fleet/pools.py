@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from shapeviz.physics.catalogue import get_gpu
+from shapeviz.physics.kv_pool import KVPool, with_kv_pool
 from shapeviz.physics.steps import Deployment, smallest_tp
 from shapeviz.serving.planner import WhatIf, Workload
 from shapeviz.serving.products import (
@@ -74,6 +75,8 @@ class Pool:
     prefill: Side | None = None
     decode: Side | None = None
     kv_link_gbps: float | None = None           # None: the calibrated prefill→decode transfer rate
+    kv_cache_tokens: int | None = None          # the KV pool per replica in tokens (None: the capacity model's)
+    gpu_memory_utilization: float | None = None  # vLLM's share of GPU memory; the KV pool is what it leaves
 
     @property
     def split(self) -> bool:
@@ -96,7 +99,8 @@ class Fleet:
             d = asdict(p)
             d["products"] = list(p.products)
             d["input_tokens"] = None if p.input_tokens is None else [list(r) for r in p.input_tokens]
-            for key in ("prefill", "decode", "kv_link_gbps", "input_tokens", "model"):
+            for key in ("prefill", "decode", "kv_link_gbps", "input_tokens", "model", "kv_cache_tokens",
+                        "gpu_memory_utilization"):
                 if d[key] is None:
                     d.pop(key)
             pools.append(d)
@@ -196,7 +200,8 @@ def pool_deployment(pool: Pool, model: str, gpu: str | None = None, tp: int | No
     t = tp if tp is not None else pool.tp
     if t is None:
         t = smallest_tp(m, g, pool.precision)
-    return Deployment(m, g, pool.precision, None, t)
+    dep = Deployment(m, g, pool.precision, None, t)
+    return with_kv_pool(dep, KVPool(pool.kv_cache_tokens, pool.gpu_memory_utilization))
 
 
 def pool_gpus(pool: Pool, model: str) -> dict[str, int]:

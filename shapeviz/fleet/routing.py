@@ -31,7 +31,7 @@ from shapeviz.serving.simulator import (
 
 WINDOW_REQUESTS = 1000                 # the log's first N requests, in arrival order (reuse needs the order)
 REPLICA_COUNTS = (1, 2, 4, 8, 16)      # the hit-ratio-against-scale-out chart
-ROUTER_COLORS = {"round_robin": "#999999", "least_tokens": "#0072B2", "session": "#009E73", "prefix": "#D55E00"}
+ROUTER_COLORS = {"round_robin": "#999999", "random": "#CC79A7", "least_tokens": "#0072B2", "session": "#009E73", "prefix": "#D55E00"}
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
 
 

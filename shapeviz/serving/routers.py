@@ -1,6 +1,8 @@
 """Routers: which replica each request goes to, and so which prefix cache it meets.
 
 * ``round_robin``: replicas in turn (the Kubernetes Service default).
+* ``random``: a replica drawn uniformly at random, seeded (SGLang router's ``--policy random``; the baseline
+  routing benchmarks report); no load signal at all.
 * ``least_tokens``: the replica with the fewest outstanding tokens (prompt to prefill + output to decode).
 * ``session``: session affinity by consistent hashing of the session (a ring with virtual nodes per replica), so
   every turn of a conversation meets the same cache; no load signal at all.
@@ -17,6 +19,7 @@ A router reads only what a real one can see: the replicas' outstanding tokens, r
 """
 from __future__ import annotations
 
+import random
 from bisect import bisect_left
 from typing import Any, Protocol, Sequence
 
@@ -24,9 +27,11 @@ import numpy as np
 
 from shapeviz.serving.prefix_cache import routing_constants
 
-ROUTERS = ("round_robin", "least_tokens", "session", "prefix")
+ROUTERS = ("round_robin", "random", "least_tokens", "session", "prefix")
+LOAD_ROUTERS = ("round_robin", "random", "least_tokens")   # read no cache: a pool without prefix caches can use them
 LABELS = {
     "round_robin": "round-robin",
+    "random": "random (seeded)",
     "least_tokens": "least outstanding tokens",
     "session": "session affinity (consistent hash)",
     "prefix": "prefix-aware with a load guard (SGLang cache_aware rule)",
@@ -58,6 +63,16 @@ class RoundRobin(Router):
         k = candidates[self.turn % len(candidates)]
         self.turn += 1
         return k
+
+
+class RandomRouter(Router):
+    """A replica drawn uniformly among the candidates, from its own seeded stream (the same seed, the same picks)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+
+    def pick(self, rid: int, candidates: Sequence[int], fleet: Sequence[Replica]) -> int:
+        return candidates[self.rng.randrange(len(candidates))]
 
 
 class LeastTokens(Router):
@@ -128,10 +143,15 @@ class PrefixAware(Router):
 
 
 def make_router(name: str, replicas: Sequence[int], keys: np.ndarray | None = None,
-                look: list[list[int]] | None = None, input_tokens: np.ndarray | None = None) -> Router:
-    """The router ``name`` over ``replicas``; session and prefix routers fall back to load when blocks are absent."""
+                look: list[list[int]] | None = None, input_tokens: np.ndarray | None = None, seed: int = 0) -> Router:
+    """The router ``name`` over ``replicas``; session and prefix routers fall back to load when blocks are absent.
+
+    ``seed`` seeds the random router's draws (the other routers are deterministic).
+    """
     if name == "round_robin":
         return RoundRobin()
+    if name == "random":
+        return RandomRouter(seed)
     if name == "least_tokens":
         return LeastTokens()
     if name == "session":

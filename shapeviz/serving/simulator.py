@@ -45,7 +45,8 @@ from shapeviz.serving.planner import (
 )
 from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
-from shapeviz.serving.routers import ROUTERS, make_router
+from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router
+from shapeviz.serving.stages import saturated_stages
 
 ARRIVALS = ("trace", "poisson", "closed")
 SCHEDULERS = ("fcfs", "priority", "deadline")
@@ -126,25 +127,15 @@ class SimResult:
 
     @property
     def saturated(self) -> bool:
-        """True when the fleet cannot keep up: served rate well below the offered one, or the queue keeps growing."""
+        """True when the fleet cannot keep up in some stage of the log: its queue keeps growing there.
+
+        Judged per stage of the arrival rate (``serving.stages``): a log at a steady rate is one stage; a staged log
+        (a load test) is judged stage by stage, so that more requests in the system at a higher stage's rate are
+        not mistaken for a queue that grows.
+        """
         if self.offered_rps is None or len(self.requests) < 20:
             return False
-        # the number of requests in the system, seen by each arrival, keeps growing: compare the last fifth of the
-        # arrival window with the second (the first is the warm-up from an empty fleet)
-        r = self.requests.sort_values("arrival_s")
-        arrival = r["arrival_s"].to_numpy()
-        finish = np.sort((r["arrival_s"] + r["e2e_ms"] / 1000.0).to_numpy())
-        in_system = np.arange(1, arrival.size + 1) - np.searchsorted(finish, arrival, side="right")
-        k = max(arrival.size // 5, 1)
-        early, late = float(in_system[k:2 * k].mean()), float(in_system[-k:].mean())
-        if late > 1.3 * early + 2.0 * math.sqrt(early) + 2.0:
-            return True
-        # a queue that grows for the whole run: the last fifth's slow tenth waits far longer than the first
-        # fifth's (a p90, not a median: a KV pool hogged by long contexts starves a minority while most pass)
-        q = self.requests.sort_values("arrival_s")["queue_ms"].to_numpy()
-        k = max(len(q) // 5, 1)
-        first, last = float(np.percentile(q[:k], 90)), float(np.percentile(q[-k:], 90))
-        return last > 4.0 * first + 1000.0
+        return any(saturated_stages(self.requests))
 
     def summary(self) -> dict[str, Any]:
         """The stable JSON summary (``simulate --json``): latencies, throughput, goodput, utilisation, saturation."""
@@ -745,9 +736,9 @@ def simulate(
             _closed_next(float(starts[k]))
     blocks = req.blocks
     routers = {0: make_router(router, front_ids, None if blocks is None else blocks.key, pool.look or None,
-                              req.input_tokens),
+                              req.input_tokens, seed=seed),
                # the decode pool holds no prefix cache: it balances load (as SGLang's PD router does)
-               1: make_router(router if router in ("round_robin", "least_tokens") else "least_tokens", back_ids)}
+               1: make_router(router if router in LOAD_ROUTERS else "least_tokens", back_ids, seed=seed)}
 
     def route(rid: int, now: float, target: int) -> None:
         ids = front_ids if target == 0 else back_ids

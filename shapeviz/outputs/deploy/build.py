@@ -20,6 +20,7 @@ from shapeviz.outputs.deploy.settings import (
     Setting,
     serving_settings,
 )
+from shapeviz.physics.kv_pool import KVPool
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving.planner import Plan, WhatIf, Workload, plan
 
@@ -98,6 +99,7 @@ def deployment_bundle(
     layout: str = "all",
     port: int = DEFAULT_PORT,
     the_plan: Plan | None = None,
+    kv_pool: KVPool | None = None,
 ) -> DeploymentBundle:
     """Plan (unless given), settings and engine configs of a workload on a deployment."""
     if engine not in ENGINE_CHOICES:
@@ -109,7 +111,7 @@ def deployment_bundle(
     p = the_plan if the_plan is not None else plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms)
     s = serving_settings(p, dep, workload.apply(whatif), tpot_slo_ms=tpot_slo_ms,
                          max_context_tokens=max_context_tokens, context_source=context_source, prefix=prefix,
-                         tp_source=tp_source, model_path=model_path)
+                         tp_source=tp_source, model_path=model_path, kv_pool=kv_pool)
     wanted = s.layouts() if layout == "all" else [layout]
     missing = [x for x in wanted if x not in s.layouts()]
     if missing:

@@ -24,6 +24,7 @@ IMAGES = {  # assumed: each project's published serving image; pin a tag you hav
     "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:latest",
 }
 TRTLLM_OPTIONS_PATH = "/config/extra-llm-api-options.yaml"
+VLLM_BLOCK_TOKENS = 16   # vLLM's default --block-size on CUDA (data/engine_flags.json)
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,16 @@ def vllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAULT
         defaults.append(Arg("prefix caching", "vLLM's default kept", s.prefix_caching.source, s.prefix_caching.why))
     mem = s.memory["vllm_gpu_memory_utilization"]
     args.append(Arg("--gpu-memory-utilization", _num(mem.value), mem.source, mem.why))
+    tokens = s.memory.get("kv_cache_tokens")
+    if tokens is not None:
+        # blocks of 16 tokens (written out, so blocks × 16 is the pool); per rank under attention data parallelism
+        ranks = int(s.tp.value) if s.attention_dp.value else 1
+        blocks = max(int(tokens.value) // ranks // VLLM_BLOCK_TOKENS, 1)
+        args.append(Arg("--block-size", str(VLLM_BLOCK_TOKENS), "assumed", "vLLM's default KV block on CUDA, written "
+                        "out so that --num-gpu-blocks-override counts tokens in it"))
+        args.append(Arg("--num-gpu-blocks-override", str(blocks), tokens.source,
+                        f"{blocks:,} blocks × {VLLM_BLOCK_TOKENS} tokens" + (f" per data-parallel rank" if ranks > 1
+                                                                              else "") + f": {tokens.why}"))
     if role in ("prefill", "decode"):
         args.append(Arg("--kv-transfer-config", json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"},
                                                            separators=(",", ":")),
@@ -239,6 +250,9 @@ def sglang_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
                             s.prefix_caching.why))
     mem = s.memory["sglang_mem_fraction_static"]
     args.append(Arg("--mem-fraction-static", _num(mem.value), mem.source, mem.why))
+    tokens = s.memory.get("kv_cache_tokens")
+    if tokens is not None:
+        args.append(Arg("--max-total-tokens", str(int(tokens.value)), tokens.source, tokens.why))
     if role in ("prefill", "decode"):
         args.append(Arg("--disaggregation-mode", role, "estimated", f"the plan's {role} pool"))
         args.append(Arg("--disaggregation-transfer-backend", "nixl", "assumed", "NIXL KV transfer (mooncake also works)"))
@@ -288,6 +302,9 @@ def trtllm_config(s: ServingSettings, role: str = "colocated", port: int = DEFAU
     else:
         defaults.append(Arg("prefix caching", "TensorRT-LLM's default kept (KV block reuse on)", s.prefix_caching.source,
                             s.prefix_caching.why))
+    tokens = s.memory.get("kv_cache_tokens")
+    if tokens is not None:   # with the free-memory fraction, the smaller of the two pools holds
+        kv["max_tokens"] = Setting(int(tokens.value), tokens.source, tokens.why)
     options: dict[str, Any] = {"kv_cache_config": kv}
     if s.attention_dp.value:
         options["enable_attention_dp"] = Setting(True, s.attention_dp.source, s.attention_dp.why)

@@ -18,6 +18,7 @@ from shapeviz.outputs.deploy.engines import DEFAULT_PORT
 from shapeviz.outputs.deploy.flags import engine_spec
 from shapeviz.outputs.deploy.k8s import manifest
 from shapeviz.outputs.deploy.settings import Setting
+from shapeviz.physics.kv_pool import KVPool
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.serving.products import resolve_classes
@@ -68,7 +69,8 @@ def fleet_configs(frame: pd.DataFrame, fleet: Fleet, *, engine: str = "vllm", wh
                 bundle = deployment_bundle(workload, dep, engine=engine, whatif=whatif, ttft_slo_ms=ttft,
                                            tpot_slo_ms=tpot, max_context_tokens=longest_context(sub, whatif),
                                            context_source="measured", prefix=prefix_signal(sub, whatif),
-                                           model_path=model_path, layout=layout, port=port, the_plan=planned)
+                                           model_path=model_path, layout=layout, port=port, the_plan=planned,
+                                           kv_pool=KVPool(pool.kv_cache_tokens, pool.gpu_memory_utilization))
                 chosen = [c for c in bundle.configs[layout] if side is None or c.role == role]
             except ValueError as exc:
                 notes.append(f"{role}: {exc}")

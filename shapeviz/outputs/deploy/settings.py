@@ -15,10 +15,12 @@ import numpy as np
 
 from shapeviz.outputs.deploy.flags import model_repo
 from shapeviz.physics.catalogue import GIB, Model
+from shapeviz.physics.kv_pool import KVPool, kv_pool_tokens
 from shapeviz.physics.speculative import load_speculative
 from shapeviz.physics.steps import (
     Deployment,
     decode_step_s,
+    load_efficiency,
     operating_batch,
     prefill_work_s,
 )
@@ -123,25 +125,56 @@ def chunk_tokens(dep: Deployment, batch: float, context: float, tpot_slo_ms: flo
     return int(sizes[np.flatnonzero(ok)[-1]]), True
 
 
-def memory_settings(dep: Deployment) -> dict[str, Setting]:
-    """Each engine's memory knob set so that its KV pool matches the plan's (weights + reserve + KV pool)."""
+def memory_settings(dep: Deployment, kv_pool: KVPool | None = None) -> dict[str, Setting]:
+    """Each engine's memory knob set so that its KV pool matches the plan's (weights + reserve + KV pool).
+
+    ``kv_pool``: what the user set (``--kv-cache-tokens``, ``--gpu-memory-utilization``), already in ``dep``'s
+    pool; vLLM then gets the user's utilisation as given, and a token count becomes each engine's token cap
+    (``kv_cache_tokens``: vLLM ``--num-gpu-blocks-override``, SGLang ``--max-total-tokens``, TensorRT-LLM
+    ``kv_cache_config.max_tokens``).
+    """
     mem = dep.gpu.memory_bytes
     kv = dep.kv_pool_bytes_per_gpu()
     weights, reserve = dep.weight_bytes_per_gpu, dep.eff.memory_reserve_gib * GIB
     kv_gib = kv / GIB
+    user = kv_pool if kv_pool is not None and kv_pool.is_set else None
+    whose = "the KV pool set by the user" if user else "the plan's KV pool"
     # vLLM's budget covers weights, activations and KV; SGLang's static fraction covers weights and KV only.
-    vllm = math.floor(min((weights + reserve + kv) / mem, 0.98) * 100) / 100
-    sglang = math.floor(min((weights + kv) / mem, 0.98) * 100) / 100
-    trt = dep.eff.kv_fraction_serving
-    return {
+    # A token cap fixes the pool's size: the memory budget is then rounded up, never below what the cap needs.
+    rounding = math.ceil if user is not None and user.tokens is not None else math.floor
+    vllm = rounding(min((weights + reserve + kv) / mem, 0.98) * 100) / 100
+    sglang = rounding(min((weights + kv) / mem, 0.98) * 100) / 100
+    trt = min(dep.eff.kv_fraction_serving, 1.0)
+    settings = {
         "vllm_gpu_memory_utilization": Setting(vllm, "estimated", (
-            f"weights {weights / GIB:.1f} GiB + runtime reserve {reserve / GIB:.1f} GiB + the plan's KV pool "
+            f"weights {weights / GIB:.1f} GiB + runtime reserve {reserve / GIB:.1f} GiB + {whose} "
             f"{kv_gib:.1f} GiB of {mem / GIB:.1f} GiB per GPU")),
         "sglang_mem_fraction_static": Setting(sglang, "estimated", (
-            f"weights {weights / GIB:.1f} GiB + the plan's KV pool {kv_gib:.1f} GiB of {mem / GIB:.1f} GiB per GPU")),
+            f"weights {weights / GIB:.1f} GiB + {whose} {kv_gib:.1f} GiB of {mem / GIB:.1f} GiB per GPU")),
         "trtllm_kv_free_fraction": Setting(trt, "assumed", (
             f"the capacity model's serving KV fraction of free memory ({dep.eff.sources.get('kv_fraction_serving', '')})")),
     }
+    if user is not None and user.gpu_memory_utilization is not None:
+        settings["vllm_gpu_memory_utilization"] = Setting(user.gpu_memory_utilization, "assumed", (
+            f"set by the user (--gpu-memory-utilization); the KV pool is what is left of it after weights "
+            f"{weights / GIB:.1f} GiB and runtime reserve {reserve / GIB:.1f} GiB: {kv_gib:.1f} GiB per GPU"))
+    if user is not None and user.gpu_memory_utilization is not None:
+        free = max(dep.free_bytes_per_gpu, 1.0)
+        share = math.floor(min((user.gpu_memory_utilization * mem - weights - reserve) / free, 1.0) * 1000) / 1000
+        settings["trtllm_kv_free_fraction"] = Setting(share, "estimated", (
+            f"--gpu-memory-utilization {user.gpu_memory_utilization:g} set by the user, as a share of the memory "
+            f"free after weights and runtime reserve ({free / GIB:.1f} GiB per GPU)"))
+    elif user is not None:   # a token cap alone: TensorRT-LLM holds the smaller pool, so the cap decides
+        default = load_efficiency()
+        settings["trtllm_kv_free_fraction"] = Setting(default.kv_fraction_serving, "assumed", (
+            f"the capacity model's serving KV fraction of free memory "
+            f"({default.sources.get('kv_fraction_serving', '')}); kv_cache_config.max_tokens caps the pool below it"))
+    if user is not None and user.tokens is not None:
+        tokens = kv_pool_tokens(dep)
+        settings["kv_cache_tokens"] = Setting(tokens, "assumed", (
+            f"the KV pool per replica set by the user ({user.describe()})" if tokens == user.tokens else
+            f"the KV pool per replica: {user.describe()}, held to {tokens:,} tokens by the memory fraction"))
+    return settings
 
 
 def _prefix_setting(prefix: PrefixSignal | None) -> Setting:
@@ -199,8 +232,12 @@ def serving_settings(
     prefix: PrefixSignal | None = None,
     tp_source: str = "estimated",
     model_path: str | None = None,
+    kv_pool: KVPool | None = None,
 ) -> ServingSettings:
-    """The serving settings of a plan: ``workload`` is the one planned (after the what-if)."""
+    """The serving settings of a plan: ``workload`` is the one planned (after the what-if).
+
+    ``kv_pool``: the KV pool the user set (already in ``dep``), so the engines' memory flags say so.
+    """
     if not (math.isfinite(max_context_tokens) and max_context_tokens >= 1):
         raise ValueError(f"max_context_tokens={max_context_tokens!r} must be a token count ≥ 1")
     notes: list[str] = []
@@ -294,7 +331,7 @@ def serving_settings(
         model_id=dep.model.id, gpu_name=dep.gpu.name, model_path=path, tp=tp, ep=ep, attention_dp=attention_dp,
         precision=precision,
         kv_precision=kv_precision, max_model_len=max_model_len, prefix_caching=_prefix_setting(prefix),
-        memory=memory_settings(dep), rate_rps=rate, pools=pools, notes=notes, context_note=context_note,
+        memory=memory_settings(dep, kv_pool), rate_rps=rate, pools=pools, notes=notes, context_note=context_note,
         speculative=speculative_setting(dep),
     )
 
