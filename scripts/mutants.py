@@ -160,13 +160,14 @@ def run(mutant: Mutant, root: Path, files: list[str], python: str = sys.executab
     return Outcome(mutant, BROKEN, seconds, f"pytest exited {proc.returncode}\n{out}")
 
 
-def table(outcomes: list[Outcome]) -> str:
-    """The result table: one row per mutant (name, result, seconds), then the detail of every one not killed."""
+def table(outcomes: list[Outcome], verbose: bool = False) -> str:
+    """The result table: one row per mutant (name, result, seconds), then the detail of every one not killed (of
+    every one with ``verbose``: how each killed mutant failed its tests)."""
     width = max([len(o.mutant.name) for o in outcomes] + [6])
     rows = [f"{'mutant':<{width}}  {'result':<17}  {'seconds':>7}"]
     rows += [f"{o.mutant.name:<{width}}  {o.result:<17}  {o.seconds:7.1f}" for o in outcomes]
     for o in outcomes:
-        if o.result != KILLED:
+        if verbose or o.result != KILLED:
             rows += ["", f"{o.mutant.name}: {o.result} ({o.mutant.source}: {o.mutant.file})",
                      f"  why it matters: {o.mutant.why}", f"  tests: {' '.join(o.mutant.tests)}"]
             rows += [f"  | {line}" for line in o.detail.splitlines()]
@@ -190,6 +191,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser.add_argument("--only", action="append", metavar="NAME", help="run only this mutant (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show how each killed mutant failed too")
     args = parser.parse_args(argv)
 
     paths = [p if p.is_absolute() else Path.cwd() / p for p in args.file] if args.file else \
@@ -219,7 +221,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             print(f"[{i}/{len(mutants)}] {o.mutant.name}: {o.result} ({o.seconds:.1f} s)", flush=True)
     outcomes = [done[m.name] for m in mutants]
     print()
-    print(table(outcomes))
+    print(table(outcomes, args.verbose))
     print(summary(outcomes, time.perf_counter() - start))
     return 0 if all(o.result == KILLED for o in outcomes) else 1
 
