@@ -4,6 +4,7 @@
     python scripts/mutants.py --list          # name, file and tests of each, nothing run
     python scripts/mutants.py --only NAME     # one mutant (repeatable)
     python scripts/mutants.py --file tests/mutants/mutants.toml   # the mutants of one file (repeatable)
+    python scripts/mutants.py --baseline      # first check that the named tests pass on the unmutated code
 
 A mutant file holds entries of this form (one file per branch, so that branches never conflict)::
 
@@ -27,7 +28,8 @@ uncommitted work is checked too), and only its named tests are run there with th
 
 The exit status is 0 only when every mutant run was killed. The last line is pytest-like, one "test" per mutant:
 ``N passed`` counts the mutants killed, ``N failed`` those that survived, were broken or no longer apply.
-The named tests are assumed to pass on the unmutated code: `make test` runs the whole suite before this check.
+The named tests are assumed to pass on the unmutated code (a test failing there would "kill" every mutant):
+`make test` runs the whole suite before this check; ``--baseline`` runs the named tests unmutated first.
 """
 from __future__ import annotations
 
@@ -126,6 +128,27 @@ def _tail(text: str, lines: int = 6) -> str:
     return "\n".join(line for line in text.strip().splitlines()[-lines:])
 
 
+def _copy(root: Path, files: list[str], dest: Path, skip: str | None = None) -> None:
+    for rel in files:
+        if rel != skip:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / rel, dest / rel)
+
+
+def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path) -> subprocess.CompletedProcess:
+    cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
+    return subprocess.run(cmd, cwd=cwd, env=_env(root), capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def baseline(mutants: list[Mutant], root: Path, files: list[str], python: str = sys.executable) -> tuple[bool, str]:
+    """Every test the mutants name, once, on an unmutated copy: a test that fails there would 'kill' any mutant."""
+    tests = sorted({t for m in mutants for t in m.tests})
+    with tempfile.TemporaryDirectory(prefix="mutant-baseline-") as tmp:
+        _copy(root, files, Path(tmp))
+        proc = _pytest(python, tests, Path(tmp), root)
+    return proc.returncode == 0, _tail(proc.stdout + proc.stderr)
+
+
 def run(mutant: Mutant, root: Path, files: list[str], python: str = sys.executable) -> Outcome:
     """Apply ``mutant`` to a fresh copy of ``files`` under ``root``, run its tests there, and say what happened."""
     target = root / mutant.file
@@ -137,18 +160,12 @@ def run(mutant: Mutant, root: Path, files: list[str], python: str = sys.executab
         return Outcome(mutant, STALE, 0.0, f"its anchor occurs {count} times in {mutant.file} (must be exactly once)")
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name[:40]}-") as tmp:
         copy = Path(tmp)
-        for rel in files:
-            if rel == mutant.file:
-                continue
-            dest = copy / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(root / rel, dest)
+        _copy(root, files, copy, skip=mutant.file)
         (copy / mutant.file).parent.mkdir(parents=True, exist_ok=True)
         (copy / mutant.file).write_text(text.replace(mutant.anchor, mutant.replacement), encoding="utf-8")
-        cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *mutant.tests]
         start = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, cwd=copy, env=_env(root), capture_output=True, text=True, timeout=TIMEOUT_S)
+            proc = _pytest(python, mutant.tests, copy, root)
         except subprocess.TimeoutExpired:
             return Outcome(mutant, BROKEN, time.perf_counter() - start, f"its tests ran past {TIMEOUT_S} s")
         seconds = time.perf_counter() - start
@@ -192,6 +209,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show how each killed mutant failed too")
+    parser.add_argument("--baseline", action="store_true",
+                        help="first run every named test on the unmutated code (make test runs the suite first)")
     args = parser.parse_args(argv)
 
     paths = [p if p.is_absolute() else Path.cwd() / p for p in args.file] if args.file else \
@@ -212,6 +231,11 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
 
     files = tree_files(root)
     start = time.perf_counter()
+    if args.baseline:
+        ok, detail = baseline(mutants, root, files)
+        if not ok:
+            print(f"the named tests fail on the unmutated code, so no mutant can be judged:\n{detail}")
+            return 1
     done: dict[str, Outcome] = {}
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = [pool.submit(run, m, root, files) for m in mutants]

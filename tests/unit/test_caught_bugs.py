@@ -150,3 +150,8 @@ def test_growth_grows_each_product_at_its_own_rate(traces: Path) -> None:
         assert rates[month] == pytest.approx(expected, rel=1e-9), month
     flat = project(frame, dep, Growth({code: 0.5}, {}, 4), peak_rps=4.0).months.set_index("month")["rate_rps"]
     assert flat[4] < rates[4]   # the smaller product growing moves the fleet less
+    # output length too: only conversation's answers grow (+30%/month); the mean answer is the rate-weighted mix
+    mean_out = frame.groupby(frame["product"].astype(str))["output_tokens"].mean()
+    longer = project(frame, dep, Growth({}, {conv: 0.3}, 4), peak_rps=4.0).months.set_index("month")
+    expected = share[code] * mean_out[code] + share[conv] * mean_out[conv] * 1.3 ** 4
+    assert longer["mean_output_tokens"][4] == pytest.approx(expected, rel=1e-6)

@@ -106,3 +106,11 @@ def test_every_mutant_of_the_repository_is_well_formed_and_applies() -> None:
         assert path.read_text(encoding="utf-8").count(m.anchor) == 1, f"{m.name}: anchor not exactly once"
         for node in m.tests:
             assert (mutants.ROOT / node.split("::")[0]).is_file(), f"{m.name}: no test file for {node}"
+
+
+def test_a_test_failing_on_the_unmutated_code_is_caught_by_the_baseline(checkout: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A test that fails anyway would 'kill' every mutant it names: --baseline refuses to judge them."""
+    (checkout / "calc.py").write_text(CALC.replace("a + b", "a + b + 1"))
+    assert mutants.main(["--baseline", "--only", "multiplies"], root=checkout) == 1
+    assert "fail on the unmutated code" in capsys.readouterr().out

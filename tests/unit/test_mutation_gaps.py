@@ -62,3 +62,15 @@ def test_a_latency_without_a_unit_is_read_by_its_size_and_the_guess_is_said(valu
     assert np.allclose(log.frame["ttft_ms"].to_numpy(dtype=float), expected_ms)
     assert any(n.startswith("ttft_ms: unit of 'time_to_first_token' not stated") and n.endswith(f"suggests {unit}")
                for n in log.report.notes), log.report.notes
+
+
+# --- ingest: rows that cannot be requests ---------------------------------------------------------------------------
+def test_a_row_with_negative_tokens_is_dropped_and_counted() -> None:
+    """A negative prompt or answer length is not a request: it is dropped under ``negative_tokens``, never planned,
+    and read = kept + dropped still holds."""
+    body = "input_tokens,output_tokens\n100,20\n-5,20\n300,-7\n400,40\n"
+    log = load_log(body.encode(), name="negative.csv")
+    assert log.frame["input_tokens"].tolist() == [100, 400]
+    assert log.frame["output_tokens"].tolist() == [20, 40]
+    assert log.report.dropped.get("negative_tokens") == 2
+    assert log.report.rows_read == 4 and log.report.balanced
