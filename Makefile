@@ -23,12 +23,12 @@ run: deps
 test: test-deps
 	$(PY) -m pytest -n 2 -m "not e2e"
 	$(PY) -m pytest -m e2e
-	$(PY) scripts/mutants.py
+	$(PY) scripts/mutants.py --baseline
 
 # The mutation check alone: every deliberate bug of tests/mutants/*.toml, applied to a copy of the checkout one at
 # a time (two at once), must fail the tests it names (scripts/mutants.py; ONLY=name runs one).
 mutants: test-deps
-	$(PY) scripts/mutants.py $(if $(ONLY),--only $(ONLY))
+	$(PY) scripts/mutants.py --baseline $(if $(ONLY),--only $(ONLY))
 
 deps: $(VENV)/.deps
 
