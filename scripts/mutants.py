@@ -18,7 +18,8 @@ A mutant file holds entries of this form (one file per branch, so that branches 
 
 Each mutant is applied to its own copy of the checkout (the files git tracks plus untracked, unignored ones, so
 uncommitted work is checked too), and only its named tests are run there with this interpreter:
-``python -m pytest -x -q -p no:cacheprovider -p no:randomly <tests>``. The outcome, by pytest's exit code:
+``python -m pytest -x -q -p no:cacheprovider -p no:randomly -p no:xdist -p no:hypothesispytest <tests>``.
+The outcome, by pytest's exit code:
 
 - 1 (a test failed or errored): **killed**, as it should be;
 - 0 (every named test passed, or was skipped): **survived**: the tests do not see this bug;
@@ -136,7 +137,10 @@ def _copy(root: Path, files: list[str], dest: Path, skip: str | None = None) -> 
 
 
 def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path) -> subprocess.CompletedProcess:
-    cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *tests]
+    # no xdist (one process per mutant) and no hypothesis plugin (its @given tests run without it): loading the two
+    # costs ~1 s CPU of a mutant's ~3 s
+    cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist",
+           "-p", "no:hypothesispytest", *tests]
     return subprocess.run(cmd, cwd=cwd, env=_env(root), capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
