@@ -12,16 +12,23 @@ PY := $(VENV)/bin/python
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends
 
-.PHONY: run test venv deps test-deps system-deps
+.PHONY: run test mutants venv deps test-deps system-deps
 
 run: deps
 	$(PY) -m components.launch
 
 # The whole suite: everything but the browser tests in two processes, then the browser tests on their own (each
-# drives a live server and a chromium; two at once on a small machine only slow each other past their timeouts).
+# drives a live server and a chromium; two at once on a small machine only slow each other past their timeouts),
+# then the mutation check, last because it assumes the tests it names pass on the unmutated code.
 test: test-deps
 	$(PY) -m pytest -n 2 -m "not e2e"
 	$(PY) -m pytest -m e2e
+	$(PY) scripts/mutants.py --baseline
+
+# The mutation check alone: every deliberate bug of tests/mutants/*.toml, applied to a copy of the checkout one at
+# a time (two at once), must fail the tests it names (scripts/mutants.py; ONLY=name runs one).
+mutants: test-deps
+	$(PY) scripts/mutants.py --baseline $(if $(ONLY),--only $(ONLY))
 
 deps: $(VENV)/.deps
 

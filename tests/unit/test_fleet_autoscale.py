@@ -50,8 +50,15 @@ def test_every_policy_costs_between_the_windows_minimum_and_the_peak(traces, dep
         assert peak["gpu_hours"] == pytest.approx(peak["baseline_gpu_hours"])
         for row in table.itertuples():
             assert row.lower_bound_gpu_hours - 1e-9 <= row.gpu_hours <= row.baseline_gpu_hours + 1e-9, (name, row)
-        if name != MOONCAKE:  # the Azure hours move enough for some policy to save GPU-hours against the peak
-            assert table["saving"].max() > 0.05, name
+        # the most any policy could save: every window held at exactly its own minimum (the floor)
+        room = 1.0 - peak["lower_bound_gpu_hours"] / peak["baseline_gpu_hours"]
+        if name == MOONCAKE:
+            # Mooncake's hour is flat (9 or 10 replicas in every minute): even the floor saves under 10%, which
+            # the scale-up delay and the cool-off eat, so no policy is held to a saving here; if the trace ever
+            # moves more than that, this fails and the saving check below must cover it too
+            assert room < 0.10, room
+        else:  # the Azure hours move enough for some policy to save GPU-hours against the peak
+            assert room > 0.3 and table["saving"].max() > 0.05, name
 
 
 def test_a_slower_start_misses_more(dep) -> None:

@@ -50,28 +50,44 @@ def test_the_gain_shrinks_with_the_batch_and_turns_into_a_slowdown() -> None:
     assert gains[-1] < 0.9                      # compute-bound: it costs more than it saves
 
 
-def test_published_speedups_are_reproduced_on_the_rows_that_set_nothing() -> None:
+def _published_rows() -> pd.DataFrame:
+    """The published speed-ups with the model's prediction beside each."""
     rows = pd.read_csv(DATA_DIR / "speculative_measurements.csv")
-    assert set(rows["gpu"]) >= {"h100-sxm", "rtx-3090"} and set(rows["engine"]) >= {"sglang", "vllm"}
     predicted = []
     for _, r in rows.iterrows():
         spec = Speculative(r.method, int(r.draft_tokens), dataset_alpha(r.method, r.dataset))
         dep = Deployment(r.model, r.gpu, r.precision, r.kv_precision, int(r.tp), speculative=spec)
         predicted.append(float(speedup(dep, float(r.batch), float(r.context_tokens))))
     rows["predicted"] = predicted
+    return rows
+
+
+def test_published_speedups_are_reproduced_on_the_rows_that_set_nothing() -> None:
+    rows = _published_rows()
+    assert set(rows["gpu"]) >= {"h100-sxm", "rtx-3090"} and set(rows["engine"]) >= {"sglang", "vllm"}
     judged = rows[rows.role == "judge"]
     assert len(judged) >= 30
     assert float(np.median(np.abs(judged.predicted / judged.speedup - 1))) < 0.15
-    # where the gain falls under 1.1x: within one batch step of the measured one on the held-out groups
-    for (engine, gpu, method), g in rows.groupby(["engine", "gpu", "method"]):
-        if (engine, method) == ("sglang", "eagle"):
-            continue  # documented miss (benchmarks/README.md): predicted at 48, measured at 16
-        g = g.sort_values("batch")
-        firsts = [np.flatnonzero(g[c].to_numpy() < 1.1) for c in ("speedup", "predicted")]
-        if firsts[0].size == 0:
-            assert firsts[1].size == 0, (engine, gpu, method)
-        else:
-            assert firsts[1].size and abs(int(firsts[0][0]) - int(firsts[1][0])) <= 1, (engine, gpu, method)
+
+
+_GROUPS = sorted({(r.engine, r.gpu, r.method) for r in pd.read_csv(DATA_DIR / "speculative_measurements.csv")
+                  .itertuples()})
+_SGLANG_EAGLE_MISS = ("documented miss (benchmarks/README.md, #23): SGLang v0.4.4's EAGLE-1 gain falls under "
+                      "1.1x at batch 16, the model's only at 48")
+
+
+@pytest.mark.parametrize("engine, gpu, method", [
+    pytest.param(*g, marks=pytest.mark.xfail(strict=True, reason=_SGLANG_EAGLE_MISS))
+    if (g[0], g[2]) == ("sglang", "eagle") else g for g in _GROUPS])
+def test_the_gain_falls_under_1_1x_within_one_batch_step_of_the_measured_batch(engine: str, gpu: str,
+                                                                             method: str) -> None:
+    rows = _published_rows()
+    g = rows[(rows.engine == engine) & (rows.gpu == gpu) & (rows.method == method)].sort_values("batch")
+    firsts = [np.flatnonzero(g[c].to_numpy() < 1.1) for c in ("speedup", "predicted")]
+    if firsts[0].size == 0:
+        assert firsts[1].size == 0, (engine, gpu, method)
+    else:
+        assert firsts[1].size and abs(int(firsts[0][0]) - int(firsts[1][0])) <= 1, (engine, gpu, method)
 
 
 def test_the_simulator_sees_the_gain_at_low_load_and_the_slowdown_at_high_load() -> None:

@@ -1,0 +1,258 @@
+"""The mutation check: every deliberate bug in ``tests/mutants/*.toml`` must be caught by the tests it names.
+
+    python scripts/mutants.py                 # every mutant, two at a time (what `make mutants` runs)
+    python scripts/mutants.py --list          # name, file and tests of each, nothing run
+    python scripts/mutants.py --only NAME     # one mutant (repeatable)
+    python scripts/mutants.py --file tests/mutants/mutants.toml   # the mutants of one file (repeatable)
+    python scripts/mutants.py --baseline      # first check that the named tests pass on the unmutated code
+
+A mutant file holds entries of this form (one file per branch, so that branches never conflict)::
+
+    [[mutant]]
+    name = "kebab-case-unique-id"
+    file = "shapeviz/fleet/design.py"                   # from the repository root
+    anchor = '''exact text that occurs exactly once in that file'''
+    replacement = '''the deliberately wrong text'''
+    tests = ["tests/unit/test_fleet.py::test_name"]     # pytest node ids that must FAIL on it
+    why = "what a user would see if this bug shipped"
+
+Each mutant is applied to its own copy of the checkout (the files git tracks plus untracked, unignored ones, so
+uncommitted work is checked too), and only its named tests are run there with this interpreter:
+``python -m pytest -x -q -p no:cacheprovider -p no:randomly -p no:xdist -p no:hypothesispytest <tests>``.
+The outcome, by pytest's exit code:
+
+- 1 (a test failed or errored): **killed**, as it should be;
+- 0 (every named test passed, or was skipped): **survived**: the tests do not see this bug;
+- 2, 3, 4, 5 (interrupted, internal error, usage error such as a node id that does not exist, nothing collected):
+  **broken**: the mutant says nothing about the tests and must be fixed;
+- the anchor not found exactly once in the file: **no longer applies** (the code moved: fix the anchor).
+
+The exit status is 0 only when every mutant run was killed. The last line is pytest-like, one "test" per mutant:
+``N passed`` counts the mutants killed, ``N failed`` those that survived, were broken or no longer apply.
+The named tests are assumed to pass on the unmutated code (a test failing there would "kill" every mutant):
+`make test` runs the whole suite before this check; ``--baseline`` runs the named tests unmutated first.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIELDS = ("name", "file", "anchor", "replacement", "tests", "why")
+KILLED, SURVIVED, BROKEN, STALE = "killed", "survived", "broken", "no longer applies"
+# One mutant's tests should take seconds; a mutant that hangs them (an endless loop) is reported, not waited on.
+TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One deliberate bug: replace ``anchor`` by ``replacement`` in ``file``; ``tests`` must then fail."""
+
+    name: str
+    file: str
+    anchor: str
+    replacement: str
+    tests: tuple[str, ...]
+    why: str
+    source: str  # the TOML file it came from, for messages
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one mutant: its result, the seconds its tests took, and the lines that say why."""
+
+    mutant: Mutant
+    result: str
+    seconds: float
+    detail: str = ""
+
+
+def load(paths: list[Path], root: Path = ROOT) -> list[Mutant]:
+    """Every ``[[mutant]]`` of ``paths``; a missing field, an empty test list or a repeated name is an error."""
+    mutants: list[Mutant] = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        entries = tomllib.loads(path.read_text(encoding="utf-8")).get("mutant", [])
+        where = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        for i, entry in enumerate(entries):
+            missing = [f for f in FIELDS if f not in entry]
+            if missing:
+                raise ValueError(f"{where}: mutant #{i + 1} ({entry.get('name', '?')}) lacks {', '.join(missing)}")
+            tests = entry["tests"]
+            if not isinstance(tests, list) or not tests or not all(isinstance(t, str) and t for t in tests):
+                raise ValueError(f"{where}: mutant {entry['name']!r}: tests must be a non-empty list of node ids")
+            if entry["anchor"] == entry["replacement"]:
+                raise ValueError(f"{where}: mutant {entry['name']!r} replaces its anchor by itself")
+            if entry["name"] in seen:
+                raise ValueError(f"{where}: mutant name {entry['name']!r} is also used in {seen[entry['name']]}")
+            seen[entry["name"]] = where
+            mutants.append(Mutant(entry["name"], entry["file"], entry["anchor"], entry["replacement"],
+                                  tuple(tests), entry["why"], where))
+    return mutants
+
+
+def tree_files(root: Path) -> list[str]:
+    """The checkout's files as git sees them (tracked, plus untracked ones not ignored); every file without git."""
+    try:
+        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, check=True).stdout
+        return [f for f in out.decode().split("\0") if f and (root / f).is_file()]
+    except (OSError, subprocess.CalledProcessError):
+        skip = {".git", "__pycache__", ".venv", ".pytest_cache"}
+        return [str(p.relative_to(root)) for p in sorted(root.rglob("*"))
+                if p.is_file() and not skip.intersection(p.relative_to(root).parts)]
+
+
+def _env(root: Path) -> dict[str, str]:
+    """This interpreter's environment for the copy: its venv first on PATH, and the shared data where the checkout
+    finds it (the tests look for ``../shared`` beside the checkout, which a copy elsewhere does not have)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    shared = root.parent / "shared"
+    for var, path in (("SHAPEVIZ_TRACES", shared / "data" / "traces"), ("SHAPEVIZ_REFERENCE", shared / "reference")):
+        if var not in env and path.exists():
+            env[var] = str(path)
+    return env
+
+
+def _tail(text: str, lines: int = 6) -> str:
+    return "\n".join(line for line in text.strip().splitlines()[-lines:])
+
+
+def _copy(root: Path, files: list[str], dest: Path, skip: str | None = None) -> None:
+    for rel in files:
+        if rel != skip:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / rel, dest / rel)
+
+
+def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path) -> subprocess.CompletedProcess:
+    # no xdist (one process per mutant) and no hypothesis plugin (its @given tests run without it): loading the two
+    # costs ~1 s CPU of a mutant's ~3 s
+    cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist",
+           "-p", "no:hypothesispytest", *tests]
+    return subprocess.run(cmd, cwd=cwd, env=_env(root), capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def baseline(mutants: list[Mutant], root: Path, files: list[str], python: str = sys.executable) -> tuple[bool, str]:
+    """Every test the mutants name, once, on an unmutated copy: a test that fails there would 'kill' any mutant."""
+    tests = sorted({t for m in mutants for t in m.tests})
+    with tempfile.TemporaryDirectory(prefix="mutant-baseline-") as tmp:
+        _copy(root, files, Path(tmp))
+        proc = _pytest(python, tests, Path(tmp), root)
+    return proc.returncode == 0, _tail(proc.stdout + proc.stderr)
+
+
+def run(mutant: Mutant, root: Path, files: list[str], python: str = sys.executable) -> Outcome:
+    """Apply ``mutant`` to a fresh copy of ``files`` under ``root``, run its tests there, and say what happened."""
+    target = root / mutant.file
+    if not target.is_file():
+        return Outcome(mutant, STALE, 0.0, f"{mutant.file} does not exist")
+    text = target.read_text(encoding="utf-8")
+    count = text.count(mutant.anchor)
+    if count != 1:
+        return Outcome(mutant, STALE, 0.0, f"its anchor occurs {count} times in {mutant.file} (must be exactly once)")
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name[:40]}-") as tmp:
+        copy = Path(tmp)
+        _copy(root, files, copy, skip=mutant.file)
+        (copy / mutant.file).parent.mkdir(parents=True, exist_ok=True)
+        (copy / mutant.file).write_text(text.replace(mutant.anchor, mutant.replacement), encoding="utf-8")
+        start = time.perf_counter()
+        try:
+            proc = _pytest(python, mutant.tests, copy, root)
+        except subprocess.TimeoutExpired:
+            return Outcome(mutant, BROKEN, time.perf_counter() - start, f"its tests ran past {TIMEOUT_S} s")
+        seconds = time.perf_counter() - start
+    out = _tail(proc.stdout + proc.stderr)
+    if proc.returncode == 1:
+        return Outcome(mutant, KILLED, seconds, out)
+    if proc.returncode == 0:
+        return Outcome(mutant, SURVIVED, seconds, out)
+    return Outcome(mutant, BROKEN, seconds, f"pytest exited {proc.returncode}\n{out}")
+
+
+def table(outcomes: list[Outcome], verbose: bool = False) -> str:
+    """The result table: one row per mutant (name, result, seconds), then the detail of every one not killed (of
+    every one with ``verbose``: how each killed mutant failed its tests)."""
+    width = max([len(o.mutant.name) for o in outcomes] + [6])
+    rows = [f"{'mutant':<{width}}  {'result':<17}  {'seconds':>7}"]
+    rows += [f"{o.mutant.name:<{width}}  {o.result:<17}  {o.seconds:7.1f}" for o in outcomes]
+    for o in outcomes:
+        if verbose or o.result != KILLED:
+            rows += ["", f"{o.mutant.name}: {o.result} ({o.mutant.source}: {o.mutant.file})",
+                     f"  why it matters: {o.mutant.why}", f"  tests: {' '.join(o.mutant.tests)}"]
+            rows += [f"  | {line}" for line in o.detail.splitlines()]
+    return "\n".join(rows)
+
+
+def summary(outcomes: list[Outcome], seconds: float) -> str:
+    """pytest's closing line, one test per mutant: killed ones passed the check, every other one failed it."""
+    passed = sum(o.result == KILLED for o in outcomes)
+    counts = {r: sum(o.result == r for o in outcomes) for r in (SURVIVED, BROKEN, STALE)}
+    parts = [f"{passed} passed"] + ([f"{len(outcomes) - passed} failed"] if passed < len(outcomes) else [])
+    why = ", ".join([f"{passed} killed"] + [f"{n} {r}" for r, n in counts.items() if n])
+    return f"{'=' * 10} {', '.join(parts)} in {seconds:.2f}s (mutation check: {why}) {'=' * 10}"
+
+
+def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
+    """Run the check; 0 when every mutant selected was killed."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--file", action="append", type=Path,
+                        help="a mutant file (repeatable; default: every tests/mutants/*.toml)")
+    parser.add_argument("--only", action="append", metavar="NAME", help="run only this mutant (repeatable)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show how each killed mutant failed too")
+    parser.add_argument("--baseline", action="store_true",
+                        help="first run every named test on the unmutated code (make test runs the suite first)")
+    args = parser.parse_args(argv)
+
+    paths = [p if p.is_absolute() else Path.cwd() / p for p in args.file] if args.file else \
+        sorted((root / "tests" / "mutants").glob("*.toml"))
+    mutants = load(paths, root)
+    if args.only:
+        unknown = sorted(set(args.only) - {m.name for m in mutants})
+        if unknown:
+            parser.error(f"no mutant named {', '.join(unknown)}")
+        mutants = [m for m in mutants if m.name in args.only]
+    if args.list:
+        for m in mutants:
+            print(f"{m.name}\t{m.file}\t{' '.join(m.tests)}")
+        return 0
+    if not mutants:
+        print("no mutants found", file=sys.stderr)
+        return 5
+
+    files = tree_files(root)
+    start = time.perf_counter()
+    if args.baseline:
+        ok, detail = baseline(mutants, root, files)
+        if not ok:
+            print(f"the named tests fail on the unmutated code, so no mutant can be judged:\n{detail}")
+            return 1
+    done: dict[str, Outcome] = {}
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(run, m, root, files) for m in mutants]
+        for i, future in enumerate(as_completed(futures), 1):
+            o = future.result()
+            done[o.mutant.name] = o
+            print(f"[{i}/{len(mutants)}] {o.mutant.name}: {o.result} ({o.seconds:.1f} s)", flush=True)
+    outcomes = [done[m.name] for m in mutants]
+    print()
+    print(table(outcomes, args.verbose))
+    print(summary(outcomes, time.perf_counter() - start))
+    return 0 if all(o.result == KILLED for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

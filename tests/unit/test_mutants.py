@@ -1,0 +1,116 @@
+"""The mutation check itself (scripts/mutants.py), on a tiny checkout: a bug the tests see is killed, one they miss
+survives and fails the run, an anchor that moved or a test that does not exist is never counted as a kill."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scripts import mutants
+
+CALC = "def add(a, b):\n    return a + b\n"
+TESTS = """from calc import add
+
+
+def test_adds():
+    assert add(2, 3) == 5
+
+
+def test_zero():
+    assert add(0, 0) == 0
+"""
+MUTANTS = """
+[[mutant]]
+name = "subtracts"
+file = "calc.py"
+anchor = '''a + b'''
+replacement = '''a - b'''
+tests = ["tests/test_calc.py::test_adds"]
+why = "2 + 3 is -1"
+
+[[mutant]]
+name = "multiplies"
+file = "calc.py"
+anchor = '''a + b'''
+replacement = '''a * b'''
+tests = ["tests/test_calc.py::test_zero"]
+why = "0 * 0 is 0 too: this test cannot see it"
+
+[[mutant]]
+name = "anchor-moved"
+file = "calc.py"
+anchor = '''a+b'''
+replacement = '''a - b'''
+tests = ["tests/test_calc.py::test_adds"]
+why = "the code was reformatted"
+
+[[mutant]]
+name = "no-such-test"
+file = "calc.py"
+anchor = '''a + b'''
+replacement = '''a - b'''
+tests = ["tests/test_calc.py::test_renamed"]
+why = "the test it names was renamed"
+"""
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A checkout with one module, its tests, a pytest.ini and a mutant file (no git: every file is copied)."""
+    root = tmp_path / "repo"
+    (root / "tests" / "mutants").mkdir(parents=True)
+    (root / "calc.py").write_text(CALC)
+    (root / "tests" / "test_calc.py").write_text(TESTS)
+    (root / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
+    (root / "tests" / "mutants" / "calc.toml").write_text(MUTANTS)
+    return root
+
+
+def test_each_mutant_is_judged_by_what_its_tests_did(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = mutants.main([], root=checkout)
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[-1][-1:].isdigit()}
+    assert "killed" in rows["subtracts"]
+    assert "survived" in rows["multiplies"], out           # a bug the tests cannot see is never reported as caught
+    assert "no longer applies" in rows["anchor-moved"]
+    assert "broken" in rows["no-such-test"]                  # pytest's "not found" is not a failing test
+    assert status == 1
+    closing = out.strip().splitlines()[-1]
+    assert closing.startswith("=") and "1 passed, 3 failed in " in closing
+    assert "1 killed, 1 survived, 1 broken, 1 no longer applies" in closing
+    assert (checkout / "calc.py").read_text() == CALC        # the checkout itself is never mutated
+
+
+def test_the_check_passes_only_when_every_mutant_is_killed(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert mutants.main(["--only", "subtracts"], root=checkout) == 0
+    assert "1 passed in " in capsys.readouterr().out.strip().splitlines()[-1]
+    assert mutants.main(["--only", "multiplies"], root=checkout) == 1
+
+
+def test_a_mutant_file_with_a_repeated_name_or_no_tests_is_refused(checkout: Path) -> None:
+    bad = checkout / "tests" / "mutants" / "bad.toml"
+    bad.write_text("[[mutant]]" + MUTANTS.split("[[mutant]]")[1])
+    with pytest.raises(ValueError, match="'subtracts' is also used in"):
+        mutants.load(sorted((checkout / "tests" / "mutants").glob("*.toml")), checkout)
+    bad.write_text('[[mutant]]\nname = "x"\nfile = "calc.py"\nanchor = "a"\nreplacement = "b"\ntests = []\nwhy = ""\n')
+    with pytest.raises(ValueError, match="non-empty list"):
+        mutants.load([bad], checkout)
+
+
+def test_every_mutant_of_the_repository_is_well_formed_and_applies() -> None:
+    found = mutants.load(sorted((mutants.ROOT / "tests" / "mutants").glob("*.toml")))
+    assert found, "no mutants in tests/mutants/"
+    for m in found:
+        path = mutants.ROOT / m.file
+        assert path.is_file(), f"{m.name}: {m.file} does not exist"
+        assert path.read_text(encoding="utf-8").count(m.anchor) == 1, f"{m.name}: anchor not exactly once"
+        for node in m.tests:
+            assert (mutants.ROOT / node.split("::")[0]).is_file(), f"{m.name}: no test file for {node}"
+
+
+def test_a_test_failing_on_the_unmutated_code_is_caught_by_the_baseline(checkout: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A test that fails anyway would 'kill' every mutant it names: --baseline refuses to judge them."""
+    (checkout / "calc.py").write_text(CALC.replace("a + b", "a + b + 1"))
+    assert mutants.main(["--baseline", "--only", "multiplies"], root=checkout) == 1
+    assert "fail on the unmutated code" in capsys.readouterr().out
