@@ -80,7 +80,7 @@ def table(frame: pd.DataFrame, **column_config: object) -> None:
                     shown[column] = frame[column] * 100.0
                 type_config["format"] = PERCENT
                 given["type_config"] = type_config
-            given.setdefault("label", spec.label)
+            given["label"] = given.get("label") or spec.label
             config[column] = given
         elif spec.format:
             config[column] = st.column_config.NumberColumn(spec.label, format=spec.format)

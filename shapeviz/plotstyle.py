@@ -94,14 +94,15 @@ def integer_axis(largest: float, **axis: object) -> dict:
 
 
 def legend_rows(labels: Sequence[str], width_px: float = _WIDTH_PX) -> int:
-    """How many rows a horizontal legend of ``labels`` takes at ``width_px`` (its items wrap like words)."""
-    rows, used = 1, 0.0
-    for label in labels:
-        item = _LEGEND_ITEM_PX + _LEGEND_CHAR_PX * len(str(label))
-        if used and used + item > width_px:
-            rows, used = rows + 1, 0.0
-        used += item
-    return rows if labels else 0
+    """How many rows a horizontal legend of ``labels`` takes at ``width_px``: one when every item fits; otherwise
+    plotly lays the items out in a grid of equal columns as wide as the widest item."""
+    if not labels:
+        return 0
+    widths = [_LEGEND_ITEM_PX + _LEGEND_CHAR_PX * len(str(label)) for label in labels]
+    if sum(widths) <= width_px:
+        return 1
+    per_row = max(1, int(width_px // max(widths)))
+    return math.ceil(len(widths) / per_row)
 
 
 def header(title: str, subtitle: str | None = None, *, height: int, legend: Sequence[str] = (),
@@ -117,7 +118,9 @@ def header(title: str, subtitle: str | None = None, *, height: int, legend: Sequ
     text = title + (f"<br><sup>{subtitle}</sup>" if subtitle else "")
     layout: dict = dict(
         height=height,
-        title=dict(text=text, x=0.01, xanchor="left", yref="container", y=1 - _PAD_PX / height, yanchor="top"),
+        # plotly anchors a two-line title by its first line: the subtitle's height goes below the anchor, not above
+        title=dict(text=text, x=0.01, xanchor="left", yref="container", yanchor="top",
+                   y=1 - (_PAD_PX + (_SUBTITLE_PX if subtitle else 0)) / height),
         margin=dict(l=left, r=right, t=top, b=bottom),
         showlegend=bool(rows),
     )

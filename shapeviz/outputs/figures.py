@@ -651,6 +651,8 @@ def product_latency_figure(requests: pd.DataFrame, classes: Mapping[str, object]
 
 
 POLICY_COLORS = {"peak": "#9AA5B1", "utilization": "#E69F00", "slo": "#0072B2", "schedule": "#009E73"}
+# Policies often hold the same replicas (all at one at a quiet hour): a dash and width each keep every line visible.
+POLICY_LINES = {"peak": ("solid", 4.0), "utilization": ("dash", 3.0), "slo": ("dot", 2.4), "schedule": ("dashdot", 1.8)}
 
 
 def fleet_over_time_figure(windows: dict[str, pd.DataFrame], labels: Mapping[str, str] | None = None,
@@ -670,8 +672,9 @@ def fleet_over_time_figure(windows: dict[str, pd.DataFrame], labels: Mapping[str
     for policy, frame in windows.items():
         name = (labels or {}).get(policy, policy)
         color = POLICY_COLORS.get(policy, "#888")
+        dash_style, width = POLICY_LINES.get(policy, ("solid", 1.8))
         fig.add_trace(go.Scatter(x=frame["start"], y=frame["replicas"], mode="lines", name=name,
-                                 line=dict(color=color, width=1.8, shape="hv"),
+                                 line=dict(color=color, width=width, dash=dash_style, shape="hv"),
                                  hovertemplate=f"{name}: %{{y}} replicas ({gpus_per_replica} GPUs each)<extra></extra>"),
                       row=2, col=1)
         missed = frame[frame["missed"]]

@@ -94,13 +94,14 @@ def test_header_gives_title_legend_and_panel_titles_bands_that_do_not_overlap(co
     curve = load_curve(w, default_deployment(), multipliers=(0.5, 1.0, 2.0))
     fig = load_curve_figure(curve, 1000, 50)
     height = fig.layout.height
-    title_bottom_px = height * (1 - fig.layout.title.y) + 26 + 20  # title then subtitle, from the top
+    title_bottom_px = height * (1 - fig.layout.title.y) + 26  # plotly draws the subtitle's line above its anchor
     legend_top_px = height * (1 - fig.layout.legend.y)
     assert fig.layout.legend.yref == "container" and legend_top_px >= title_bottom_px - 0.5
     # the legend (one row) and the panel titles both sit in the top margin, above the plot
     assert fig.layout.margin.t >= legend_top_px + 24 + 24
     more = header("t", "s", height=400, legend=[f"a long legend entry number {i}" for i in range(12)])
     assert more["margin"]["t"] > header("t", "s", height=400, legend=["one"])["margin"]["t"]  # rows wrap
+    assert fig.layout.title.y * height < height - 10  # the title is inside the chart, not clipped at its top
 
 
 def test_session_affinity_and_prefix_aware_lines_stay_visible_where_they_coincide() -> None:
@@ -135,3 +136,22 @@ def test_a_consumer_card_named_cheapest_carries_its_caveats() -> None:
     assert any("PCIe" in c for c in rtx)
     assert any("weights fill" in c for c in rtx)
     assert caveats(Deployment(model, get_gpu("h100-sxm"), "fp8", tp=2)) == []  # nothing to say about the default
+
+
+def test_an_explanation_is_said_once_on_a_page() -> None:
+    from shapeviz.analysis import analyze
+    from shapeviz.recommend import by_lever, said_before
+    from shapeviz.workload.synth import generate
+
+    analysis = analyze(generate(20_000, seed=0))  # the demo: one pool serving chat and an agent
+    findings = [f.reason for f in analysis.clusters.mixed_pools]
+    assert findings, "the demo's pool is mixed"
+    lines = [said_before(r.reason, findings) for r in analysis.recommendations]
+    # the mixed-pool sentence is said in its warning; the advice built on it (split the pools, queue by shape) keeps
+    # only the advice
+    assert not any(findings[0] in line for line in lines)
+    split = next(line for r, line in zip(analysis.recommendations, lines) if r.lever == "split_pools")
+    assert split.startswith("Given the mix above, give each corner its own replicas")
+    prefix = [r for r in analysis.recommendations if r.lever == "prefix_cache"]
+    assert len(prefix) > 1  # recommended for several products...
+    assert by_lever(prefix) == [("prefix_cache", [r.scope for r in prefix])]  # ...cited once, every scope named
