@@ -142,3 +142,10 @@ def fit_header(fig: object, title: str, subtitle: str | None = None, *, legend: 
     fig.update_layout(**header(title, subtitle, height=h, legend=legend_labels(fig) if legend else (),  # type: ignore[attr-defined]
                                panel_titles=panel_titles, **margins))
     return fig
+
+
+def refit_header(fig: object, *, panel_titles: bool = False) -> object:
+    """``fit_header`` again after traces were added to a finished figure (their names lengthen its legend)."""
+    text = str(fig.layout.title.text or "")  # type: ignore[attr-defined]
+    title, _, rest = text.partition("<br><sup>")
+    return fit_header(fig, title, rest.removesuffix("</sup>") or None, panel_titles=panel_titles)

@@ -23,7 +23,7 @@ from shapeviz.analyses.shapes import (
     Corners,
     classify_codes,
 )
-from shapeviz.plotstyle import FONT, PALETTE, fit_header, integer_axis, log_axis
+from shapeviz.plotstyle import FONT, PALETTE, fit_header, header, integer_axis, log_axis
 from shapeviz.workload import binning
 
 CORNER_FILLS: dict[str, str] = {
@@ -443,7 +443,14 @@ def pressure_figure(before: Mapping, after: Mapping, ttft_slo_ms: float, tpot_sl
         annotations=[dict(xref="paper", x=0, y=1.0, text="limit / SLO", showarrow=False, xanchor="left",
                           yanchor="bottom")],
     )
-    return fit_header(_figure(data, layout), "Pressure on each phase, on today's fleet", height=height)
+    layout.update(header("Pressure on each phase, on today's fleet", height=height, legend=_legend(data)))
+    return _figure(data, layout)
+
+
+def _legend(data: list[dict]) -> list[str]:
+    """The legend's names of a figure built from dicts (``header`` counts its rows): in the dict, not a figure,
+    so a figure redrawn on every what-if step is laid out once (``fit_header`` on a figure costs 4 ms more)."""
+    return [str(d["name"]) for d in data if d.get("showlegend", True) and d.get("name")]
 
 
 def _figure(data: list[dict], layout: dict) -> go.Figure:
@@ -494,8 +501,10 @@ def load_curve_figure(curve: pd.DataFrame, ttft_slo_ms: float, tpot_slo_ms: floa
     saturated = curve.loc[curve["saturated"], "traffic_multiplier"]
     note = (f"saturates from ×{saturated.min():g}" if len(saturated) else "no saturation in this range")
     layout.update(**LIGHT, shapes=shapes, annotations=annotations)
-    return fit_header(_figure(data, layout), f"Latency against load on {int(curve['gpus'].iloc[0])} GPUs",
-                      f"{note}; dotted line: the operating point", panel_titles=True, height=height)
+    layout.update(header(f"Latency against load on {int(curve['gpus'].iloc[0])} GPUs",
+                         f"{note}; dotted line: the operating point", height=height, legend=_legend(data),
+                         panel_titles=True))
+    return _figure(data, layout)
 
 
 def speculative_figure(curve: pd.DataFrame, tpot_slo_ms: float, current_rps: float,

@@ -41,7 +41,9 @@ def _click(app: Dashboard, name: str) -> None:
     button = app.main.get_by_role("button", name=name)
     expect(button).to_be_visible(timeout=RERUN_MS)
     button.click()
-    app.settle()
+    # a simulation or a design runs for tens of seconds, longer on a busy machine
+    expect(app.page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning",
+                                                              timeout=BUILD_MS)
 
 
 def test_no_two_texts_of_a_capacity_chart_overlap(open_dashboard: OpenDashboard) -> None:

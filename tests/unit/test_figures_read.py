@@ -155,3 +155,17 @@ def test_an_explanation_is_said_once_on_a_page() -> None:
     prefix = [r for r in analysis.recommendations if r.lever == "prefix_cache"]
     assert len(prefix) > 1  # recommended for several products...
     assert by_lever(prefix) == [("prefix_cache", [r.scope for r in prefix])]  # ...cited once, every scope named
+
+
+def test_measured_markers_widen_the_header_instead_of_covering_the_panel_titles(conv: pd.DataFrame) -> None:
+    from shapeviz.outputs.measured import measured_figure
+
+    w = Workload.from_frame(conv)
+    curve = load_curve(w, default_deployment(), multipliers=(0.5, 1.0, 2.0))
+    levels = [{"tool": tool, "rate_rps": w.rate_rps * m, "level": f"{m:g}x", "source": "run.json",
+               **{f"measured_{k}_{q}_ms": 100.0 for k in ("ttft", "tpot") for q in ("p50", "p90")}}
+              for tool in ("aiperf", "guidellm", "log") for m in (0.5, 1.0)]
+    plain = load_curve_figure(curve, 1000, 50)
+    fig = measured_figure(curve, {"levels": levels}, w.rate_rps, 1000, 50)
+    assert len([t for t in fig.data if t.showlegend is not False and t.name]) == 8  # 2 plan lines + 6 measured
+    assert fig.layout.margin.t > plain.layout.margin.t  # a band for the longer legend: it wraps above the panels
