@@ -47,9 +47,8 @@ def _click(app: Dashboard, name: str) -> None:
 
 
 def test_no_two_texts_of_a_capacity_chart_overlap(open_dashboard: OpenDashboard) -> None:
-    app = open_dashboard()
-    app.pick_data("Coding agent")  # sessions: the routers' section draws its chart
-    app.settle()
+    app = open_dashboard()  # the demo: five products, sessions (the routers' chart), timestamps (over time)
+    app.settle()  # the plane of 20,000 requests drawn before the next click
     app.go("Capacity what-if")
     app.main.get_by_text("Plan the fleet window by window").click()
     app.settle()
