@@ -84,8 +84,10 @@ def table(frame: pd.DataFrame, **column_config: object) -> None:
             config[column] = given
         elif spec.format:
             config[column] = st.column_config.NumberColumn(spec.label, format=spec.format)
-        else:
+        elif shown[column].dtype == object or pd.api.types.is_string_dtype(shown[column]):
             config[column] = st.column_config.TextColumn(spec.label, width=_text_width(shown[column], spec.label))
+        else:  # a time or a category: its own column type, only named (a text column would print a time as ms)
+            config[column] = st.column_config.Column(spec.label)
     shown, config = _dash_for_missing(shown, config)
     st.dataframe(shown, hide_index=True, column_config=config)
 

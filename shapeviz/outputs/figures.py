@@ -709,7 +709,7 @@ def growth_figure(months: pd.DataFrame, replicas_now: int, height: int = 320) ->
     fig.add_shape(type="line", x0=-0.5, x1=float(months["month"].max()) + 0.5, y0=replicas_now, y1=replicas_now,
                   line=dict(color="#D55E00", dash="dash"))
     fig.add_annotation(x=float(months["month"].max()), y=replicas_now, text=f"today: {replicas_now}",
-                       showarrow=False, yshift=10, font=dict(color="#D55E00"))
+                       showarrow=False, yshift=12, font=dict(color="#D55E00"), bgcolor="rgba(255,255,255,0.85)")
     fig.update_layout(**LIGHT, xaxis_title="month", yaxis_title="replicas")
     fit_header(fig, "The pool month by month", height=height, legend=False)
     fig.update_yaxes(**integer_axis(max(float(months["replicas"].max()), float(replicas_now))), **LIGHT_AXIS)
