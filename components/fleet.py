@@ -15,7 +15,8 @@ from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
 from shapeviz.fleet.prices import gpu_prices
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import product_latency_figure
-from shapeviz.physics.catalogue import list_gpus
+from shapeviz.outputs.columns import design_family
+from shapeviz.physics.catalogue import get_gpu, list_gpus
 from shapeviz.serving.products import (
     SloClass,
     default_classes,
@@ -47,7 +48,8 @@ def edit_classes(digest: str, log: LoadedLog) -> dict[str, SloClass]:
         "TTFT p90 target (ms)": [saved.get(p, (c.ttft_ms, c.tpot_ms))[0] for p, c in defaults.items()],
         "TPOT p90 target (ms)": [saved.get(p, (c.ttft_ms, c.tpot_ms))[1] for p, c in defaults.items()],
     })
-    st.markdown("**SLO class of each product** (defaults: the upper end of its corner's published p95 range)")
+    st.subheader("SLO class of each product")
+    st.caption("Defaults: the upper end of its corner's published p95 range. Edit a target to set your own.")
     edited = st.data_editor(rows, hide_index=True, disabled=["product", "corner"], key=f"fleet_classes_{digest}",
                             column_config={"TTFT p90 target (ms)": st.column_config.NumberColumn(min_value=1.0),
                                            "TPOT p90 target (ms)": st.column_config.NumberColumn(min_value=0.1)})
@@ -121,8 +123,8 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         entries.append(doc["baseline"])
     rows = []
     for e in entries:
-        row = {"design": e["family"], "$/hour": e["cost_per_hour"],
-               "GPUs": ", ".join(f"{n}× {g}" for g, n in e["gpus"].items()),
+        row = {"design": design_family(e["family"]), "$/hour": e["cost_per_hour"],
+               "GPUs": ", ".join(f"{n}× {get_gpu(g).name}" for g, n in e["gpus"].items()),
                "meets every class": "yes" if e["meets"] else "NO",
                "re-seeded replay": "meets" if e["reseeded"]["meets"] else "MISSES"}
         for name, o in e["products"].items():

@@ -25,6 +25,27 @@ def mapping_table(report: LoadReport) -> pd.DataFrame:
     return pd.DataFrame({"canonical": list(report.mapping), "from your log": list(report.mapping.values())})
 
 
+def in_force(columns: list[str], detected: dict[str, str], overrides: dict[str, str]) -> dict[str, str]:
+    """What each dropdown shows: the column in force for each canonical column (the user's override, else the
+    one detected), ``AUTO`` only where no column of the file is mapped (a rule such as the file name, or none)."""
+    shown = {}
+    for canonical in EDITABLE:
+        chosen = overrides.get(canonical, detected.get(canonical))
+        shown[canonical] = chosen if chosen in columns else AUTO
+    return shown
+
+
+def overrides_from(choices: dict[str, str], detected: dict[str, str], overrides: dict[str, str]) -> dict[str, str]:
+    """The overrides a submitted form keeps: a choice that differs from what detection finds, or one the user had
+    set before; leaving a detected column as it is adds no override."""
+    return {k: v for k, v in choices.items() if v != AUTO and (k in overrides or v != detected.get(k))}
+
+
+def _auto_label(canonical: str, detected: dict[str, str]) -> str:
+    rule = detected.get(canonical)
+    return f"(auto: {rule})" if rule else "(not in this log)"
+
+
 def mapping_editor(report: LoadReport | None) -> None:
     """Show the mapping; for an upload, offer an override per canonical column."""
     if report is not None:
@@ -40,17 +61,19 @@ def mapping_editor(report: LoadReport | None) -> None:
         st.caption(f"No columns to map: {md_literal(exc)}")
         return
     current = st.session_state.get(data.MAPPING_KEY) or {}
+    detected = dict(report.mapping) if report is not None else {}
+    shown = in_force([str(c) for c in columns], detected, current)
     with st.form("mapping_form", border=False):
         st.caption(f"Columns in {md_literal(first.name)}: {md_literal(', '.join(map(str, columns[:40])))}"
                    f"{' …' if len(columns) > 40 else ''}")
         choices: dict[str, str] = {}
         cols = st.columns(3)
         for i, canonical in enumerate(EDITABLE):
-            options = [AUTO, *columns]
-            value = current.get(canonical, AUTO)
+            options = [AUTO, *map(str, columns)]
             choices[canonical] = cols[i % 3].selectbox(
-                canonical, options, index=options.index(value) if value in options else 0, key=f"map_{canonical}"
+                canonical, options, index=options.index(shown[canonical]), key=f"map_{canonical}",
+                format_func=lambda o, c=canonical: o if o != AUTO else _auto_label(c, detected),
             )
         if st.form_submit_button("Apply mapping", type="primary"):
-            st.session_state[data.MAPPING_KEY] = {k: v for k, v in choices.items() if v != AUTO}
+            st.session_state[data.MAPPING_KEY] = overrides_from(choices, detected, current)
             st.rerun()

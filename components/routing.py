@@ -25,7 +25,7 @@ from shapeviz.fleet.routing import (
 from shapeviz.fleet.sweep import dash
 from shapeviz.ingest import LoadedLog
 from shapeviz.physics import Deployment
-from shapeviz.recommend import LEVER_LABELS, Recommendation, cite_simulated
+from shapeviz.recommend import LEVER_LABELS, Recommendation, by_lever
 from shapeviz.serving import WhatIf
 from shapeviz.serving.routers import LABELS, ROUTERS
 from shapeviz.text import md_literal
@@ -98,7 +98,8 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
                "large one. The prefix-aware rule is SGLang router's cache_aware (load guard: in-flight requests "
                "max − min > 64 and max > 1.5 × min → least loaded).")
     cite = router_citation(summary)
-    if cite:
-        for rec in cite_simulated([r for r in recommendations if r.lever == "prefix_cache"], {"prefix_cache": cite}):
-            st.markdown(f"- **{LEVER_LABELS[rec.lever]}** ({md_literal(rec.scope)}): {md_literal(rec.reason)}")
+    if cite:  # the lever once, with every scope it was recommended for (its reasons are on the Shape page)
+        for lever, scopes in by_lever(r for r in recommendations if r.lever == "prefix_cache"):
+            where = ", ".join("all traffic" if s == "overall" else s for s in scopes)
+            st.markdown(f"**{LEVER_LABELS[lever]}** ({md_literal(where)}): {md_literal(cite)}.")
     return True

@@ -26,7 +26,7 @@ from shapeviz.fleet.sweep import (
 )
 from shapeviz.ingest import LoadedLog
 from shapeviz.physics import Deployment
-from shapeviz.recommend import LEVER_LABELS, Recommendation, cite_simulated
+from shapeviz.recommend import LEVER_LABELS, Recommendation, by_lever
 from shapeviz.serving import WhatIf
 from shapeviz.serving.sim_calibrate import LogCalibration, fit_to_log, latency_columns
 from shapeviz.serving.simulator import SimResult
@@ -184,6 +184,7 @@ def _render_levers(settings: tuple, log: LoadedLog, dep: Deployment, whatif: Wha
     }))
     st.badge("simulated", color="violet", help="From the discrete-event simulator, not measured.")
     cites = lever_citations(levers)
-    cited = [r for r in cite_simulated(recommendations, cites) if r.lever in cites]
-    for rec in cited:
-        st.markdown(f"- **{LEVER_LABELS[rec.lever]}** ({md_literal(rec.scope)}): {md_literal(rec.reason)}")
+    # each lever once, with every scope it was recommended for: its reasons are on the Shape page, its gain here
+    for lever, scopes in by_lever(r for r in recommendations if r.lever in cites):
+        where = ", ".join("all traffic" if s == "overall" else s for s in scopes)
+        st.markdown(f"- **{LEVER_LABELS[lever]}** ({md_literal(where)}): {md_literal(cites[lever])}.")

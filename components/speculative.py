@@ -7,7 +7,7 @@ from components.widgets import MISSING, badge, chart
 from shapeviz.fleet.speculative import speculative_effect
 from shapeviz.outputs.figures import speculative_figure
 from shapeviz.physics import Deployment
-from shapeviz.recommend import LEVER_LABELS, cite_simulated
+from shapeviz.recommend import LEVER_LABELS, by_lever
 from shapeviz.serving import Workload
 from shapeviz.text import md_literal
 
@@ -44,12 +44,12 @@ def speculative_section(w: Workload, dep: Deployment, ctx) -> bool:  # noqa: ANN
     rate = w.rate_rps * ctx.whatif.traffic_multiplier
     chart(speculative_figure(effect.curve, s.tpot_slo_ms, rate, stop["rate_rps"], dep.speculative.label),
           key="speculative_curve", inert=True)
-    rec = [r for r in ctx.analysis.recommendations if r.lever == "decode_bandwidth"]
-    cited = cite_simulated(rec, {"decode_bandwidth": effect.citation()})
-    if cited:
-        for r in cited:
-            st.markdown(f"**{LEVER_LABELS[r.lever]}** ({md_literal(r.scope)}): {md_literal(r.reason)}")
-    else:
+    # the lever once, with every scope it was recommended for (its reasons are on the Shape page)
+    cited = by_lever(r for r in ctx.analysis.recommendations if r.lever == "decode_bandwidth")
+    for lever, scopes in cited:
+        where = ", ".join("all traffic" if s == "overall" else s for s in scopes)
+        st.markdown(f"**{LEVER_LABELS[lever]}** ({md_literal(where)}): {md_literal(effect.citation())}.")
+    if not cited:
         st.markdown(md_literal(effect.citation()) + ".")
     for note in effect.notes:
         st.caption(md_literal(note))

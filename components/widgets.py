@@ -7,6 +7,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from shapeviz.outputs.columns import PERCENT, readable
+
 # Every number says where it comes from.
 PROVENANCE: dict[str, tuple[str, str, str]] = {
     "measured": ("measured", "green", "Measured from your log."),
@@ -60,9 +62,43 @@ def lazy_expander(label: str, key: str, draw: Callable[[], object]) -> bool:
 
 
 def table(frame: pd.DataFrame, **column_config: object) -> None:
-    """A read-only table, index hidden; a missing value reads as a dash, never "None"."""
-    frame, column_config = _dash_for_missing(frame, dict(column_config))
-    st.dataframe(frame, hide_index=True, column_config=column_config or None)
+    """A read-only table that reads: headers in words with units, numbers rounded to what matters, shares as whole
+    percents, booleans as yes/no, long text in a column wide enough to read whole, a missing value as a dash.
+
+    Headers and formats come from the model layer's one map (``shapeviz.outputs.columns``); ``column_config``
+    overrides a column (a "percent" format there is a share, shown as a whole percent).
+    """
+    shown, specs = readable(frame)
+    config: dict[str, object] = {}
+    for column, spec in specs.items():
+        given = column_config.get(column)
+        if isinstance(given, dict):
+            given = dict(given)
+            type_config = dict(given.get("type_config") or {})
+            if type_config.get("format") == "percent":  # Streamlit's own would print 26.28%
+                if spec.format != PERCENT:
+                    shown[column] = frame[column] * 100.0
+                type_config["format"] = PERCENT
+                given["type_config"] = type_config
+            given["label"] = given.get("label") or spec.label
+            config[column] = given
+        elif spec.format:
+            config[column] = st.column_config.NumberColumn(spec.label, format=spec.format)
+        elif shown[column].dtype == object or pd.api.types.is_string_dtype(shown[column]):
+            config[column] = st.column_config.TextColumn(spec.label, width=_text_width(shown[column], spec.label))
+        else:  # a time or a category: its own column type, only named (a text column would print a time as ms)
+            config[column] = st.column_config.Column(spec.label)
+    shown, config = _dash_for_missing(shown, config)
+    st.dataframe(shown, hide_index=True, column_config=config)
+
+
+TEXT_PX_PER_CHAR, TEXT_MAX_PX = 7.6, 1100  # the grid's 14 px font; wider than any page: the table scrolls
+
+
+def _text_width(values: pd.Series, header: str) -> int | str | None:
+    """Wide enough for the longest cell (a GPU name, a reason): the grid clips text, it never wraps it."""
+    longest = max([len(str(header))] + [len(str(v)) for v in values if v is not None])
+    return None if longest <= 24 else int(min(24 + TEXT_PX_PER_CHAR * longest, TEXT_MAX_PX))
 
 
 def _dash_for_missing(frame: pd.DataFrame, config: dict) -> tuple[pd.DataFrame, dict]:

@@ -185,9 +185,12 @@ def _compare() -> bool:
     if best:
         cols = st.columns(len(best))
         for col, (title, r) in zip(cols, best.items()):
-            col.metric(title[0].upper() + title[1:], f"{r['gpus']}× {r['gpu']}",
-                       f"{r['precision'].upper()} {r['layout']} · ${r['usd_per_million_tokens']:,.3f}/1M tokens",
-                       delta_color="off")
+            # markdown, not a metric: a metric clips a long GPU name ("4× GeForce RTX 3…")
+            col.markdown(f"**{title[0].upper() + title[1:]}**: {int(r['gpus'])}× {md_literal(r['gpu'])}, "
+                         f"{str(r['precision']).upper()} {md_literal(r['layout'])} · "
+                         f"${r['usd_per_million_tokens']:,.3f} / 1M tokens")
+            if r.get("caveat"):
+                col.caption(f":material/warning: {md_literal(r['caveat'])}")
     table(table_all.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
     badge("estimated")
     return True

@@ -14,7 +14,7 @@ from shapeviz.analyses.shapes import SHAPE_LABELS, SHAPES
 from shapeviz.outputs.figures import fmt_tokens, whatif_shift_figure
 from shapeviz.outputs.report import products_table
 from shapeviz.physics import balance_ratio
-from shapeviz.recommend import LEVER_LABELS
+from shapeviz.recommend import LEVER_LABELS, said_before
 from shapeviz.text import md_literal, phase_phrase
 
 ctx = page_context()
@@ -104,9 +104,11 @@ TOP = 5  # the first few are the decision; the rest, per product, one click away
 def _recommendation(rec) -> None:  # noqa: ANN001 - a shapeviz.recommend.Recommendation
     scope = "all traffic" if rec.scope == "overall" else md_literal(rec.scope)
     st.markdown(f"**{LEVER_LABELS[rec.lever]}** for {scope}, protects **{rec.metric.upper()}**  \n"
-                f"{md_literal(rec.reason)}")
+                f"{md_literal(said_before(rec.reason, shown_findings))}")
 
 
+# a mixed product's or pool's sentence is in its warning above: the advice built on it says only the advice
+shown_findings = [*mixed.values(), *(f.reason for f in analysis.clusters.mixed_pools)]
 for rec in analysis.recommendations[:TOP]:
     _recommendation(rec)
 def _more_recommendations() -> None:

@@ -354,3 +354,26 @@ def cite_simulated(recommendations: Iterable[Recommendation], citations: Mapping
         cite = citations.get(rec.lever)
         out.append(replace(rec, reason=f"{rec.reason} ({cite}.)") if cite else rec)
     return out
+
+
+def by_lever(recommendations: Iterable[Recommendation]) -> list[tuple[str, list[str]]]:
+    """Each lever once, in the order it first comes, with every scope it was recommended for: a section citing a
+    lever names it once, not once per product."""
+    scopes: dict[str, list[str]] = {}
+    for rec in recommendations:
+        scopes.setdefault(rec.lever, [])
+        if rec.scope not in scopes[rec.lever]:
+            scopes[rec.lever].append(rec.scope)
+    return list(scopes.items())
+
+
+def said_before(reason: str, findings: Iterable[str]) -> str:
+    """``reason`` without a finding the page has already said (a mixed pool's sentence, shown in its warning, that
+    begins the advice to split it and the advice to queue by shape): only the advice is left, marked as following
+    from it."""
+    for finding in findings:
+        finding = finding.strip()
+        if finding and reason.startswith(finding) and len(reason) > len(finding):
+            rest = reason[len(finding):].strip()
+            return "Given the mix above, " + rest[:1].lower() + rest[1:]
+    return reason

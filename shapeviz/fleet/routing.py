@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 
 from shapeviz.fleet.levers import smallest_fleet
 from shapeviz.physics.steps import Deployment
+from shapeviz.plotstyle import FONT, fit_header
 from shapeviz.serving.planner import Plan, WhatIf, Workload, plan
 from shapeviz.serving.prefix_cache import PrefixCache
 from shapeviz.serving.routers import LABELS, ROUTERS
@@ -32,7 +33,11 @@ from shapeviz.serving.simulator import (
 WINDOW_REQUESTS = 1000                 # the log's first N requests, in arrival order (reuse needs the order)
 REPLICA_COUNTS = (1, 2, 4, 8, 16)      # the hit-ratio-against-scale-out chart
 ROUTER_COLORS = {"round_robin": "#999999", "random": "#CC79A7", "least_tokens": "#0072B2", "session": "#009E73", "prefix": "#D55E00"}
-FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
+# Two routers often keep the same reuse (affinity and prefix-aware on a session log): a marker and a dash of its own
+# each, and the later-drawn lines thinner, keep every line visible where they coincide.
+ROUTER_STYLES = {"round_robin": ("circle", "solid", 3.0), "random": ("triangle-up", "longdash", 2.8),
+                 "least_tokens": ("square", "dot", 2.6),
+                 "session": ("diamond", "dash", 2.2), "prefix": ("x", "dashdot", 1.8)}
 
 
 def reuse_window(frame: pd.DataFrame, whatif: WhatIf, n: int = WINDOW_REQUESTS,
@@ -177,17 +182,17 @@ def hit_ratio_figure(curve: pd.DataFrame, height: int = 360) -> go.Figure:
     """Simulated prefix hit ratio against the replica count, one line per router (the cost of scale-out)."""
     fig = go.Figure()
     for router, g in curve.groupby("router", sort=False):
+        symbol, dash_style, width = ROUTER_STYLES.get(str(router), ("circle", "solid", 2.0))
         fig.add_trace(go.Scatter(
             x=g["replicas"], y=g["hit_ratio_tokens"], mode="lines+markers", name=LABELS[str(router)],
-            line=dict(color=ROUTER_COLORS.get(str(router))),
+            line=dict(color=ROUTER_COLORS.get(str(router)), dash=dash_style, width=width),
+            marker=dict(symbol=symbol, size=9 if symbol != "x" else 10),
             hovertemplate="%{x} replicas: %{y:.1%} of prompt tokens from the cache<extra></extra>"))
-    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=110),
-                      title=dict(text="Prefix hit ratio against replicas, per router<br><sup>simulated: each replica "
-                                      "keeps its own cache in its KV pool</sup>", x=0.01),
+    fig.update_layout(template="plotly_white", font=FONT,
                       xaxis=dict(title="replicas", type="log", tickvals=list(curve["replicas"].unique())),
-                      yaxis=dict(title="prompt tokens from the cache", tickformat=".0%", rangemode="tozero"),
-                      legend=dict(orientation="h", y=-0.3, x=0, xanchor="left"))
-    return fig
+                      yaxis=dict(title="prompt tokens from the cache", tickformat=".0%", rangemode="tozero"))
+    return fit_header(fig, "Prefix hit ratio against replicas, per router",
+                      "simulated: each replica keeps its own cache in its KV pool", height=height)
 
 
 def plan_with_router(workload: Workload, frame: pd.DataFrame | None, dep: Deployment, router: str, whatif: WhatIf,

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from shapeviz.physics.steps import Deployment
+from shapeviz.plotstyle import FONT, fit_header, log_axis
 from shapeviz.serving.planner import WhatIf
 from shapeviz.serving.simulator import (
     Requests,
@@ -25,7 +26,6 @@ from shapeviz.serving.simulator import (
 SIM_COLOR = "#D55E00"
 ANALYTIC_COLOR = "#0072B2"
 SLO_COLOR = "#C0392B"
-FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
 DISAGREEMENT = 0.20   # above this relative gap the page shows the simulated figure and says why
 DEFAULT_POINT_REQUESTS = 1500
 
@@ -118,15 +118,15 @@ def latency_load_figure(table: pd.DataFrame, ttft_slo_ms: float, tpot_slo_ms: fl
         fig.add_trace(go.Scatter(x=[float(x.min()), float(x.max())], y=[slo, slo], mode="lines",
                                  line=dict(color=SLO_COLOR, dash="dash"), name="SLO", legendgroup="slo",
                                  showlegend=first, hovertemplate=f"SLO {slo:,.0f} ms<extra></extra>"), row=1, col=col)
-        fig.update_yaxes(title_text="ms", type="log", row=1, col=col)
+        values = pd.concat([table[f"sim_{metric}_p90_ms"], table[f"sim_{metric}_p50_ms"], table[f"{metric}_p90_ms"],
+                            table[f"{metric}_p50_ms"], pd.Series([slo])])
+        fig.update_yaxes(title_text="ms", **log_axis(values), row=1, col=col)
         fig.update_xaxes(title_text="traffic multiplier (× today's peak)", row=1, col=col)
     sat = table.loc[table["sim_saturated"], "traffic_multiplier"]
     note = f"simulated queue grows without bound from ×{sat.min():g}" if len(sat) else "no simulated saturation in this range"
-    fig.update_layout(height=height + 60, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=80, b=110),
-                      title=dict(text=f"Simulated latency against load on {gpus} GPUs<br><sup>{note}; log scale</sup>",
-                                 x=0.01),
-                      legend=dict(orientation="h", y=-0.28, x=0, xanchor="left"))
-    return fig
+    fig.update_layout(template="plotly_white", font=FONT)
+    return fit_header(fig, f"Simulated latency against load on {gpus} GPUs", f"{note}; log scale",
+                      panel_titles=True, height=height + 60)
 
 
 def distribution_figure(result: SimResult, ttft_slo_ms: float, tpot_slo_ms: float, height: int = 340) -> go.Figure:
@@ -148,12 +148,11 @@ def distribution_figure(result: SimResult, ttft_slo_ms: float, tpot_slo_ms: floa
                           row=1, col=col)
             fig.add_annotation(x=float(np.log10(slo)), y=0.05, text=f"SLO: {met:.0%} within", showarrow=False,
                                xanchor="left", font=dict(color=SLO_COLOR), row=1, col=col)
-        fig.update_xaxes(title_text="ms", type="log", row=1, col=col)
+        fig.update_xaxes(title_text="ms", **log_axis([*v, slo]), row=1, col=col)
         fig.update_yaxes(title_text="share of requests", tickformat=".0%", range=[0, 1.02], row=1, col=col)
-    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=70, b=50),
-                      title=dict(text="Simulated TTFT and TPOT at today's load<br><sup>cumulative share of requests"
-                                      "</sup>", x=0.01))
-    return fig
+    fig.update_layout(template="plotly_white", font=FONT)
+    return fit_header(fig, "Simulated TTFT and TPOT at today's load", "cumulative share of requests",
+                      panel_titles=True, height=height)
 
 
 def goodput_figure(table: pd.DataFrame, height: int = 300) -> go.Figure:
@@ -161,8 +160,6 @@ def goodput_figure(table: pd.DataFrame, height: int = 300) -> go.Figure:
     fig = go.Figure(go.Scatter(x=table["traffic_multiplier"], y=table["goodput"], mode="lines+markers",
                                line=dict(color=SIM_COLOR), name="goodput",
                                hovertemplate="×%{x} traffic: %{y:.0%} meet both SLOs<extra></extra>"))
-    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=60, b=50),
-                      title=dict(text="Simulated goodput<br><sup>share of requests meeting both SLOs</sup>", x=0.01),
-                      xaxis_title="traffic multiplier (× today's peak)",
+    fig.update_layout(template="plotly_white", font=FONT, xaxis_title="traffic multiplier (× today's peak)",
                       yaxis=dict(title="goodput", tickformat=".0%", range=[0, 1.02]))
-    return fig
+    return fit_header(fig, "Simulated goodput", "share of requests meeting both SLOs", legend=False, height=height)

@@ -23,13 +23,9 @@ from shapeviz.analyses.shapes import (
     Corners,
     classify_codes,
 )
+from shapeviz.plotstyle import FONT, PALETTE, fit_header, header, integer_axis, log_axis
 from shapeviz.workload import binning
 
-# Okabe-Ito-like qualitative palette, then plotly's; a product keeps its colour across pages and reruns.
-PALETTE: tuple[str, ...] = (
-    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#7F7F7F", "#B8860B",
-    "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#17BECF",
-)
 CORNER_FILLS: dict[str, str] = {
     "chat": "rgba(0,114,178,0.06)",
     "rag": "rgba(230,159,0,0.08)",
@@ -40,7 +36,6 @@ CORNER_FILLS: dict[str, str] = {
 POINT_BUDGET = 20_000      # above this many requests the plane draws a density plus a sample
 DENSITY_SAMPLE = 3_000     # points drawn on top of the density
 TOKEN_TICKS: tuple[float, ...] = (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)
-FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
 # The look of plotly_white for the small figures a slider step rebuilds: assigning a named template copies and
 # validates the whole template on every figure (about 20 ms each, more than the figure itself).
 LIGHT = dict(template=None, paper_bgcolor="white", plot_bgcolor="white", font=FONT)
@@ -441,16 +436,21 @@ def pressure_figure(before: Mapping, after: Mapping, ttft_slo_ms: float, tpot_sl
             textposition="outside", hovertemplate="%{x}: %{text}<extra>" + name + "</extra>",
         ))
     layout = dict(
-        barmode="group", height=height, **LIGHT, margin=dict(l=60, r=20, t=40, b=40),
+        barmode="group", **LIGHT,
         yaxis=dict(**LIGHT_AXIS, tickformat=".0%", title=dict(text="share of capacity or SLO")),
-        title=dict(text="Pressure on each phase, on today's fleet", x=0.01),
-        legend=dict(orientation="h", y=1.12, x=1, xanchor="right"),
         shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=1.0, y1=1.0,
                      line=dict(color="#C0392B", dash="dash", width=1.5))],
         annotations=[dict(xref="paper", x=0, y=1.0, text="limit / SLO", showarrow=False, xanchor="left",
                           yanchor="bottom")],
     )
+    layout.update(header("Pressure on each phase, on today's fleet", height=height, legend=_legend(data)))
     return _figure(data, layout)
+
+
+def _legend(data: list[dict]) -> list[str]:
+    """The legend's names of a figure built from dicts (``header`` counts its rows): in the dict, not a figure,
+    so a figure redrawn on every what-if step is laid out once (``fit_header`` on a figure costs 4 ms more)."""
+    return [str(d["name"]) for d in data if d.get("showlegend", True) and d.get("name")]
 
 
 def _figure(data: list[dict], layout: dict) -> go.Figure:
@@ -500,12 +500,10 @@ def load_curve_figure(curve: pd.DataFrame, ttft_slo_ms: float, tpot_slo_ms: floa
         layout[f"xaxis{axis}"].update(title=dict(text="traffic multiplier (× today's peak)"), **LIGHT_AXIS)
     saturated = curve.loc[curve["saturated"], "traffic_multiplier"]
     note = (f"saturates from ×{saturated.min():g}" if len(saturated) else "no saturation in this range")
-    layout.update(
-        height=height, **LIGHT, margin=dict(l=60, r=20, t=70, b=50), shapes=shapes, annotations=annotations,
-        title=dict(text=f"Latency against load on {int(curve['gpus'].iloc[0])} GPUs<br><sup>{note}; "
-                        "dotted line: the operating point</sup>", x=0.01),
-        legend=dict(orientation="h", y=1.15, x=1, xanchor="right"),
-    )
+    layout.update(**LIGHT, shapes=shapes, annotations=annotations)
+    layout.update(header(f"Latency against load on {int(curve['gpus'].iloc[0])} GPUs",
+                         f"{note}; dotted line: the operating point", height=height, legend=_legend(data),
+                         panel_titles=True))
     return _figure(data, layout)
 
 
@@ -537,16 +535,14 @@ def speculative_figure(curve: pd.DataFrame, tpot_slo_ms: float, current_rps: flo
         if stops_rps is not None:
             fig.add_shape(type="line", xref=f"x{axis}", yref=f"y{axis} domain", x0=stops_rps, x1=stops_rps, y0=0,
                           y1=1, line=dict(color="#C0392B", dash="dash"))
-    fig.update_xaxes(title_text="request rate on this fleet (req/s)", type="log", **LIGHT_AXIS)
+    fig.update_xaxes(title_text="request rate on this fleet (req/s)", **log_axis(x), **LIGHT_AXIS)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1, **LIGHT_AXIS)
     fig.update_yaxes(title_text="× faster", rangemode="tozero", row=1, col=2, **LIGHT_AXIS)
     where = (f"stops paying above {stops_rps:,.3g} req/s (red dashes)" if stops_rps is not None
              else "pays at every rate this fleet carries")
-    fig.update_layout(height=height, **LIGHT, margin=dict(l=60, r=20, t=70, b=50),
-                      title=dict(text=f"Speculative decoding against load<br><sup>{where}; dotted line: today</sup>",
-                                 x=0.01),
-                      legend=dict(orientation="h", y=1.15, x=1, xanchor="right"))
-    return fig
+    fig.update_layout(**LIGHT)
+    return fit_header(fig, "Speculative decoding against load", f"{where}; dotted line: today", panel_titles=True,
+                      height=height)
 
 
 def rate_figure(rates: pd.DataFrame, colors: dict[str, str] | None = None, height: int = 320) -> go.Figure:
@@ -561,10 +557,8 @@ def rate_figure(rates: pd.DataFrame, colors: dict[str, str] | None = None, heigh
             line=dict(width=0.5, color=colors.get(name, "#888")),
             hovertemplate=f"{_escape(name)}: %{{y:.2f}} req/s<extra></extra>",
         ))
-    fig.update_layout(height=height, template="plotly_white", font=FONT, yaxis_title="requests / s",
-                      margin=dict(l=60, r=20, t=40, b=40), title=dict(text="Request rate over time", x=0.01),
-                      legend=dict(orientation="h", y=1.15, x=1, xanchor="right"))
-    return fig
+    fig.update_layout(template="plotly_white", font=FONT, yaxis_title="requests / s")
+    return fit_header(fig, "Request rate over time", height=height)
 
 
 def turn_growth_figure(profile: pd.DataFrame, colors: dict[str, str] | None = None, height: int = 380) -> go.Figure:
@@ -584,12 +578,11 @@ def turn_growth_figure(profile: pd.DataFrame, colors: dict[str, str] | None = No
                                  line=dict(color=color), customdata=sub["sessions"],
                                  hovertemplate=(f"{_escape(name)} turn %{{x}}: median %{{y:,.0f}} input tokens"
                                                 "<br>%{customdata:,} sessions reach this turn<extra></extra>")))
-    fig.update_yaxes(type="log", title_text="input tokens (median, p10–p90 band)")
+    band = pd.concat([profile["input_tokens_p10"], profile["input_tokens_p90"]])
+    fig.update_yaxes(title_text="input tokens (median, p10–p90 band)", **log_axis(band, fmt_tokens))
     fig.update_xaxes(title_text="turn in session")
-    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=50, b=40),
-                      title=dict(text="Context growth per turn", x=0.01),
-                      legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
-    return fig
+    fig.update_layout(template="plotly_white", font=FONT)
+    return fit_header(fig, "Context growth per turn", height=height)
 
 
 def ttft_turn_figure(ttft: pd.DataFrame, colors: dict[str, str] | None = None, height: int = 340) -> go.Figure:
@@ -604,11 +597,8 @@ def ttft_turn_figure(ttft: pd.DataFrame, colors: dict[str, str] | None = None, h
                                  hovertemplate=(f"{_escape(name)} turn %{{x}}: %{{y:.1f}}× turn 1 "
                                                 "(p50 %{customdata:,.0f} ms)<extra></extra>")))
     fig.add_hline(y=1.0, line=dict(color="#999", dash="dot"))
-    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=50, b=40),
-                      title=dict(text="TTFT of turn k against turn 1 (prefill only, no queueing)", x=0.01),
-                      xaxis_title="turn in session", yaxis_title="× turn 1",
-                      legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
-    return fig
+    fig.update_layout(template="plotly_white", font=FONT, xaxis_title="turn in session", yaxis_title="× turn 1")
+    return fit_header(fig, "TTFT of turn k against turn 1 (prefill only, no queueing)", height=height)
 
 
 def prefix_curve_figure(curve: Sequence[dict], unbounded: float | None, height: int = 340) -> go.Figure:
@@ -626,12 +616,10 @@ def prefix_curve_figure(curve: Sequence[dict], unbounded: float | None, height: 
     if unbounded is not None:
         fig.add_hline(y=unbounded, line=dict(color="#999", dash="dash"),
                       annotation_text=f"unbounded cache {unbounded:.1%}", annotation_position="bottom right")
-    fig.update_xaxes(type="log", title_text="cache capacity (GB of KV)" if use_gb else "cache capacity (blocks)")
+    fig.update_xaxes(title_text="cache capacity (GB of KV)" if use_gb else "cache capacity (blocks)", **log_axis(x))
     fig.update_yaxes(tickformat=".0%", rangemode="tozero", title_text="prefix-cache hit ratio")
-    fig.update_layout(height=height, template="plotly_white", font=FONT, margin=dict(l=60, r=20, t=50, b=40),
-                      title=dict(text="Prefix-cache hit ratio against capacity (LRU)", x=0.01),
-                      legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
-    return fig
+    fig.update_layout(template="plotly_white", font=FONT)
+    return fit_header(fig, "Prefix-cache hit ratio against capacity (LRU)", height=height)
 
 
 def product_latency_figure(requests: pd.DataFrame, classes: Mapping[str, object], height: int = 360) -> go.Figure:
@@ -661,18 +649,19 @@ def product_latency_figure(requests: pd.DataFrame, classes: Mapping[str, object]
                                          marker=dict(symbol="x", size=11, color=colors[name]),
                                          hovertemplate=f"{label} class: p{q * 100:.0f} ≤ {target:,.0f} ms<extra></extra>"),
                               row=1, col=col)
-        for col in (1, 2):
-            fig.update_xaxes(title_text="ms", type="log", row=1, col=col)
+        for col, metric in ((1, "ttft_ms"), (2, "tpot_ms")):
+            fig.update_xaxes(title_text="ms", **log_axis(requests[metric]), row=1, col=col)
             fig.update_yaxes(title_text="share of the product's requests", tickformat=".0%", range=[0, 1.02],
                              row=1, col=col)
-    fig.update_layout(height=height, template="plotly_white", margin=dict(l=60, r=20, t=70, b=50),
-                      title=dict(text="Each product against its own class<br><sup>simulated; × marks the class "
-                                      "(target at its percentile): a curve left of its × at that height meets it</sup>",
-                                 x=0.01))
-    return fig
+    fig.update_layout(template="plotly_white", font=FONT)
+    return fit_header(fig, "Each product against its own class",
+                      "simulated; × marks the class (target at its percentile): a curve left of its × at that height "
+                      "meets it", panel_titles=True, height=height)
 
 
 POLICY_COLORS = {"peak": "#9AA5B1", "utilization": "#E69F00", "slo": "#0072B2", "schedule": "#009E73"}
+# Policies often hold the same replicas (all at one at a quiet hour): a dash and width each keep every line visible.
+POLICY_LINES = {"peak": ("solid", 4.0), "utilization": ("dash", 3.0), "slo": ("dot", 2.4), "schedule": ("dashdot", 1.8)}
 
 
 def fleet_over_time_figure(windows: dict[str, pd.DataFrame], labels: Mapping[str, str] | None = None,
@@ -692,8 +681,9 @@ def fleet_over_time_figure(windows: dict[str, pd.DataFrame], labels: Mapping[str
     for policy, frame in windows.items():
         name = (labels or {}).get(policy, policy)
         color = POLICY_COLORS.get(policy, "#888")
+        dash_style, width = POLICY_LINES.get(policy, ("solid", 1.8))
         fig.add_trace(go.Scatter(x=frame["start"], y=frame["replicas"], mode="lines", name=name,
-                                 line=dict(color=color, width=1.8, shape="hv"),
+                                 line=dict(color=color, width=width, dash=dash_style, shape="hv"),
                                  hovertemplate=f"{name}: %{{y}} replicas ({gpus_per_replica} GPUs each)<extra></extra>"),
                       row=2, col=1)
         missed = frame[frame["missed"]]
@@ -701,13 +691,14 @@ def fleet_over_time_figure(windows: dict[str, pd.DataFrame], labels: Mapping[str
             fig.add_trace(go.Scatter(x=missed["start"], y=missed["replicas"], mode="markers", name=f"{name}: missed",
                                      marker=dict(color=color, symbol="x", size=7), showlegend=False,
                                      hovertemplate=f"{name}: missed window<extra></extra>"), row=2, col=1)
-    fig.update_layout(**LIGHT, height=height, margin=dict(l=60, r=20, t=40, b=40),
-                      title=dict(text="Traffic and replicas over time", x=0.01),
-                      legend=dict(orientation="h", y=1.12, x=1, xanchor="right"))
-    fig.update_yaxes(title_text="requests / s", row=1, col=1, rangemode="tozero", **LIGHT_AXIS)
-    fig.update_yaxes(title_text="replicas", row=2, col=1, rangemode="tozero", **LIGHT_AXIS)
+    fig.update_layout(**LIGHT)
+    top_rate = float(np.nanmax(first["rate_rps"])) if len(first) else 1.0
+    fig.update_yaxes(title_text="requests / s", row=1, col=1, range=[0, max(top_rate, 1e-9) * 1.12], **LIGHT_AXIS)
+    most = max([float(np.nanmax(f["replicas"])) for f in windows.values() if len(f)]
+               + [float(np.nanmax(first["replicas_needed"])) if len(first) else 1.0])
+    fig.update_yaxes(title_text="replicas", row=2, col=1, **integer_axis(most), **LIGHT_AXIS)
     fig.update_xaxes(**LIGHT_AXIS)
-    return fig
+    return fit_header(fig, "Traffic and replicas over time", height=height)
 
 
 def growth_figure(months: pd.DataFrame, replicas_now: int, height: int = 320) -> go.Figure:
@@ -718,9 +709,9 @@ def growth_figure(months: pd.DataFrame, replicas_now: int, height: int = 320) ->
     fig.add_shape(type="line", x0=-0.5, x1=float(months["month"].max()) + 0.5, y0=replicas_now, y1=replicas_now,
                   line=dict(color="#D55E00", dash="dash"))
     fig.add_annotation(x=float(months["month"].max()), y=replicas_now, text=f"today: {replicas_now}",
-                       showarrow=False, yshift=10, font=dict(color="#D55E00"))
-    fig.update_layout(**LIGHT, height=height, margin=dict(l=60, r=20, t=40, b=40), xaxis_title="month",
-                      yaxis_title="replicas", title=dict(text="The pool month by month", x=0.01))
-    fig.update_yaxes(rangemode="tozero", **LIGHT_AXIS)
+                       showarrow=False, yshift=12, font=dict(color="#D55E00"), bgcolor="rgba(255,255,255,0.85)")
+    fig.update_layout(**LIGHT, xaxis_title="month", yaxis_title="replicas")
+    fit_header(fig, "The pool month by month", height=height, legend=False)
+    fig.update_yaxes(**integer_axis(max(float(months["replicas"].max()), float(replicas_now))), **LIGHT_AXIS)
     fig.update_xaxes(dtick=1, **LIGHT_AXIS)
     return fig

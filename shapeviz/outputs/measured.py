@@ -36,6 +36,7 @@ import pandas as pd
 from shapeviz.outputs.figures import _escape, load_curve_figure
 from shapeviz.physics.steps import Deployment
 from shapeviz.plain import json_safe
+from shapeviz.plotstyle import refit_header
 from shapeviz.serving.planner import Plan, WhatIf, Workload, load_curve
 from shapeviz.workload.view import per_minute_rates
 
@@ -611,4 +612,4 @@ def measured_figure(curve: pd.DataFrame, document: Mapping[str, Any], planned_rp
                     hovertemplate=f"%{{text}}<br>×%{{x:.2f}} of the planned rate: measured {metric.upper()} {q} "
                                   "%{y:,.1f} ms<extra></extra>",
                     xaxis="x" if col == 1 else f"x{col}", yaxis="y" if col == 1 else f"y{col}")  # its panels
-    return fig
+    return refit_header(fig, panel_titles=True)  # the measured markers' names lengthen the legend

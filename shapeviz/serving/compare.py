@@ -114,7 +114,7 @@ def compare_deployments(
     Precisions default to those ``precisions_for`` offers on each GPU (B200 gets NVFP4/MXFP4); MoE models are
     also tried as DEP (attention-DP with expert parallelism over the replica's GPUs, e.g. H200 DEP8).
     Columns: gpu, precision, layout, tp (GPUs per replica), gpus, meets_slo, ttft_p90_ms, tpot_p90_ms,
-    usd_per_hour, usd_per_million_tokens. Each GPU is priced at its catalogue price (an assumption the table
+    usd_per_hour, usd_per_million_tokens, caveat (``caveats``: empty when there is none). Each GPU is priced at its catalogue price (an assumption the table
     says). Configurations that cannot hold the weights are left out.
     """
     rows = []
@@ -141,7 +141,29 @@ def _compared(dep: Deployment, workload: Workload, whatif: WhatIf, ttft_slo_ms: 
         "meets_slo": p.meets_slo, "ttft_p90_ms": p.ttft_ms.p90, "tpot_p90_ms": p.tpot_ms.p90,
         "usd_per_hour": p.cost.get("usd_per_hour"),
         "usd_per_million_tokens": p.cost.get("usd_per_million_tokens"),
+        "caveat": "; ".join(caveats(dep)),
     }
+
+
+# A tensor-parallel link below this (GB/s per GPU, one way) is PCIe (32-64 in data/gpus.csv), not NVLink/XGMI (300+).
+PCIE_CLASS_GBPS = 100.0
+# Weights above this share of a GPU's memory leave little for the KV cache: batches stay small.
+CROWDED_WEIGHTS = 0.6
+
+
+def caveats(dep: Deployment) -> list[str]:
+    """What a reader should know before buying ``dep`` because it is cheap: low-precision weights without their
+    tensor cores, tensor parallelism over PCIe, weights that crowd out the KV cache (each read off the catalogue)."""
+    out = []
+    if dep.fp8_emulated:
+        kind = str(dep.precision_spec.needs_tensor_cores).upper()
+        out.append(f"no {kind} tensor cores: {str(dep.precision).upper()} weights run weight-only at the BF16 rate")
+    if dep.tp > 1 and dep.gpu.scaleup_gbps < PCIE_CLASS_GBPS:
+        out.append(f"TP{dep.tp} all-reduce over PCIe ({dep.gpu.scaleup_gbps:,.0f} GB/s per GPU, no NVLink)")
+    share = dep.weight_bytes_per_gpu / dep.gpu.memory_bytes
+    if share > CROWDED_WEIGHTS:
+        out.append(f"the weights fill {share:.0%} of each GPU's memory: little room for KV, small batches")
+    return out
 
 
 def winners(table: pd.DataFrame) -> dict[str, pd.Series]:

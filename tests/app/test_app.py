@@ -176,7 +176,11 @@ def test_comparing_deployments_names_winners_and_counts_those_that_meet_the_slos
     next(b for b in at.button if b.label == "Compare all deployments").click().run()
     assert not at.exception, at.exception
     assert any(m.value.startswith("**") and "configurations meet both SLOs" in m.value for m in at.markdown)
-    assert {"Cheapest", "Lowest latency", "Fewest GPUs"} <= {m.label for m in at.metric}
+    # each winner in a line of its own, its GPU's whole name (a metric clipped it: "Cheapest 4× GeForce RTX 3…")
+    winners = {m.value.split("**")[1]: m.value for m in at.markdown if m.value.startswith("**")}
+    assert {"Cheapest", "Lowest latency", "Fewest GPUs"} <= set(winners)
+    for title in ("Cheapest", "Lowest latency", "Fewest GPUs"):
+        assert "× " in winners[title] and "/ 1M tokens" in winners[title] and "…" not in winners[title]
 
 
 def test_a_log_whose_rows_are_all_dropped_says_why_in_one_line() -> None:

@@ -23,6 +23,7 @@ def test_the_fleet_design_section_shows_designs_against_the_baseline() -> None:
     at.button(key="fleet_design").click().run()
     assert not at.exception, at.exception
     designs = next(d.value for d in at.dataframe if "$/hour" in d.value.columns)
-    assert "shared_fcfs" in set(designs["design"])            # the baseline is always shown
+    # the baseline is always shown, by its name (the raw id "shared_fcfs" was what the page showed before)
+    assert "one shared pool (first come, first served)" in set(designs["design"])
     assert set(designs["meets every class"]) <= {"yes", "NO"}
     assert not designs.isin(["None", "nan"]).any().any()

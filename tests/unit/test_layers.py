@@ -14,6 +14,7 @@ PACKAGE = ROOT / "shapeviz"
 # The first matching prefix decides a module's layer (longest prefixes first).
 LAYERS: dict[str, int] = {
     "shapeviz": 0, "shapeviz.schema": 0, "shapeviz.datadir": 0, "shapeviz.text": 0, "shapeviz.plain": 0, "shapeviz.progress": 0,
+    "shapeviz.plotstyle": 0,
     "shapeviz.ingest": 1,
     "shapeviz.workload": 2,
     "shapeviz.physics": 3,
