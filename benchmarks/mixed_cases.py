@@ -63,6 +63,7 @@ class Case:
     seed: int
     two_modes: bool
     separation: float | None = None  # two-mode: distance of the centres in log-tokens / sigma
+    bimodal: bool = False            # two-mode: the mixture's true density has two peaks (see ``density_bimodal``)
     n: int = 0
     input_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     output_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
@@ -144,6 +145,21 @@ def _pair_centres(a: str, b: str, pull: float) -> tuple[np.ndarray, np.ndarray]:
     return mid + pull * (la - mid), mid + pull * (lb - mid)
 
 
+def density_bimodal(delta: np.ndarray, sigma: float, rho: float, minor: float) -> bool:
+    """Whether a mixture of two lognormal modes (same sigma and rho, centres ``delta`` apart in log-tokens) has two
+    peaks: along the line through the centres it is (1 - minor) N(0, 1) + minor N(d, 1), d their Mahalanobis distance.
+
+    Added after the first look at the tuning seeds (the cases themselves are unchanged): centres 3 sigma apart
+    with a 20 % minor mode make one peak and a shoulder, which no test of modes should be asked to call two.
+    """
+    cov = sigma * sigma * np.array([[1.0, rho], [rho, 1.0]])
+    d = float(np.sqrt(delta @ np.linalg.solve(cov, delta)))
+    t = np.linspace(-4.0, d + 4.0, 4001)
+    f = (1 - minor) * np.exp(-0.5 * t * t) + minor * np.exp(-0.5 * (t - d) ** 2)
+    peaks = np.flatnonzero((f[1:-1] > f[:-2]) & (f[1:-1] > f[2:]))
+    return len(peaks) >= 2
+
+
 def two_mode_cases(seed: int) -> Iterator[Case]:
     """The two-mode products of one seed: only pairs whose mode centres sit in different corners."""
     i = 0
@@ -167,8 +183,10 @@ def two_mode_cases(seed: int) -> Iterator[Case]:
                     rho = float(r.uniform(-0.2, 0.6))
                     ia, oa = _lognormal_mode(r, n - n_b, tuple(np.exp(ca)), sigma, rho)
                     ib, ob = _lognormal_mode(r, n_b, tuple(np.exp(cb)), sigma, rho)
-                    yield Case("two_lognormal", {"pair": f"{a}+{b}", "pull": pull, "sigma": sigma, "minor": minor},
-                               seed, True, distance / sigma, n, np.concatenate([ia, ib]), np.concatenate([oa, ob]))
+                    yield Case("two_lognormal", {"pair": f"{a}+{b}", "pull": pull, "sigma": sigma, "minor": minor,
+                                                 "rho": round(rho, 3)},
+                               seed, True, distance / sigma, density_bimodal(ca - cb, sigma, rho, minor), n,
+                               np.concatenate([ia, ib]), np.concatenate([oa, ob]))
         ca, cb = _pair_centres(a, b, 1.0)
         for minor in (0.2, 0.5):
             r = rng()
@@ -177,7 +195,7 @@ def two_mode_cases(seed: int) -> Iterator[Case]:
             ia, oa = _clipped_mode(r, n - n_b, tuple(np.exp(ca)), 0.1, 2.0)
             ib, ob = _clipped_mode(r, n_b, tuple(np.exp(cb)), 0.1, 2.0)
             yield Case("two_clipped", {"pair": f"{a}+{b}", "minor": minor}, seed, True,
-                       float(np.linalg.norm(ca - cb)) / 0.1, n, np.concatenate([ia, ib]), np.concatenate([oa, ob]))
+                       float(np.linalg.norm(ca - cb)) / 0.1, True, n, np.concatenate([ia, ib]), np.concatenate([oa, ob]))
 
 
 def eight_product_logs(seed: int, logs: int = 4) -> Iterator[tuple[pd.DataFrame, list[Case]]]:
