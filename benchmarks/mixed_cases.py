@@ -113,30 +113,30 @@ def one_mode_cases(seed: int) -> Iterator[Case]:
             r = rng()
             n, rho = _size(r), float(r.uniform(-0.2, 0.6))
             inp, out = _lognormal_mode(r, n, c, sigma, rho)
-            yield Case("lognormal", {"centre": name, "sigma": sigma}, seed, False, None, n, inp, out)
+            yield Case("lognormal", {"centre": name, "sigma": sigma}, seed, False, None, False, n, inp, out)
         for cv in (0.075, 0.2):
             for clip_sd in (1.67, 3.0):
                 r = rng()
                 n = _size(r)
                 inp, out = _clipped_mode(r, n, c, cv, clip_sd)
-                yield Case("clipped_normal", {"centre": name, "cv": cv, "clip_sd": clip_sd}, seed, False, None, n,
+                yield Case("clipped_normal", {"centre": name, "cv": cv, "clip_sd": clip_sd}, seed, False, None, False, n,
                            inp, out)
         for f in (2.0, 4.0):
             r = rng()
             n = _size(r)
             inp, out = (_tokens(r.uniform(v / f, v * f, n)) for v in c)
-            yield Case("uniform", {"centre": name, "f": f}, seed, False, None, n, inp, out)
+            yield Case("uniform", {"centre": name, "f": f}, seed, False, None, False, n, inp, out)
         for a in (0.5, 1.5):
             r = rng()
             n = _size(r)
             inp, out = (_tokens(np.exp(r.uniform(np.log(v) - a, np.log(v) + a, n))) for v in c)
-            yield Case("log_uniform", {"centre": name, "a": a}, seed, False, None, n, inp, out)
+            yield Case("log_uniform", {"centre": name, "a": a}, seed, False, None, False, n, inp, out)
     # the issue's load generator: N(4000, 300) clipped to 3,500-4,500 in, N(1000, 80) clipped to 900-1,100 out
     r = rng()
     n = _size(r)
     inp = _tokens(np.clip(r.normal(4000, 300, n), 3500, 4500))
     out = _tokens(np.clip(r.normal(1000, 80, n), 900, 1100))
-    yield Case("clipped_normal", {"centre": "issue 31 load generator"}, seed, False, None, n, inp, out)
+    yield Case("clipped_normal", {"centre": "issue 31 load generator"}, seed, False, None, False, n, inp, out)
 
 
 def _pair_centres(a: str, b: str, pull: float) -> tuple[np.ndarray, np.ndarray]:
