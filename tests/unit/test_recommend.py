@@ -192,7 +192,7 @@ def test_a_mixed_product_gets_priority_queues() -> None:
     check_well_formed(recs)
     queued = [r for r in recs if r.lever == "priority_queues"]
     assert [r.scope for r in queued] == ["assistant"]
-    assert "splits across clusters" in queued[0].reason
+    assert "modes" in queued[0].reason  # issue 31: a product is mixed by its modes
 
 
 def test_reasoning_heavy_output_is_the_cost_line() -> None:
