@@ -1,4 +1,4 @@
-"""A mixed product is one with two modes or more (issue 31): one-mode products of any spread are left alone."""
+"""A mixed product has two modes or more in different corners (issue 31); one-mode products of any spread are not."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +7,7 @@ import pytest
 
 from shapeviz.analyses.clusters import find_clusters
 from shapeviz.analyses.shapes import shape_profile
+from shapeviz.ingest import load_log
 from shapeviz.recommend import recommend
 
 
@@ -145,3 +146,42 @@ def test_the_modes_are_the_same_every_run() -> None:
     frame = log_of(autocomplete_and_chat())
     first, second = find_clusters(frame).mixed_products, find_clusters(frame).mixed_products
     assert [f.to_dict() for f in first] == [f.to_dict() for f in second]
+
+
+# ── the real traces ────────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_mooncake_synthetic_trace_is_short_chat_prompts_beside_long_rag_prompts(trace) -> None:
+    # its input lengths have two clear peaks: ~20-40 tokens and ~10k-30k tokens
+    frame = load_log(trace("mooncake_fast25/synthetic_trace.jsonl")).frame
+    [flag] = find_clusters(frame).mixed_products
+    assert {"rag", "chat"} <= {m.shape for m in flag.modes}
+    short = next(m for m in flag.modes if m.shape == "chat")
+    assert short.input_center < 200 and 0.2 < short.share < 0.45
+    assert short.gpu_share < 0.05  # short prompts, a sliver of the GPU-time
+
+
+@pytest.mark.parametrize("relative", [
+    "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
+    "mooncake_fast25/conversation_trace.jsonl.gz",
+    "vidur_arxiv_summarization/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv",
+])
+def test_one_mode_real_traces_are_not_mixed(trace, relative: str) -> None:
+    result = find_clusters(load_log(trace(relative)).frame)
+    assert not result.mixed_products
+    assert not any(" modes, all in " in note for note in result.notes)
+
+
+def test_azure_conversation_modes_share_the_chat_corner_and_are_named_not_flagged(trace) -> None:
+    # its lengths pile up at a few prompt sizes (~170, ~350, ~1,000, ~3,200 tokens), all in the chat corner
+    result = find_clusters(load_log(trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")).frame)
+    assert not result.mixed_products
+    assert any("modes, all in chat; not flagged mixed" in note for note in result.notes)
+
+
+def test_a_hundred_requests_are_too_few_to_show_modes(trace) -> None:
+    # BurstGPT's GPT-4 slice has 95 requests: a kernel estimate of so few shows valleys that are noise
+    frame = load_log(trace("burstgpt/burstgpt3_slice.csv")).frame
+    result = find_clusters(frame)
+    assert not result.mixed_products
+    assert not any(" modes, all in " in note for note in result.notes)
