@@ -126,8 +126,12 @@ def heldout() -> None:
     print(f"held-out set: seeds {HELD_OUT_SEEDS}, {len(results)} products alone, thresholds {ModeThresholds()}; "
           f"product_modes {cpu / len(results) * 1000:.0f} ms CPU per product")
     print(_rates(results).to_string(index=False))
-    wrong = [c.label for c, f in results if f != c.two_modes]
-    print("wrong:", *wrong[:40], sep="\n  ")
+    peaks = pd.DataFrame([{"pull": c.params["pull"], "sigma": c.params["sigma"], "minor": c.params["minor"],
+                           "missed": not f} for c, f in results if c.kind == "two_lognormal" and c.bimodal])
+    print("two-peak lognormal pairs, miss rate by how far apart (pull 1.0: modes at the corner anchors, 0.6: "
+          "pulled together) and spread:")
+    print(peaks.pivot_table(index="pull", columns="sigma", values="missed", aggfunc="mean").round(3).to_string())
+    print(peaks.pivot_table(index="minor", columns="sigma", values="missed", aggfunc="mean").round(3).to_string())
 
 
 def eight() -> None:
@@ -163,8 +167,9 @@ def traces(root: Path) -> None:
         for product in frame["product"].cat.categories:
             n = int((frame["product"] == product).sum())
             flag = flags.get(product)
+            named = [note for note in result.notes if note.startswith(f"product '{product}' has ")]
             print(f"{path.relative_to(root)} [{product}] {n:,} requests: "
-                  + (flag.reason if flag else "one mode") + f"  (find_clusters {cpu:.2f} s CPU)")
+                  + (flag.reason if flag else named[0] if named else "one mode") + f"  (find_clusters {cpu:.2f} s CPU)")
 
 
 def speed(rows: int) -> None:
