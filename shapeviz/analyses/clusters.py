@@ -726,8 +726,9 @@ def find_clusters(
             # modes in one corner make one demand on the hardware: named, not flagged
             notes.append(f"product '{names[p]}' has {len(modes)} modes, all in {modes[0].shape}; not flagged mixed")
         elif _spans_corners(prod_req[p], prod_gpu[p], cluster_corner, material_share):
-            notes.append(f"product '{names[p]}' spans clusters in several corners, but its requests form one mode; "
-                         "not flagged mixed")
+            why = ("its requests form one mode" if len(mine) >= MODE_MIN_POINTS else
+                   f"its {len(mine):,} requests are too few to tell modes apart ({MODE_MIN_POINTS:,} needed)")
+            notes.append(f"product '{names[p]}' spans clusters in several corners, but {why}; not flagged mixed")
     mixed_products = tuple(sorted(flagged, key=lambda f: (-f.mixed_mass, f.scope)))
     mixed_pools = tuple(_mixed_pools(rows, prod, names, labels, gpu_s, prod_req, prod_gpu, cluster_corner,
                                      material_share))

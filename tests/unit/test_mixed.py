@@ -185,3 +185,14 @@ def test_a_hundred_requests_are_too_few_to_show_modes(trace) -> None:
     result = find_clusters(frame)
     assert not result.mixed_products
     assert not any(" modes, all in " in note for note in result.notes)
+
+
+def test_a_product_too_small_to_test_says_so_rather_than_one_mode() -> None:
+    rng = np.random.default_rng(7)
+    # 300 requests, half long-prompt short-answer, half short-prompt long-answer: two shapes, too few to test
+    n = 150
+    frame = log_of(product("tiny", lognormal(rng, n, 15000, 15, 0.3), lognormal(rng, n, 200, 2500, 0.3)))
+    result = find_clusters(frame)
+    assert not result.mixed_products
+    assert any("'tiny'" in note and "too few" in note and "300" in note for note in result.notes)
+    assert not any("one mode" in note for note in result.notes)
