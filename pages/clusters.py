@@ -33,8 +33,9 @@ left.segmented_control(
 )
 right.slider("Material share for 'mixed' (%)", 5, 50, st.session_state.get(MATERIAL_SHARE_PCT, 15), 1,
              key="_material_widget", on_change=_keep_material,
-             help="A product is mixed when clusters in different corners each hold at least this share of its "
-                  "requests or GPU-time.")
+             help="A product is mixed when its requests form two modes or more (a test against one mode in "
+                  "log-token space, not the clusters drawn above), each holding at least this share of its requests "
+                  "or GPU-time.")
 
 score = "" if result.silhouette is None else f", silhouette {result.silhouette:.2f}"
 how = {"auto": "chosen by silhouette on a sample", "user": "set by you", "one_shape": "one shape only"}[result.k_source]
@@ -56,9 +57,10 @@ badge("measured")
 
 st.subheader("Mixed products and pools")
 if not result.mixed_products and not result.mixed_pools:
-    st.success("No product splits across corners, and no pool serves two corners with material traffic.")
+    st.success("Every product is one mode, and no pool serves two corners with material traffic.")
 for flag in result.mixed_products:
-    st.warning(f"**{md_literal(flag.scope)}** is mixed. {md_literal(flag.reason)}", icon=":material/call_split:")
+    st.warning(f"**{md_literal(flag.scope)}** is mixed: {len(flag.modes)} modes. {md_literal(flag.reason)}",
+               icon=":material/call_split:")
 for flag in result.mixed_pools:
     label = "The whole log" if flag.scope == "overall" else f"Pool **{md_literal(flag.scope)}**"
     st.warning(f"{label} serves several corners. {md_literal(flag.reason)}", icon=":material/call_split:")

@@ -14,7 +14,8 @@ The rules, as a planner says them:
 - Neither phase dominates: chunked prefill, so long prompts stop stalling the decode stream.
 - Products in different corners on one pool: split pools, or at least priority queues; when the mixed mass is
   large (``disaggregate_mass``), separate prefill and decode pools.
-- A product mixed inside itself: priority queues, and chunked prefill when its shapes lean on different phases.
+- A product with two modes or more (mixed inside itself): priority queues, and chunked prefill when its modes lean
+  on different phases.
 - Agents (the long-in/long-out corner, or products known to be agents): KV grows each round, and shared system
   prompts and tool schemas make prefix caching pay.
 """
@@ -289,7 +290,7 @@ def mixed_pools(facts: Facts) -> list[Recommendation]:
 
 
 def mixed_products(facts: Facts) -> list[Recommendation]:
-    """A product mixed inside itself: priority queues, and chunked prefill when its shapes lean on different phases."""
+    """A product with two modes or more: priority queues, and chunked prefill when its modes lean on different phases."""
     if facts.clusters is None:
         return []
     recs = []
@@ -297,13 +298,13 @@ def mixed_products(facts: Facts) -> list[Recommendation]:
         weight = flag.gpu_share
         recs.append(Recommendation(
             "priority_queues", "ttft", flag.scope,
-            f"{flag.reason} Queue its requests by shape so the short ones are not stuck behind its long prefills.",
+            f"{flag.reason} Queue its requests by mode so the short ones are not stuck behind its long prefills.",
             weight * flag.mixed_mass))
-        phases = _phases(facts, flag)
+        phases = {m.phase for m in flag.modes}
         if len(phases) > 1:
             recs.append(Recommendation(
                 "chunked_prefill", "tpot", flag.scope,
-                f"{flag.reason} Its clusters lean on different phases ({', '.join(sorted(phases))}): chunked prefill "
+                f"{flag.reason} Its modes lean on different phases ({', '.join(sorted(phases))}): chunked prefill "
                 "keeps its long prompts from stalling its own decode stream.", weight * flag.mixed_mass))
     return recs
 

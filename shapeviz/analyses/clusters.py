@@ -1,4 +1,4 @@
-"""The shapes actually present in a log: k-means on the log-token plane, mixed products and mixed pools.
+"""The shapes actually present in a log: k-means on the log-token plane, products with several modes, mixed pools.
 
 Requests are clustered on standardised (log input tokens, log output tokens): log, because token counts span
 four orders of magnitude and a corner is a region of the log-log plane; standardised, so that neither axis
@@ -16,11 +16,18 @@ single-product scenarios), while two shapes sharing a log reach 0.15 and more. T
 k reaches ``one_shape_gap_threshold``, or when the best silhouette is weak and every centre sits in the same
 corner (the split would change no conclusion).
 
-A product is **mixed** when its requests or its GPU-time split materially (≥ ``material_share``) across
-clusters in different corners, and it holds more than one shape itself (the same gap test on its own rows:
-the clusters of a whole log can cut one wide product in two). A **pool** (the whole log, and each ``model``
-when the frame has several) is mixed when its material products live in different corners. Clusters in one
-corner are pooled before the test, because two clusters in one corner make the same demand on the hardware.
+A product is **mixed** when its requests form two modes or more whose centres sit in different corners (issue 31):
+not when its cloud merely reaches into several corners, since k-means cuts any wide or clipped cloud into bubbles
+on both sides of a border. Each product is tested on its own, against one mode, in log-token space (``split_test``,
+on a seeded sample of at most ``MODE_SAMPLE`` requests): a two-component Gaussian mixture must beat one by BIC, its
+components must be apart (Ashman's D), and, the measure that decides, the product's own points projected on the
+axis that parts the components must dip between them (a valley below ``DEFAULT_MODE_VALLEY`` of the lower peak).
+Each side must hold ``material_share`` of the product's requests or GPU-time; each side is then tested again
+(at most four modes). Modes in one corner are named in a note, not flagged: they make one demand on the hardware.
+The thresholds were chosen on generated products (``benchmarks/mixed_cases.py``) and checked on held-out ones.
+A **pool** (the whole log, and each ``model`` when the frame has several) is mixed when its material products live
+in different corners. Clusters in one corner are pooled before the test, because two clusters in one corner make
+the same demand on the hardware.
 """
 from __future__ import annotations
 
@@ -74,6 +81,20 @@ DEFAULT_ONE_SHAPE_SILHOUETTE = 0.5
 # log to hold more than one shape: seeded single-shape scenarios peak at ≤ 0.09, mixtures at ≥ 0.15.
 DEFAULT_ONE_SHAPE_GAP = 0.12
 MAX_K = 12
+# The mode test (``split_test``), chosen on the tuning seeds of benchmarks/mixed_cases.py (benchmarks/README.md):
+# the valley does the work (no one-mode tuning product shows one below 0.74); two Gaussians must fit at least as
+# well as one by BIC, and their Ashman's D reach 2 (the classic bound for two equal modes), as guards.
+DEFAULT_MODE_BIC_GAIN = 0.0
+DEFAULT_MODE_SEPARATION = 2.0
+DEFAULT_MODE_VALLEY = 0.7
+MODE_SAMPLE = 4_000   # requests of one product the mode test is fitted on (seeded)
+# Fewer requests than this are one mode: the valley was tuned on products of 1,000 requests and more, and a
+# kernel estimate of a few dozen points shows valleys that are noise (BurstGPT's 77 GPT-4 requests showed three).
+MODE_MIN_POINTS = 500
+# Kernel width of the valley measure, as a fraction of the narrower component's spread: narrow enough to keep
+# a real valley, wide enough that 4,000 points of a flat cloud show no false one.
+MODE_BANDWIDTH = 0.25
+MODE_DEPTH = 2        # splits within splits: at most four modes
 N_INIT = 2
 SELECT_SIZE = 8_000  # points the candidate k are fitted on (the final centres use the whole sample)
 BLOB_SIZE = 5_000  # points of the one-blob reference of the gap test
@@ -112,15 +133,35 @@ class CornerMass:
 
 
 @dataclass(frozen=True)
+class Mode:
+    """One mode of a product: where its centre sits and how much of the product's requests and GPU-time it holds."""
+
+    input_center: float           # geometric centre, tokens
+    output_center: float          # geometric centre, tokens
+    share: float                  # share of the product's requests
+    gpu_share: float              # share of the product's GPU-seconds
+    shape: str                    # the corner its centre sits in
+    phase: str                    # prefill | decode | balanced, by this mode's GPU-time
+    prefill_gpu_share: float
+    clusters: list[int]           # k-means clusters holding its requests
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready dict."""
+        return asdict(self)
+
+
+
+@dataclass(frozen=True)
 class MixedFlag:
-    """A product or pool whose traffic sits materially in more than one corner; ``reason`` is shown verbatim."""
+    """A product with modes in several corners, or a pool serving several corners; ``reason`` is shown verbatim."""
 
     kind: str                                  # "product" or "pool"
     scope: str                                 # product name; for pools "overall" (whole log) or a model name
     corners: dict[str, CornerMass]             # the material corners, largest share of requests first
-    mixed_mass: float                          # GPU-time share outside the scope's heaviest corner
+    mixed_mass: float                          # GPU-time share outside the heaviest corner (products: mode)
     gpu_share: float                           # the scope's share of the whole log's GPU-time
     reason: str
+    modes: list[Mode] = field(default_factory=list)  # products: the modes found, largest first (pools: empty)
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready dict."""
@@ -259,12 +300,8 @@ def _blob_gaps(select: np.ndarray, fits: dict[int, KMeans], random_state: int) -
     return gaps
 
 
-def _select_k(sample: np.ndarray, ks: range, silhouette_sample: int, random_state: int, *,
-              gap_threshold: float | None = None) -> _Selection:
-    """Fit every k on the selection sample; score each by its gap against one Gaussian blob and by silhouette.
-
-    With ``gap_threshold``, silhouettes are skipped when no gap reaches it: the points are one shape anyway.
-    """
+def _select_k(sample: np.ndarray, ks: range, silhouette_sample: int, random_state: int) -> _Selection:
+    """Fit every k on the selection sample; score each by its gap against one Gaussian blob and by silhouette."""
     rng = np.random.default_rng(random_state)
     # Choosing k needs fewer points than placing the final centres: fit the candidates on a subsample.
     select = sample if len(sample) <= SELECT_SIZE else sample[rng.choice(len(sample), SELECT_SIZE, replace=False)]
@@ -272,8 +309,6 @@ def _select_k(sample: np.ndarray, ks: range, silhouette_sample: int, random_stat
                                                                                       replace=False)
     fits = {k: _fit(select, k, random_state) for k in ks}  # at most seven small fits
     gaps = _blob_gaps(select, fits, random_state)
-    if gap_threshold is not None and max(gaps.values()) < gap_threshold:
-        return _Selection(fits, {}, gaps)
     distances = pairwise_distances(select[pick])
     silhouettes = {k: silhouette_from_distances(distances, fit.labels_[pick]) for k, fit in fits.items()}
     return _Selection(fits, silhouettes, gaps)
@@ -291,21 +326,17 @@ class _Judgement:
 
 def _judge(sample: np.ndarray, mean: np.ndarray, std: np.ndarray, *, corners: Corners, k_range: tuple[int, int],
            silhouette_sample: int, one_shape_silhouette: float, one_shape_gap_threshold: float,
-           random_state: int, scores_always: bool = True) -> _Judgement:
-    """Choose k by silhouette, then ask whether the points are really one shape (see the module docstring).
-
-    ``scores_always=False`` skips the silhouettes when the gap test alone says one shape (a product's check).
-    """
+           random_state: int) -> _Judgement:
+    """Choose k by silhouette, then ask whether the points are really one shape (see the module docstring)."""
     distinct = len(np.unique(sample, axis=0))
     # k-means needs more distinct points than clusters to score a split
     ks = range(k_range[0], min(k_range[1], distinct - 1) + 1)
     if len(ks) == 0:
         return _Judgement(None, 1, None, f"only {distinct} distinct (input, output) point(s): one shape")
-    selection = _select_k(sample, ks, silhouette_sample, random_state,
-                          gap_threshold=None if scores_always else one_shape_gap_threshold)
+    selection = _select_k(sample, ks, silhouette_sample, random_state)
     gap = max(selection.gaps.values())
     if gap < one_shape_gap_threshold:
-        best = max(selection.silhouettes, key=lambda k: (selection.silhouettes[k], -k)) if selection.silhouettes else 1
+        best = max(selection.silhouettes, key=lambda k: (selection.silhouettes[k], -k))
         return _Judgement(selection, best, gap, f"no split fits much better than one blob of the same spread "
                                                 f"(largest gap {gap:.3f} < {one_shape_gap_threshold:.3f}): one shape")
     # Highest silhouette wins; on a tie the smaller k, the simpler story.
@@ -352,6 +383,190 @@ def _nearest(points: np.ndarray, centers: np.ndarray, chunk: int = 262_144) -> n
     return labels
 
 
+# ── modes: is one product one shape or several? ─────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class ModeThresholds:
+    """What a split of one product must show to count as two modes (see ``split_test``)."""
+
+    bic_gain: float = DEFAULT_MODE_BIC_GAIN        # BIC(one Gaussian) - BIC(two), per request of the sample
+    separation: float = DEFAULT_MODE_SEPARATION    # Ashman's D of the two components along the axis that parts them
+    valley: float = DEFAULT_MODE_VALLEY            # measured density at the valley / the lower of the two peaks
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.bic_gain < 10.0):
+            raise ValueError(f"bic_gain={self.bic_gain!r} must be a BIC gain per request in [0, 10), e.g. 0.05")
+        if not (0.0 <= self.separation < 100.0):
+            raise ValueError(f"separation={self.separation!r} must be an Ashman's D in [0, 100), e.g. 2")
+        if not (0.0 < self.valley <= 1.0):
+            raise ValueError(f"valley={self.valley!r} must be a density ratio in (0, 1], e.g. 0.7")
+
+
+@dataclass(frozen=True)
+class SplitTest:
+    """One product's points against one mode: the two-component fit's gain, separation and measured valley."""
+
+    bic_gain: float          # (BIC of one Gaussian - BIC of two) / points: > 0 when two fit better
+    separation: float        # Ashman's D of the two components projected on ``axis``
+    valley: float            # smoothed density of the projected points at the valley / the lower peak (1: no dip)
+    axis: np.ndarray         # unit direction in the log-token plane that parts the two components best (Fisher)
+    cut: float               # projection at the valley: points below it are one mode, the rest the other
+
+    def splits(self, thresholds: ModeThresholds) -> bool:
+        """True when all three measures say two modes."""
+        return (self.bic_gain >= thresholds.bic_gain and self.separation >= thresholds.separation
+                and self.valley <= thresholds.valley)
+
+
+def _gaussian_mixture(k: int, random_state: int) -> Any:
+    from sklearn.mixture import GaussianMixture  # imported with scikit-learn, only when clustering runs
+
+    return GaussianMixture(n_components=k, covariance_type="full", n_init=1 if k == 1 else 2,
+                           random_state=random_state)
+
+
+def split_test(points: np.ndarray, random_state: int = 0) -> SplitTest | None:
+    """Test (n, 2) log-token points against one mode; None when there are too few distinct points to tell.
+
+    Three measures, because each alone is fooled: a two-component Gaussian mixture beats one by BIC on any
+    skewed, clipped or flat cloud; Ashman's D of the two halves of a uniform cloud is 3.5; so the split must also
+    show a valley in the points themselves. The points are projected on the axis that best parts the two
+    components (Fisher's), smoothed with a kernel ``MODE_BANDWIDTH`` of the narrower component's spread, and the lowest
+    density between the two component means is compared with the lower of the peaks on either side of it (between
+    the means too).
+    """
+    n = len(points)
+    if n < MODE_MIN_POINTS or len(np.unique(points, axis=0)) < 20:
+        return None
+    one = _gaussian_mixture(1, random_state).fit(points)
+    two = _gaussian_mixture(2, random_state).fit(points)
+    gain = float((one.bic(points) - two.bic(points)) / n)
+    mu, cov = two.means_, two.covariances_
+    diff = mu[1] - mu[0]
+    axis = np.linalg.solve(cov[0] + cov[1], diff)
+    norm = float(np.linalg.norm(axis))
+    if not np.isfinite(norm) or norm == 0.0:
+        return SplitTest(gain, 0.0, 1.0, np.array([1.0, 0.0]), float("inf"))
+    axis = axis / norm
+    m = mu @ axis
+    s = np.sqrt(np.maximum(np.einsum("i,kij,j->k", axis, cov, axis), 1e-12))
+    separation = float(np.sqrt(2.0) * abs(m[1] - m[0]) / np.sqrt(s[0] ** 2 + s[1] ** 2))
+    z = points @ axis
+    lo_k, hi_k = (0, 1) if m[0] <= m[1] else (1, 0)
+    bandwidth = MODE_BANDWIDTH * float(s.min())
+    grid_lo, grid_hi = float(z.min()), float(z.max())
+    bins = max(int(np.ceil((grid_hi - grid_lo) / (bandwidth / 4))), 1)
+    if bins > 4096:  # a stray far point: a coarser grid, the kernel still several bins wide
+        bins = 4096
+    counts, edges = np.histogram(z, bins=bins, range=(grid_lo, grid_hi))
+    centres = (edges[:-1] + edges[1:]) / 2
+    width = edges[1] - edges[0]
+    half = int(np.ceil(4 * bandwidth / width))
+    kernel = np.exp(-0.5 * ((np.arange(-half, half + 1) * width) / bandwidth) ** 2)
+    density = np.convolve(counts, kernel, mode="same")
+    between = np.flatnonzero((centres >= m[lo_k]) & (centres <= m[hi_k]))
+    if len(between) == 0:
+        return SplitTest(gain, separation, 1.0, axis, float((m[0] + m[1]) / 2))
+    at = between[np.argmin(density[between])]
+    # A mixture's peaks lie between its components' means; a peak searched beyond them would count the pile-up
+    # at a clipped generator's bounds as a mode.
+    lower_peak = min(density[between[0]:at + 1].max(), density[at:between[-1] + 1].max())
+    valley = float(density[at] / lower_peak) if lower_peak > 0 else 1.0
+    return SplitTest(gain, separation, valley, axis, float(centres[at]))
+
+
+def _dequantised_plane(inp: np.ndarray, out: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    # Token counts are whole numbers: short outputs (autocomplete) sit on a few values, and a mixture would fit
+    # a component to each spike. Spreading each count over its unit interval removes the spikes, not the shape.
+    return np.column_stack([np.log(np.maximum(inp, 1) + rng.uniform(-0.5, 0.5, len(inp))),
+                            np.log(np.maximum(out, 1) + rng.uniform(-0.5, 0.5, len(out)))])
+
+
+def sampled_split_test(input_tokens: np.ndarray, output_tokens: np.ndarray, random_state: int = 0,
+                       depth: int = 0) -> SplitTest | None:
+    """``split_test`` of a seeded sample of at most ``MODE_SAMPLE`` requests, their counts dequantised."""
+    n = len(input_tokens)
+    pick = np.arange(n) if n <= MODE_SAMPLE else np.sort(
+        np.random.default_rng([random_state, depth, n]).choice(n, MODE_SAMPLE, replace=False))
+    points = _dequantised_plane(input_tokens[pick], output_tokens[pick], np.random.default_rng([random_state, 7, depth]))
+    with _one_thread():  # a 4,000 x 2 fit: threads cost more to start than the work
+        return split_test(points, random_state)
+
+
+def _mode_cuts(plane: np.ndarray, rows: np.ndarray, gpu: np.ndarray, inp: np.ndarray, out: np.ndarray,
+               thresholds: ModeThresholds, material_share: float, random_state: int,
+               depth: int = 0) -> list[np.ndarray]:
+    """Row indices (into the product's rows) of each mode, found by splitting at valleys while one is found."""
+    total_n, total_gpu = len(plane), float(gpu.sum())
+    test = sampled_split_test(inp[rows], out[rows], random_state, depth)
+    if test is None or not test.splits(thresholds):
+        return [rows]
+    below = plane[rows] @ test.axis < test.cut
+    sides = [rows[below], rows[~below]]
+
+    def material(side: np.ndarray) -> bool:
+        gpu_part = float(gpu[side].sum()) / total_gpu if total_gpu > 0 else 0.0
+        return len(side) / total_n >= material_share or gpu_part >= material_share
+
+    if not all(material(side) for side in sides):
+        return [rows]
+    if depth + 1 >= MODE_DEPTH:
+        return sides
+    return [group for side in sides
+            for group in _mode_cuts(plane, side, gpu, inp, out, thresholds, material_share, random_state, depth + 1)]
+
+
+def product_modes(input_tokens: np.ndarray, output_tokens: np.ndarray, prefill_s: np.ndarray, decode_s: np.ndarray,
+                  *, labels: np.ndarray | None = None, corners: Corners = DEFAULT_CORNERS,
+                  thresholds: ModeThresholds = ModeThresholds(), material_share: float = DEFAULT_MATERIAL_SHARE,
+                  phase_threshold: float = DEFAULT_PHASE_THRESHOLD, random_state: int = 0) -> list[Mode]:
+    """The modes of one product's requests, largest first: one mode unless a material split shows a valley.
+
+    The test runs on a seeded sample of at most ``MODE_SAMPLE`` requests (a million requests cost what
+    4,000 do); every request is then put on its side of the valley, so shares count every request.
+    """
+    inp, out = np.asarray(input_tokens), np.asarray(output_tokens)
+    plane = log_plane(inp, out)
+    gpu = prefill_s + decode_s
+    groups = _mode_cuts(plane, np.arange(len(inp)), gpu, inp, out, thresholds, material_share, random_state)
+    n, total_gpu = len(inp), float(gpu.sum())
+    modes = []
+    for rows in groups:
+        g = float(gpu[rows].sum())
+        centre_in, centre_out = np.exp(plane[rows].mean(axis=0))
+        prefill_share = float(prefill_s[rows].sum() / g) if g > 0 else 0.0
+        modes.append(Mode(
+            input_center=float(centre_in), output_center=float(centre_out), share=len(rows) / n,
+            gpu_share=g / total_gpu if total_gpu > 0 else 0.0, shape=corner_of(centre_in, centre_out, corners),
+            phase=phase_of(prefill_share, phase_threshold), prefill_gpu_share=prefill_share,
+            clusters=[] if labels is None else [int(c) for c in np.unique(labels[rows])]))
+    return sorted(modes, key=lambda m: (-m.share, m.input_center, m.output_center))
+
+
+def is_mixed(modes: list[Mode]) -> bool:
+    """A product is mixed when its modes sit in two corners or more (modes in one corner make one demand)."""
+    return len({m.shape for m in modes}) >= 2
+
+
+_COUNT_WORDS = {2: "two", 3: "three", 4: "four"}
+
+
+def _mode_flag(name: str, modes: list[Mode], product_gpu_share: float) -> MixedFlag:
+    """The flag of a product with two modes or more, its reason naming each mode's corner, centre and shares."""
+    corners: dict[str, CornerMass] = {}
+    for shape in dict.fromkeys(m.shape for m in modes):  # in mode order: largest first
+        members = [m for m in modes if m.shape == shape]
+        corners[shape] = CornerMass(requests=sum(m.share for m in members), gpu_time=sum(m.gpu_share for m in members),
+                                    clusters=sorted({c for m in members for c in m.clusters}))
+    parts = [f"{m.shape} around {m.input_center:,.0f} in / {m.output_center:,.0f} out "
+             f"({_pct(m.share)} of its requests, {_pct(m.gpu_share)} of its GPU-time)" for m in modes]
+    reason = f"Product '{name}' has {_COUNT_WORDS.get(len(modes), str(len(modes)))} modes: " + _join(parts) + "."
+    return MixedFlag(kind="product", scope=name, corners=corners,
+                     mixed_mass=float(1.0 - max(m.gpu_share for m in modes)),
+                     gpu_share=product_gpu_share, reason=reason, modes=modes)
+
+
 def find_clusters(
     data: WorkloadView | pd.DataFrame,
     k: int | None = None,
@@ -367,6 +582,7 @@ def find_clusters(
     phase_threshold: float = DEFAULT_PHASE_THRESHOLD,
     random_state: int = 0,
     gpu_time: tuple[np.ndarray, np.ndarray] | None = None,
+    mode_thresholds: ModeThresholds = ModeThresholds(),
 ) -> ClusterResult:
     """k-means clusters of the log-token plane (k by silhouette unless given), with mixed products and pools.
 
@@ -495,24 +711,24 @@ def find_clusters(
         }
 
     flagged = []
+    by_product = np.argsort(prod, kind="stable")
+    product_bounds = np.concatenate([[0], np.cumsum(np.bincount(prod, minlength=n_prod))])
     for p in range(n_prod):  # one iteration per product
-        flag = _mixed_product(names[p], prod_req[p], prod_gpu[p], cluster_corner, material_share, total_gpu)
-        if flag is None:
+        mine = by_product[product_bounds[p]:product_bounds[p + 1]]
+        if len(mine) == 0:
             continue
-        if not (k_source == "auto" and n_prod == 1):
-            # Clusters of the whole log (or a k the user set) can cut one wide product in two: it is mixed only
-            # if, judged alone, it holds more than one shape. (A lone product was judged with the log.)
-            mask = prod == p
-            own, own_mean, own_std = _standardise(log_plane(inp[mask], out[mask]))
-            if len(own) > sample_size:
-                own = own[np.sort(np.random.default_rng(random_state).choice(len(own), sample_size, replace=False))]
-            with _one_thread():
-                alone = _judge(own, own_mean, own_std, **judge_args, scores_always=False)
-            if alone.one_shape is not None:
-                notes.append(f"product '{names[p]}' spans clusters in {' and '.join(flag.corners)}, but judged "
-                             f"alone {alone.one_shape}; not flagged mixed")
-                continue
-        flagged.append(flag)
+        modes = product_modes(inp[mine], out[mine], prefill_s[mine], decode_s[mine], labels=labels[mine],
+                              corners=corners, thresholds=mode_thresholds, material_share=material_share,
+                              phase_threshold=phase_threshold, random_state=random_state)
+        if is_mixed(modes):
+            flagged.append(_mode_flag(names[p], modes, float(prod_gpu[p].sum() / total_gpu) if total_gpu > 0 else 0.0))
+        elif len(modes) >= 2:
+            # modes in one corner make one demand on the hardware: named, not flagged
+            notes.append(f"product '{names[p]}' has {len(modes)} modes, all in {modes[0].shape}; not flagged mixed")
+        elif _spans_corners(prod_req[p], prod_gpu[p], cluster_corner, material_share):
+            why = ("its requests form one mode" if len(mine) >= MODE_MIN_POINTS else
+                   f"its {len(mine):,} requests are too few to tell modes apart ({MODE_MIN_POINTS:,} needed)")
+            notes.append(f"product '{names[p]}' spans clusters in several corners, but {why}; not flagged mixed")
     mixed_products = tuple(sorted(flagged, key=lambda f: (-f.mixed_mass, f.scope)))
     mixed_pools = tuple(_mixed_pools(rows, prod, names, labels, gpu_s, prod_req, prod_gpu, cluster_corner,
                                      material_share))
@@ -553,27 +769,14 @@ def _by_corner(values: np.ndarray, cluster_corner: np.ndarray) -> np.ndarray:
     return np.bincount(cluster_corner, weights=values, minlength=len(SHAPES))
 
 
-def _mixed_product(name: str, req: np.ndarray, gpu: np.ndarray, cluster_corner: np.ndarray,
-                   material_share: float, total_gpu: float) -> MixedFlag | None:
-    """The flag of one product whose requests or GPU-time sit materially in two corners or more, else None."""
+def _spans_corners(req: np.ndarray, gpu: np.ndarray, cluster_corner: np.ndarray, material_share: float) -> bool:
+    """Whether a product's requests or GPU-time sit materially in clusters of two corners or more."""
     r_tot, g_tot = req.sum(), gpu.sum()
     if r_tot == 0:
-        return None
+        return False
     r_share = _by_corner(req, cluster_corner) / r_tot
     g_share = _by_corner(gpu, cluster_corner) / g_tot if g_tot > 0 else np.zeros(len(SHAPES))
-    material = np.flatnonzero((r_share >= material_share) | (g_share >= material_share))
-    if len(material) < 2:
-        return None
-    corners = {
-        SHAPES[s]: CornerMass(requests=float(r_share[s]), gpu_time=float(g_share[s]),
-                              clusters=[int(c) for c in np.flatnonzero((cluster_corner == s) & (req > 0))])
-        for s in sorted(material, key=lambda s: (-r_share[s], s))
-    }
-    parts = [f"{corner} ({_ids(m.clusters)}: {_pct(m.requests)} of its requests, {_pct(m.gpu_time)} of its GPU-time)"
-             for corner, m in corners.items()]
-    reason = f"Product '{name}' splits across clusters in {len(corners)} corners: " + _join(parts) + "."
-    return MixedFlag(kind="product", scope=name, corners=corners, mixed_mass=float(1.0 - g_share.max()),
-                     gpu_share=float(g_tot / total_gpu) if total_gpu > 0 else 0.0, reason=reason)
+    return int(((r_share >= material_share) | (g_share >= material_share)).sum()) >= 2
 
 
 def _join(parts: list[str]) -> str:

@@ -188,11 +188,20 @@ def test_shared_pool_splits_pools_first() -> None:
 
 
 def test_a_mixed_product_gets_priority_queues() -> None:
-    recs = run(synth.scenario("mixed_product", 8000, 0))
+    # issue 31: a chat mode and a RAG mode with two clear peaks (the demo scenario ``mixed_product`` is one peak
+    # with a shoulder, one mode, and is no longer flagged)
+    rng = np.random.default_rng(0)
+    n = (4800, 3200)
+    frame = pd.DataFrame({
+        "input_tokens": np.concatenate([rng.lognormal(np.log(800), 0.5, n[0]), rng.lognormal(np.log(8000), 0.5, n[1])]).astype(np.int64) + 1,
+        "output_tokens": np.concatenate([rng.lognormal(np.log(250), 0.5, n[0]), rng.lognormal(np.log(200), 0.5, n[1])]).astype(np.int64) + 1,
+        "product": pd.Categorical(["assistant"] * sum(n)),
+    })
+    recs = run(frame)
     check_well_formed(recs)
     queued = [r for r in recs if r.lever == "priority_queues"]
     assert [r.scope for r in queued] == ["assistant"]
-    assert "splits across clusters" in queued[0].reason
+    assert "modes" in queued[0].reason  # issue 31: a product is mixed by its modes
 
 
 def test_reasoning_heavy_output_is_the_cost_line() -> None:
