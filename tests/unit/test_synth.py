@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from shapeviz import schema
+from shapeviz.analyses.clusters import find_clusters
 from shapeviz.analyses.shapes import classify, corner_of
 from shapeviz.workload.synth import (
     PROFILES_PATH,
@@ -262,11 +263,14 @@ def test_shared_pool_puts_two_corners_on_one_model() -> None:
     assert corners == {"rag-search": "rag", "coding-agent": "reasoning"}
 
 
-def test_mixed_product_splits_one_product_between_chat_and_rag() -> None:
+def test_mixed_product_splits_one_product_between_two_corners_and_is_flagged() -> None:
     frame = scenario("mixed_product", n_requests=4000, seed=2)
     assert frame["product"].nunique() == 1
     shares = pd.Series(classify(frame["input_tokens"], frame["output_tokens"])).value_counts(normalize=True)
-    assert shares["chat"] > 0.3 and shares["rag"] > 0.25
+    assert shares["reasoning"] > 0.3 and shares["rag"] > 0.25
+    # The one-click "Mixed product" scenario must show what it is named for.
+    flags = find_clusters(frame).mixed_products
+    assert [f.scope for f in flags] == ["assistant"] and len(flags[0].modes) == 2
 
 
 def test_scenario_is_deterministic_for_a_seed() -> None:
