@@ -313,6 +313,9 @@ class _Replica:
         self.in_flight = 0                            # requests routed here and not finished (router signal)
         self.cache = (PrefixCache(pool.blocks.block_size, pool.cache_blocks)
                       if pool.blocks is not None and role != "decode" else None)
+        # blocks shared by running sequences are held once in the pool (when the cache lives in it)
+        self.refcounted = self.cache is not None and pool.cache_blocks is None
+        self.own_blocks: dict[int, int] = {}          # running request → tokens of its prompt blocks (charged apart)
 
     # -- queue --
     def enqueue(self, rid: int, now: float) -> None:
@@ -346,10 +349,29 @@ class _Replica:
         return blocks, max(min(blocks * self.cache.block_size, prompt - 1), 0)  # type: ignore[union-attr]
 
     def _release(self, rid: int) -> None:
-        """A sequence left the KV pool (finished, preempted, or sent to the decode pool): its blocks stay cached."""
+        """A sequence left the KV pool (finished, preempted, or sent to the decode pool): its blocks stay cached.
+
+        The caller took the sequence's whole context off ``kv_used``; its prompt blocks were charged apart (once
+        for all the sequences sharing them), so they are given back here and what the last holder lets go of is
+        taken off instead."""
         if self.cache is not None:
-            self.cache.release(self.pool.look[rid], self.pool.keep[rid])
+            freed = self.cache.release(self.pool.look[rid], self.pool.keep[rid])
+            self.kv_used += self.own_blocks.pop(rid, 0) - freed
             self.cache.fit(self.pool.kv_tokens - self.kv_used)
+
+    def _block_tokens(self, rid: int) -> tuple[list[int], int]:
+        """Tokens of each prompt block of the request in the pool, and of its distinct blocks (what it would hold
+        alone); a block past the prompt's end holds nothing."""
+        size, n = self.cache.block_size, int(self.pool.n_in[rid])  # type: ignore[union-attr]
+        ids = self.pool.look[rid]
+        tokens = [max(min(size, n - j * size), 0) for j in range(len(ids))]
+        seen: set[int] = set()
+        own = 0
+        for b, t in zip(ids, tokens):
+            if b not in seen:
+                own += t
+                seen.add(b)
+        return tokens, own
 
     def _peek(self) -> int:
         return self.waiting[0] if self.pool.scheduler == "fcfs" else self.waiting[0][1]  # type: ignore[index,return-value]
@@ -415,7 +437,11 @@ class _Replica:
                 hit_blocks, done = self._hit(rid, total)
             if self.role == "decode":
                 done = total  # the prompt's KV arrives from the prefill pool
-            if total > free:
+            charge = total   # what admitting it takes from the pool: blocks running sequences hold are not taken twice
+            if self.refcounted:
+                tokens, own = self._block_tokens(rid)
+                charge = total - self.cache.shared_tokens(pool.look[rid], tokens)  # type: ignore[union-attr]
+            if charge > free:
                 break
             c = min(total - done, budget)
             if total - done > 0 and c <= 0:
@@ -434,10 +460,14 @@ class _Replica:
                     self.outstanding += int(pool.n_cached[rid]) - done
                     pool.n_cached[rid] = done
                     pool.hit_blocks[rid] = hit_blocks
-                self.cache.pin(pool.look[rid])
+                if self.refcounted:
+                    self.cache.pin(pool.look[rid], tokens)
+                    self.own_blocks[rid] = own
+                else:
+                    self.cache.pin(pool.look[rid])
             self.resume.pop(rid, None)
-            free -= total
-            self.kv_used += total
+            free -= charge
+            self.kv_used += charge
             budget -= c
             if math.isnan(pool.start[rid]):
                 pool.start[rid] = self.clock
