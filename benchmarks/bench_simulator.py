@@ -11,6 +11,8 @@ planner's figures on the same rows. ``--speed`` times a 500-request run and one 
 replicas (CPU seconds, peak memory of the simulation). ``--speed-table`` prints requests per CPU-second at 1, 8
 and 32 replicas and 10k / 100k (and, with ``--million``, 1M) requests, the compiled loop against the Python
 one, the first call's compile, and the issue's case against ``summary`` of the same log (``--log-out`` writes it).
+``--shared-prefix`` prints the prefix-aware, round-robin and least-tokens routers on issue 28's shared-prefix log
+(cached share of prompt tokens and TTFT p90 at 3 to 20 req/s on a 141k-token KV pool per replica).
 """
 from __future__ import annotations
 
@@ -188,6 +190,34 @@ def speed_table(million: bool, python_loop: bool, log_out: Path | None) -> None:
             print(f"`python -m shapeviz {command[0]}` on the issue's log (100k requests, 28 req/s), whole command: "
                   f"{cpu:.2f} s CPU ({_load()})")
 
+
+def shared_prefix_log(rate_rps: float, n: int, seed: int = 0) -> pd.DataFrame:
+    """Issue 28's shared-prefix workload: 200 prompts in 100 groups, each group's 3,584-token system prompt (56
+    blocks of 64) plus a 2-block question per prompt, 200 output tokens, prompts picked at random, Poisson."""
+    rng = np.random.default_rng(seed)
+    prompt = rng.integers(0, 200, n)
+    hashes = [np.r_[(p // 2) * 1000 + np.arange(56), 10**7 + p * 100 + np.arange(2)].astype(np.int64)
+              for p in prompt]
+    t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+    return pd.DataFrame({"timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(t - t[0], unit="s"),
+                         "input_tokens": 58 * 64, "output_tokens": 200, "hash_ids": hashes})
+
+
+def shared_prefix_table(n: int = 2000, kv_tokens: int = 141_000) -> None:
+    """Router × rate on the shared-prefix log, 4 × TP4 70B with ``kv_tokens`` of KV per replica."""
+    dep = Deployment("llama-3.1-70b", "h100-sxm", "bf16", None, 4)
+    fraction = kv_tokens / (dep.kv_pool_bytes_per_gpu(1.0) / float(dep.kv_bytes_per_gpu(1.0)))
+    routers = ("prefix", "round_robin", "least_tokens")
+    print("| rate req/s | " + " | ".join(f"{r}: cached share | TTFT p90 ms | preemptions" for r in routers) + " |")
+    print("|---|" + "---|---|---|" * len(routers))
+    for rate in (3.0, 6.0, 12.0, 18.0, 20.0):
+        frame = shared_prefix_log(rate, n)
+        cells = []
+        for router in routers:
+            r = simulate(frame, dep, replicas=4, router=router, block_size=64, kv_fraction=fraction)
+            cells.append(f"{r.prefix['hit_ratio_tokens']:.3f} | {r.summary()['ttft_ms']['p90']:,.0f} | {r.preemptions}")
+        print(f"| {rate:g} | " + " | ".join(cells) + " |", flush=True)
+
 TRACES = {
     "azure code": "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
     "azure conv": "azure_llm_2023/AzureLLMInferenceTrace_conv.csv",
@@ -260,8 +290,12 @@ def main() -> None:
     parser.add_argument("--python-loop", action="store_true", help="with --speed-table: the Python loop as well")
     parser.add_argument("--log-out", default=None, help="with --speed-table: write the issue's log here (CSV) and "
                         "time `summary` and `simulate` on it")
+    parser.add_argument("--shared-prefix", action="store_true", help="issue 28's shared-prefix table (routers × rate)")
     args = parser.parse_args()
     ref = Path(args.reference)
+    if args.shared_prefix:
+        print("## Shared prefixes on a 141k-token KV pool\n")
+        shared_prefix_table()
     if args.speed_table:
         print("## Simulator speed\n")
         speed_table(args.million, args.python_loop, Path(args.log_out) if args.log_out else None)
