@@ -13,6 +13,7 @@ import pytest
 
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving import routers, simulator
+from shapeviz.serving.parallel import run_parallel
 from shapeviz.serving.simulator import Requests, simulate
 
 SMALL = Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1)
@@ -129,3 +130,15 @@ def test_a_block_shared_by_running_sequences_is_charged_once():
     result = simulate(frame, SMALL, replicas=1, block_size=64)
     held = result.kv_peak_share * result.settings["kv_pool_tokens_per_replica"]
     assert held == pytest.approx((32 + 2 * 2) * 64)
+
+
+def test_independent_replays_in_processes_give_the_same_results_in_the_same_order():
+    from shapeviz.fleet.routing import routed_run
+
+    req = _lognormal(300, 8.0)
+    jobs = [(req, TP2, rate, k, "least_tokens", 1000.0, 50.0) for rate, k in ((8.0, 2), (4.0, 1), (12.0, 3))]
+    here = [routed_run(*job) for job in jobs]
+    apart = run_parallel(routed_run, jobs, workers=2)
+    assert [r.settings["replicas"] for r in apart] == [2, 1, 3]
+    for a, b in zip(apart, here):
+        pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
