@@ -66,6 +66,14 @@ def test_the_compiled_loop_gives_the_python_loops_results(case):
         assert compiled.preemptions > 20
 
 
+@pytest.mark.parametrize("dep", [Deployment("gpt-oss-120b", "h100-sxm", "mxfp4", None, 2, attention_dp=True),
+                                 Deployment("deepseek-r1", "h200-sxm", "fp8", None, 8)], ids=lambda d: d.describe())
+def test_the_compiled_loop_gives_the_python_loops_results_on_experts_and_windowed_attention(dep):
+    """Mixture-of-experts weight reads, attention-DP and sliding-window layers come through the physics tables."""
+    reference, compiled = _both(_lognormal(400, 6.0), dep, replicas=2)
+    pd.testing.assert_frame_equal(compiled.requests, reference.requests, check_exact=True)
+
+
 def test_least_tokens_signal_counts_a_preempted_prompts_recompute(monkeypatch):
     """A preempted sequence is prefilled again: the router's signal must get that work back, never go negative,
     and end at zero once everything is served, so load stays balanced."""
