@@ -7,16 +7,18 @@ the physics of ``physics.mixed_step_s`` and ``decode_step_s`` comes in as consta
 the physics module itself (``constants``). Sums use numpy's pairwise order and interpolation numpy's rule, so a
 run gives the reference's numbers bit for bit (tests/unit/test_simulator_core.py compares them).
 
-Compiled on first use and cached on disk (``cache=True``): the first call in a fresh environment pays the
-compile (a few seconds, see benchmarks/README.md), later processes load it.
+Compiled on first use (``loop()``: numba is imported then, not when the simulator is) and cached on disk
+(``cache=True``): the first call in a fresh environment pays the compile (20-odd seconds of CPU, see
+benchmarks/README.md), later processes load it in under a second. Without numba, ``loop()`` is None and the
+simulator runs its Python loop.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from functools import lru_cache
+from typing import Any, Callable
 
 import numpy as np
-from numba import njit
 
 from shapeviz.physics.steps import (
     Deployment,
@@ -44,7 +46,24 @@ N_CONSTANTS = 25
 
 def supports(dep: Deployment, max_num_seqs: int) -> bool:
     """Whether the compiled loop covers this deployment (speculative decoding and huge batch caps do not)."""
-    return dep.speculative is None and max_num_seqs <= MAX_TABLE_SEQS
+    return dep.speculative is None and max_num_seqs <= MAX_TABLE_SEQS and loop() is not None
+
+
+# the functions numba compiles, callees before callers (each caller is typed against the compiled callees)
+_COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_heap_push", "_heap_pop", "_mixed_step", "_loop")
+
+
+@lru_cache(maxsize=1)
+def loop() -> Callable[..., tuple[np.ndarray, ...]] | None:
+    """The event loop compiled with numba (on first use; cached on disk), or None when numba is not installed."""
+    try:
+        from numba import njit
+    except ImportError:
+        return None
+    space = globals()
+    for name in _COMPILED:
+        space[name] = njit(cache=True)(space[name])
+    return space["_loop"]
 
 
 def constants(dep: Deployment, max_num_seqs: int, max_tokens: int, grid: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -91,7 +110,7 @@ def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out:
     replica, busy spans (start, end, replica) in time order per replica).
     """
     consts, weights, collective, decode = physics
-    return _loop(arrival, closed_starts, n_in, n_out, n_cached, ttft_target_s,
+    return loop()(arrival, closed_starts, n_in, n_out, n_cached, ttft_target_s,
                  int(settings["replicas"]), int(settings["max_num_seqs"]), int(settings["budget"]),
                  SCHEDULER_CODES[settings["scheduler"]], ROUTER_CODES[settings["router"]],
                  int(settings["kv_tokens"]), bool(settings["chunked"]), int(settings["max_run_steps"]),
@@ -99,7 +118,6 @@ def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out:
 
 
 # --- numpy's summation order, so that sums equal np.sum bit for bit ----------------------------------------
-@njit(cache=True)
 def _pairwise_block(a: np.ndarray, lo: int, n: int) -> float:
     """np.add.reduce of ``n`` ≤ 128 numbers: a plain sum below 8, else eight interleaved partial sums."""
     if n < 8:
@@ -128,7 +146,6 @@ def _pairwise_block(a: np.ndarray, lo: int, n: int) -> float:
     return res
 
 
-@njit(cache=True)
 def _pairwise(a: np.ndarray, n: int) -> float:
     """``np.sum(a[:n])`` in numpy's order: halves (cut at a multiple of 8) summed apart above 128 numbers.
 
@@ -166,19 +183,16 @@ def _pairwise(a: np.ndarray, n: int) -> float:
 
 
 # --- binary heaps keyed by (k1, k2), unique keys --------------------------------------------------------------
-@njit(cache=True)
 def _less(k1: np.ndarray, k2: np.ndarray, i: int, j: int) -> bool:
     return k1[i] < k1[j] or (k1[i] == k1[j] and k2[i] < k2[j])
 
 
-@njit(cache=True)
 def _swap(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, i: int, j: int) -> None:
     k1[i], k1[j] = k1[j], k1[i]
     k2[i], k2[j] = k2[j], k2[i]
     v[i], v[j] = v[j], v[i]
 
 
-@njit(cache=True)
 def _heap_push(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, size: int, a: float, b: int, value: int) -> None:
     k1[size], k2[size], v[size] = a, b, value
     i = size
@@ -191,7 +205,6 @@ def _heap_push(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, size: int, a: floa
             break
 
 
-@njit(cache=True)
 def _heap_pop(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, size: int) -> None:
     """Remove the top of a heap of ``size`` entries (the caller shrinks its size by one)."""
     last = size - 1
@@ -212,7 +225,6 @@ def _heap_pop(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, size: int) -> None:
 
 
 # --- the physics of one iteration --------------------------------------------------------------------------
-@njit(cache=True)
 def _mixed_step(c: np.ndarray, weights: np.ndarray, collective: np.ndarray, ends: np.ndarray, starts: np.ndarray,
                 parts: int, b: float, ctx: float, dense: np.ndarray, expert: np.ndarray, attention: np.ndarray) -> float:
     """``physics.mixed_step_s`` (no speculative decoding): chunks [start, end) and ``b`` decodes at context ``ctx``."""
@@ -255,7 +267,6 @@ def _mixed_step(c: np.ndarray, weights: np.ndarray, collective: np.ndarray, ends
 
 
 # --- the event loop ----------------------------------------------------------------------------------------
-@njit(cache=True)
 def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S, budget_max, scheduler, router,
           kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving):
     size = n_in.size

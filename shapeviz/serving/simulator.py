@@ -45,6 +45,7 @@ from shapeviz.serving.planner import (
     Workload,
     request_tokens,
 )
+from shapeviz.serving import sim_core
 from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
 from shapeviz.serving.routers import ROUTERS, make_router
@@ -906,18 +907,13 @@ def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None,
     """Whether this run takes the compiled loop: colocated, no prefix caches, no speculative decoding, numba present."""
     if not COMPILED or split is not None or req.blocks is not None:
         return False
-    try:
-        from shapeviz.serving import sim_core
-    except ImportError:   # numba missing: the reference loop gives the same results, slower
-        return False
+    # without numba (sim_core.loop() is None) the Python loop gives the same results, slower
     return router in sim_core.ROUTER_CODES and sim_core.supports(dep, max_num_seqs)
 
 
 def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: np.ndarray, replicas: int,
                      router: str, schedule: tuple[np.ndarray, np.ndarray] | None) -> list[_Served]:
     """The compiled loop (``sim_core``): fills the pool's per-request arrays, returns what each replica did."""
-    from shapeviz.serving import sim_core
-
     longest = int(np.max(pool.n_in + pool.n_out))
     physics = sim_core.constants(dep, pool.max_num_seqs, max(pool.budget, longest) + pool.max_num_seqs,
                                  pool.context_grid)
