@@ -8,13 +8,19 @@ concurrency row of ``published_h100_mlperf_nim.csv`` (closed loop of C clients),
 prompts are scheduled whole (``chunked_prefill=False``, TensorRT-LLM's default), the median and worst errors, the
 knee (the first load where mean TTFT doubles the lightest load's), and, with ``--analytic``, the analytic
 planner's figures on the same rows. ``--speed`` times a 500-request run and one hour of a 10 req/s log on 8
-replicas (CPU seconds, peak memory of the simulation).
+replicas (CPU seconds, peak memory of the simulation). ``--speed-table`` prints requests per CPU-second at 1, 8
+and 32 replicas and 10k / 100k (and, with ``--million``, 1M) requests, the compiled loop against the Python
+one, the first call's compile, and the issue's case against ``summary`` of the same log (``--log-out`` writes it).
+``--shared-prefix`` prints the prefix-aware, round-robin and least-tokens routers on issue 28's shared-prefix log
+(cached share of prompt tokens and TTFT p90 at 3 to 20 req/s on a 141k-token KV pool per replica).
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import resource
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -28,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from shapeviz.physics.steps import Deployment, Efficiency  # noqa: E402
 from shapeviz.serving.planner import Workload, load_curve  # noqa: E402
+from shapeviz.serving import simulator  # noqa: E402
 from shapeviz.serving.simulator import Requests, fixed_requests, simulate  # noqa: E402
 
 
@@ -120,6 +127,97 @@ def speed() -> None:
         tracemalloc.stop()
         print(f"peak traced memory of the simulation, {size:,} requests: {peak / 2**20:.1f} MiB")
 
+
+RATE_PER_REPLICA = 4.0   # req/s per TP2 replica: the issue's 28 req/s on 7 replicas
+
+
+def lognormal_requests(n: int, rate_rps: float, seed: int = 1) -> Requests:
+    """``n`` requests, lognormal input (median 1,000) and output (median 200), Poisson arrivals at ``rate_rps``."""
+    rng = np.random.default_rng(seed)
+    inp = np.exp(rng.normal(np.log(1000.0), 1.0, n)).astype(np.int64).clip(1, 30_000)
+    out = np.exp(rng.normal(np.log(200.0), 1.0, n)).astype(np.int64).clip(1, 4_000)
+    arrival = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+    return Requests(inp, out, np.zeros(n, dtype=np.int64), arrival - arrival[0])
+
+
+def _cpu_of(req: Requests, replicas: int, compiled: bool) -> tuple[float, dict]:
+    simulator.COMPILED = compiled
+    try:
+        t = time.process_time()
+        s = simulate(req, Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2), replicas=replicas).summary()
+        return time.process_time() - t, s
+    finally:
+        simulator.COMPILED = True
+
+
+def _load() -> str:
+    return "load " + " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def speed_table(million: bool, python_loop: bool, log_out: Path | None) -> None:
+    """Requests per CPU-second of the compiled loop (and the Python loop) by fleet size and log length."""
+    t = time.process_time()
+    _cpu_of(lognormal_requests(200, RATE_PER_REPLICA), 1, True)
+    print(f"first call in this process (numba import + load or compile of the loop): "
+          f"{time.process_time() - t:.2f} s CPU ({_load()})\n")
+    print("| replicas | requests | rate req/s | compiled: CPU s | req per CPU-s | Python loop: CPU s | req per CPU-s "
+          "| speed-up | TTFT p90 ms | TPOT p90 ms | load (1/5/15 min) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    cases = [(k, n) for n in (10_000, 100_000) for k in (1, 8, 32)] + [(7, 100_000)]
+    if million:
+        cases.append((8, 1_000_000))
+    for k, n in cases:
+        req = lognormal_requests(n, RATE_PER_REPLICA * k)
+        fast, s = _cpu_of(req, k, True)
+        slow = _cpu_of(req, k, False)[0] if python_loop and n <= 100_000 else math.nan
+        cells = (f"{slow:.1f} | {n / slow:,.0f} | ×{slow / fast:.0f}" if slow == slow else "– | – | –")
+        print(f"| {k} | {n:,} | {RATE_PER_REPLICA * k:g} | {fast:.2f} | {n / fast:,.0f} | {cells} | "
+              f"{s['ttft_ms']['p90']:,.0f} | {s['tpot_ms']['p90']:.1f} | {_load()} |", flush=True)
+    print(f"\nprocess max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    if log_out is not None:   # the issue's case as a log file, for `summary` and `simulate` as whole commands
+        req = lognormal_requests(100_000, 28.0)
+        start = pd.Timestamp("2026-01-01")
+        pd.DataFrame({"timestamp": start + pd.to_timedelta(req.arrival_s, unit="s"),
+                      "input_tokens": req.input_tokens, "output_tokens": req.output_tokens}).to_csv(log_out, index=False)
+        for command in (["summary", str(log_out)],
+                        ["simulate", str(log_out), "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--precision", "fp8",
+                         "--tp", "2", "--replicas", "7"]):
+            before = os.times()
+            subprocess.run([sys.executable, "-m", "shapeviz", *command], cwd=ROOT, check=True,
+                           stdout=subprocess.DEVNULL)
+            after = os.times()
+            cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+            print(f"`python -m shapeviz {command[0]}` on the issue's log (100k requests, 28 req/s), whole command: "
+                  f"{cpu:.2f} s CPU ({_load()})")
+
+
+def shared_prefix_log(rate_rps: float, n: int, seed: int = 0) -> pd.DataFrame:
+    """Issue 28's shared-prefix workload: 200 prompts in 100 groups, each group's 3,584-token system prompt (56
+    blocks of 64) plus a 2-block question per prompt, 200 output tokens, prompts picked at random, Poisson."""
+    rng = np.random.default_rng(seed)
+    prompt = rng.integers(0, 200, n)
+    hashes = [np.r_[(p // 2) * 1000 + np.arange(56), 10**7 + p * 100 + np.arange(2)].astype(np.int64)
+              for p in prompt]
+    t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+    return pd.DataFrame({"timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(t - t[0], unit="s"),
+                         "input_tokens": 58 * 64, "output_tokens": 200, "hash_ids": hashes})
+
+
+def shared_prefix_table(n: int = 2000, kv_tokens: int = 141_000) -> None:
+    """Router × rate on the shared-prefix log, 4 × TP4 70B with ``kv_tokens`` of KV per replica."""
+    dep = Deployment("llama-3.1-70b", "h100-sxm", "bf16", None, 4)
+    fraction = kv_tokens / (dep.kv_pool_bytes_per_gpu(1.0) / float(dep.kv_bytes_per_gpu(1.0)))
+    routers = ("prefix", "round_robin", "least_tokens")
+    print("| rate req/s | " + " | ".join(f"{r}: cached share | TTFT p90 ms | preemptions" for r in routers) + " |")
+    print("|---|" + "---|---|---|" * len(routers))
+    for rate in (3.0, 6.0, 12.0, 18.0, 20.0):
+        frame = shared_prefix_log(rate, n)
+        cells = []
+        for router in routers:
+            r = simulate(frame, dep, replicas=4, router=router, block_size=64, kv_fraction=fraction)
+            cells.append(f"{r.prefix['hit_ratio_tokens']:.3f} | {r.summary()['ttft_ms']['p90']:,.0f} | {r.preemptions}")
+        print(f"| {rate:g} | " + " | ".join(cells) + " |", flush=True)
+
 TRACES = {
     "azure code": "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
     "azure conv": "azure_llm_2023/AzureLLMInferenceTrace_conv.csv",
@@ -187,8 +285,20 @@ def main() -> None:
     parser.add_argument("--traces", default=None, help="traces folder: analytic vs simulated on each (slow)")
     parser.add_argument("--levers", action="store_true", help="the scheduling levers on the demo")
     parser.add_argument("--no-validation", action="store_true")
+    parser.add_argument("--speed-table", action="store_true", help="requests per CPU-second by replicas and requests")
+    parser.add_argument("--million", action="store_true", help="with --speed-table: 1M requests on 8 replicas too")
+    parser.add_argument("--python-loop", action="store_true", help="with --speed-table: the Python loop as well")
+    parser.add_argument("--log-out", default=None, help="with --speed-table: write the issue's log here (CSV) and "
+                        "time `summary` and `simulate` on it")
+    parser.add_argument("--shared-prefix", action="store_true", help="issue 28's shared-prefix table (routers × rate)")
     args = parser.parse_args()
     ref = Path(args.reference)
+    if args.shared_prefix:
+        print("## Shared prefixes on a 141k-token KV pool\n")
+        shared_prefix_table()
+    if args.speed_table:
+        print("## Simulator speed\n")
+        speed_table(args.million, args.python_loop, Path(args.log_out) if args.log_out else None)
     if args.traces:
         print("## Analytic vs simulated on the real traces\n")
         traces_vs_analytic(Path(args.traces))

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from shapeviz.fleet.levers import smallest_fleet
 from shapeviz.physics.steps import Deployment
 from shapeviz.plotstyle import FONT, fit_header
+from shapeviz.serving.parallel import run_parallel
 from shapeviz.serving.planner import Plan, WhatIf, Workload, plan
 from shapeviz.serving.prefix_cache import PrefixCache
 from shapeviz.serving.routers import LABELS, ROUTERS
@@ -68,14 +69,20 @@ def _row(router: str, replicas: int, dep: Deployment, res: SimResult) -> dict[st
 
 def router_table(requests: Requests, dep: Deployment, rate_rps: float, today_replicas: int, ttft_slo_ms: float,
                  tpot_slo_ms: float, routers: Sequence[str] = ROUTERS, counts: Sequence[int] = REPLICA_COUNTS,
-                 progress: Callable[[float], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 progress: Callable[[float], None] | None = None, workers: int | None = 1,
+                 scheduler: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per router: (scale-out curve, one row per replica count) and (summary: today's fleet and the fewest GPUs).
 
     Summary columns: router, label, hit_ratio_tokens / ttft_p50_ms / ttft_p90_ms at today's replicas, gpus (the
     fewest meeting both p90 SLOs with a queue that keeps up; None if none up to 256 replicas) and the hit ratio
-    at that size.
+    at that size. ``workers`` / ``scheduler``: the curve's replays run side by side (``serving.parallel``), in local
+    processes or on a Dask cluster; the default runs them here, one after the other.
     """
     runs: dict[tuple[str, int], SimResult] = {}
+    if workers != 1 or scheduler:
+        keys = [(router, k) for router in routers for k in dict.fromkeys([*counts, today_replicas])]
+        jobs = [(requests, dep, rate_rps, k, router, ttft_slo_ms, tpot_slo_ms) for router, k in keys]
+        runs.update(zip(keys, run_parallel(routed_run, jobs, workers=workers, scheduler=scheduler)))
     steps = len(routers) * (len(counts) + 1)
     done = [0]
 

@@ -18,11 +18,12 @@ Where the blocks come from (``blocks_from_frame``), best first:
 Without either, the simulator keeps the log's reported ``cached_tokens`` (or the what-if share) per request, as
 before: every request gets its share whatever the router does.
 
-Memory: a running sequence holds its whole context in the pool (the simulator's token accounting, unchanged);
-cached blocks that no sequence uses take the free room, ``block_size`` tokens each, and are evicted as the
-running sequences grow. Two running sequences that share a prefix are each charged for it (an overestimate of
-memory by the shared part: engines keep one copy). A request's blocks become visible to others when it is
-admitted, a little before its prefill computes them.
+Memory, as vLLM's and SGLang's block managers keep it: a running sequence's prompt blocks are reference-counted,
+so a block that several running sequences share is held (and charged to the KV pool) once, and it leaves the
+running set only when the last sequence holding it lets go; then it stays cached. Each sequence is charged its
+own tokens beyond those blocks (the rest of its prompt, what it generates). Cached blocks that no sequence uses
+take the free room, ``block_size`` tokens each, and are evicted least recently used as the running sequences grow.
+A request's blocks become visible to others when it is admitted, a little before its prefill computes them.
 """
 from __future__ import annotations
 
@@ -163,6 +164,7 @@ class PrefixCache:
         self.capacity_blocks = capacity_blocks
         self.free: OrderedDict[int, None] = OrderedDict()   # cached, no running sequence holds it; LRU first
         self.pinned: dict[int, int] = {}                      # block → running sequences holding it
+        self.held: dict[int, int] = {}                        # pinned block → its tokens in the pool (held once)
         self.evicted = 0
 
     def match(self, ids: list[int]) -> int:
@@ -176,29 +178,48 @@ class PrefixCache:
                 break
         return hit
 
-    def pin(self, ids: list[int]) -> None:
-        """A sequence was admitted: its prompt blocks are in use (shared when another sequence holds them)."""
-        free, pinned = self.free, self.pinned
-        for b in ids:
+    def shared_tokens(self, ids: list[int], tokens: list[int]) -> int:
+        """Tokens of the distinct blocks of ``ids`` (``tokens`` each) that running sequences hold already."""
+        pinned = self.pinned
+        seen: set[int] = set()
+        shared = 0
+        for b, t in zip(ids, tokens):
+            if b in pinned and b not in seen:
+                shared += t
+            seen.add(b)
+        return shared
+
+    def pin(self, ids: list[int], tokens: list[int] | None = None) -> None:
+        """A sequence was admitted: its prompt blocks are in use (shared when another sequence holds them).
+
+        ``tokens``: each block's tokens in the pool, recorded for blocks no running sequence held until now."""
+        free, pinned, held = self.free, self.pinned, self.held
+        for j, b in enumerate(ids):
             if b in pinned:
                 pinned[b] += 1
             else:
                 free.pop(b, None)
                 pinned[b] = 1
+                held[b] = 0 if tokens is None else tokens[j]
 
-    def release(self, pinned_ids: list[int], keep_ids: list[int]) -> None:
-        """A sequence finished or was preempted: its blocks stay cached, most recently used, in block order."""
-        free, pinned = self.free, self.pinned
+    def release(self, pinned_ids: list[int], keep_ids: list[int]) -> int:
+        """A sequence finished or was preempted: its blocks stay cached, most recently used, in block order.
+
+        Returns the tokens of the blocks no running sequence holds any more (their room is the cache's now)."""
+        free, pinned, held = self.free, self.pinned, self.held
+        freed = 0
         for b in pinned_ids:
             left = pinned[b] - 1
             if left:
                 pinned[b] = left
             else:
                 del pinned[b]
+                freed += held.pop(b)
         for b in keep_ids:
             if b not in pinned:
                 free[b] = None
                 free.move_to_end(b)
+        return freed
 
     def fit(self, room_tokens: int) -> None:
         """Evict least recently used cached blocks until they fit (the pool's free room, or the fixed capacity)."""

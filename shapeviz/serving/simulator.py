@@ -16,7 +16,9 @@ Disaggregated mode runs a prefill pool and a decode pool with the KV transfer in
 Step times come from the calibrated physics (``physics.mixed_step_s`` and ``decode_step_s``), so the simulator
 and the analytic planner share one source of truth. Speed: iterations that only decode, with nothing arriving
 and nothing finishing, are advanced together as one vectorised run; an arrival cuts a run at the iteration in
-progress, so the result is the same as stepping one iteration at a time.
+progress, so the result is the same as stepping one iteration at a time. Colocated runs without prefix caches
+take the same loop compiled with numba (``sim_core``, about a hundred times faster, the same results bit for bit);
+prefix caches, disaggregated pools and speculative decoding run the Python loop here.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ from shapeviz.serving.planner import (
     Workload,
     request_tokens,
 )
+from shapeviz.serving import sim_core
 from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
 from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router
@@ -56,6 +59,7 @@ MAX_RUN_STEPS = 2048               # longest decode run advanced at once (bounds
 CONTEXT_GRID = 48                  # contexts the decode-step table is evaluated at, per batch size
 SATURATION_SERVED = 0.9            # served/offered rate below this: the queue grows without bound
 QUANTILES = (50, 90, 99)
+COMPILED = True                    # colocated runs without prefix caches take the compiled loop (sim_core) when numba is present
 
 
 @dataclass(frozen=True)
@@ -303,6 +307,9 @@ class _Replica:
         self.in_flight = 0                            # requests routed here and not finished (router signal)
         self.cache = (PrefixCache(pool.blocks.block_size, pool.cache_blocks)
                       if pool.blocks is not None and role != "decode" else None)
+        # blocks shared by running sequences are held once in the pool (when the cache lives in it)
+        self.refcounted = self.cache is not None and pool.cache_blocks is None
+        self.own_blocks: dict[int, int] = {}          # running request → tokens of its prompt blocks (charged apart)
 
     # -- queue --
     def enqueue(self, rid: int, now: float) -> None:
@@ -336,10 +343,29 @@ class _Replica:
         return blocks, max(min(blocks * self.cache.block_size, prompt - 1), 0)  # type: ignore[union-attr]
 
     def _release(self, rid: int) -> None:
-        """A sequence left the KV pool (finished, preempted, or sent to the decode pool): its blocks stay cached."""
+        """A sequence left the KV pool (finished, preempted, or sent to the decode pool): its blocks stay cached.
+
+        The caller took the sequence's whole context off ``kv_used``; its prompt blocks were charged apart (once
+        for all the sequences sharing them), so they are given back here and what the last holder lets go of is
+        taken off instead."""
         if self.cache is not None:
-            self.cache.release(self.pool.look[rid], self.pool.keep[rid])
+            freed = self.cache.release(self.pool.look[rid], self.pool.keep[rid])
+            self.kv_used += self.own_blocks.pop(rid, 0) - freed
             self.cache.fit(self.pool.kv_tokens - self.kv_used)
+
+    def _block_tokens(self, rid: int) -> tuple[list[int], int]:
+        """Tokens of each prompt block of the request in the pool, and of its distinct blocks (what it would hold
+        alone); a block past the prompt's end holds nothing."""
+        size, n = self.cache.block_size, int(self.pool.n_in[rid])  # type: ignore[union-attr]
+        ids = self.pool.look[rid]
+        tokens = [max(min(size, n - j * size), 0) for j in range(len(ids))]
+        seen: set[int] = set()
+        own = 0
+        for b, t in zip(ids, tokens):
+            if b not in seen:
+                own += t
+                seen.add(b)
+        return tokens, own
 
     def _peek(self) -> int:
         return self.waiting[0] if self.pool.scheduler == "fcfs" else self.waiting[0][1]  # type: ignore[index,return-value]
@@ -365,6 +391,8 @@ class _Replica:
         self.pool.preempted[rid] += 1
         self.preemptions += 1
         self.resume[rid] = (int(self.pool.n_in[rid]) + generated, int(self.out_left[i]))
+        # the router's signal gets back the prompt to recompute (it had lost what was prefilled of this sequence)
+        self.outstanding += self.resume[rid][0] - int(self.pre_total[i] - self.pre_done[i])
         self._keep(np.arange(self.ids.size) < i)
         self._release(rid)
         self._push_front(rid)
@@ -403,7 +431,11 @@ class _Replica:
                 hit_blocks, done = self._hit(rid, total)
             if self.role == "decode":
                 done = total  # the prompt's KV arrives from the prefill pool
-            if total > free:
+            charge = total   # what admitting it takes from the pool: blocks running sequences hold are not taken twice
+            if self.refcounted:
+                tokens, own = self._block_tokens(rid)
+                charge = total - self.cache.shared_tokens(pool.look[rid], tokens)  # type: ignore[union-attr]
+            if charge > free:
                 break
             c = min(total - done, budget)
             if total - done > 0 and c <= 0:
@@ -415,15 +447,21 @@ class _Replica:
                     break
                 c = total - done
             self._pop()
+            if rid in self.resume:   # a recompute skips what its cache hit (or the KV it holds) covers
+                self.outstanding -= done
             if self.cache is not None:
                 if rid not in self.resume:   # the counted hit, and the router's estimate made exact
                     self.outstanding += int(pool.n_cached[rid]) - done
                     pool.n_cached[rid] = done
                     pool.hit_blocks[rid] = hit_blocks
-                self.cache.pin(pool.look[rid])
+                if self.refcounted:
+                    self.cache.pin(pool.look[rid], tokens)
+                    self.own_blocks[rid] = own
+                else:
+                    self.cache.pin(pool.look[rid])
             self.resume.pop(rid, None)
-            free -= total
-            self.kv_used += total
+            free -= charge
+            self.kv_used += charge
             budget -= c
             if math.isnan(pool.start[rid]):
                 pool.start[rid] = self.clock
@@ -691,93 +729,19 @@ def simulate(
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
                  prefix_cache_blocks)
     pool.default_ttft_s = float(ttft_slo_ms) / 1000.0
-    heap: list[tuple[float, int, int, int]] = []   # (time, tie, request, target pool: 0 front, 1 decode pool)
-    tie = 0
-    clients = {"next": 0}
-
-    def on_done(rid: int, now: float, replica: int) -> None:
-        nonlocal tie
-        r = fleet[replica]
-        if r.role == "prefill":
-            # KV travels to the decode pool; the first token is counted once it is there, as the planner does
-            transfer = float(dep.kv_bytes_per_gpu(float(pool.n_in[rid]))) * dep.tp / (dep.eff.kv_transfer_gbps * 1e9)
-            pool.first[rid] = now + transfer
-            if pool.n_out[rid] <= 1:
-                pool.finish[rid] = now + transfer
-                _closed_next(now + transfer)
-            else:
-                tie += 1
-                heapq.heappush(heap, (now + transfer, tie, rid, 1))
-            return
-        _closed_next(now)
-
-    def _closed_next(now: float) -> None:
-        nonlocal tie
-        if arrivals == "closed" and clients["next"] < size:
-            tie += 1
-            heapq.heappush(heap, (now, tie, clients["next"], 0))
-            clients["next"] += 1
-
-    fleet: list[_Replica] = []
-    if split is None:
-        fleet = [_Replica(i, pool, "colocated", on_done) for i in range(replicas)]
-        front_ids, back_ids = list(range(replicas)), []
-    else:
-        fleet = [_Replica(i, pool, "prefill", on_done) for i in range(split[0])]
-        fleet += [_Replica(split[0] + i, pool, "decode", on_done) for i in range(split[1])]
-        front_ids, back_ids = list(range(split[0])), list(range(split[0], split[0] + split[1]))
-
+    starts = np.empty(0)
     if arrivals == "closed":
         # Clients start spread over one request's latency: otherwise identical requests started together stay
         # in lock-step forever (every completion wave re-arrives as a burst), which no real benchmark shows.
         c = min(int(concurrency), size)  # type: ignore[arg-type]
         starts = np.sort(rng.uniform(0.0, _one_request_s(dep, req, c), size=c)) if ramp else np.zeros(c)
-        for k in range(c):
-            _closed_next(float(starts[k]))
-    blocks = req.blocks
-    routers = {0: make_router(router, front_ids, None if blocks is None else blocks.key, pool.look or None,
-                              req.input_tokens, seed=seed),
-               # the decode pool holds no prefix cache: it balances load (as SGLang's PD router does)
-               1: make_router(router if router in LOAD_ROUTERS else "least_tokens", back_ids, seed=seed)}
-
-    def route(rid: int, now: float, target: int) -> None:
-        ids = front_ids if target == 0 else back_ids
-        if serving_at is not None and target == 0:
-            ids = ids[:serving_at(now)]
-        k = routers[target].pick(rid, ids, fleet)
-        if target == 0:
-            pool.arrival[rid] = now
-        pool.replica[rid] = k if target == 0 or split is None else pool.replica[rid]
-        if target == 1:  # decode pool: the prompt's KV arrived, the first token came from the prefill pool
-            fleet[k].resume[rid] = (int(pool.n_in[rid]), int(pool.n_out[rid]) - 1)
-        fleet[k].enqueue(rid, now)
-
-    ptr = 0
-    open_loop = arrivals != "closed"
-    report_every = max(size // 50, 1)
-    completed_marks = 0
-    while True:
-        t_ext = float(arrival[ptr]) if open_loop and ptr < size else math.inf
-        t_int = heap[0][0] if heap else math.inf
-        t_a = min(t_ext, t_int)
-        busy = min(fleet, key=lambda r: r.busy_until)
-        t_r = busy.busy_until
-        if t_a == math.inf and t_r == math.inf:
-            break
-        if t_a <= t_r:
-            if t_ext <= t_int:
-                route(ptr, t_ext, 0)
-                ptr += 1
-            else:
-                t, _, rid, target = heapq.heappop(heap)
-                route(rid, t, target)
-        else:
-            busy.advance()
+    if _compiled(dep, int(max_num_seqs), split, req, router):
+        fleet = _replay_compiled(pool, dep, arrival if arrivals != "closed" else np.empty(0), starts, replicas, router,
+                                 replica_schedule)
         if progress is not None:
-            marks = int(np.count_nonzero(~np.isnan(pool.finish[:: report_every])))
-            if marks != completed_marks:
-                completed_marks = marks
-                progress(min(marks / max(len(pool.finish[::report_every]), 1), 1.0))
+            progress(1.0)
+    else:
+        fleet = _replay(pool, dep, req, arrival, arrivals, starts, split, replicas, router, serving_at, progress, seed)
 
     unfinished = int(np.isnan(pool.finish).sum())
     if unfinished:
@@ -825,6 +789,141 @@ def simulate(
     result.notes.extend(_router_notes(req, router, whatif))
     return result
 
+
+
+def _replay(pool: _Pool, dep: Deployment, req: Requests, arrival: np.ndarray, arrivals: str, starts: np.ndarray,
+            split: tuple[int, int] | None, replicas: int, router: str,
+            serving_at: Callable[[float], int] | None, progress: Callable[[float], None] | None,
+            seed: int) -> list[_Replica]:
+    """The reference event loop (Python): every mode (prefix caches, disaggregated pools, speculative decoding)."""
+    size = len(req)
+    heap: list[tuple[float, int, int, int]] = []   # (time, tie, request, target pool: 0 front, 1 decode pool)
+    tie = 0
+    clients = {"next": 0}
+
+    def on_done(rid: int, now: float, replica: int) -> None:
+        nonlocal tie
+        r = fleet[replica]
+        if r.role == "prefill":
+            # KV travels to the decode pool; the first token is counted once it is there, as the planner does
+            transfer = float(dep.kv_bytes_per_gpu(float(pool.n_in[rid]))) * dep.tp / (dep.eff.kv_transfer_gbps * 1e9)
+            pool.first[rid] = now + transfer
+            if pool.n_out[rid] <= 1:
+                pool.finish[rid] = now + transfer
+                _closed_next(now + transfer)
+            else:
+                tie += 1
+                heapq.heappush(heap, (now + transfer, tie, rid, 1))
+            return
+        _closed_next(now)
+
+    def _closed_next(now: float) -> None:
+        nonlocal tie
+        if arrivals == "closed" and clients["next"] < size:
+            tie += 1
+            heapq.heappush(heap, (now, tie, clients["next"], 0))
+            clients["next"] += 1
+
+    fleet: list[_Replica] = []
+    if split is None:
+        fleet = [_Replica(i, pool, "colocated", on_done) for i in range(replicas)]
+        front_ids, back_ids = list(range(replicas)), []
+    else:
+        fleet = [_Replica(i, pool, "prefill", on_done) for i in range(split[0])]
+        fleet += [_Replica(split[0] + i, pool, "decode", on_done) for i in range(split[1])]
+        front_ids, back_ids = list(range(split[0])), list(range(split[0], split[0] + split[1]))
+
+    for k in range(starts.size):
+        _closed_next(float(starts[k]))
+    blocks = req.blocks
+    routers = {0: make_router(router, front_ids, None if blocks is None else blocks.key, pool.look or None,
+                              req.input_tokens, seed=seed),
+               # the decode pool holds no prefix cache: it balances load (as SGLang's PD router does)
+               1: make_router(router if router in LOAD_ROUTERS else "least_tokens", back_ids, seed=seed)}
+
+    def route(rid: int, now: float, target: int) -> None:
+        ids = front_ids if target == 0 else back_ids
+        if serving_at is not None and target == 0:
+            ids = ids[:serving_at(now)]
+        k = routers[target].pick(rid, ids, fleet)
+        if target == 0:
+            pool.arrival[rid] = now
+        pool.replica[rid] = k if target == 0 or split is None else pool.replica[rid]
+        if target == 1:  # decode pool: the prompt's KV arrived, the first token came from the prefill pool
+            fleet[k].resume[rid] = (int(pool.n_in[rid]), int(pool.n_out[rid]) - 1)
+        fleet[k].enqueue(rid, now)
+
+    ptr = 0
+    open_loop = arrivals != "closed"
+    report_every = max(size // 50, 1)
+    completed_marks = 0
+    while True:
+        t_ext = float(arrival[ptr]) if open_loop and ptr < size else math.inf
+        t_int = heap[0][0] if heap else math.inf
+        t_a = min(t_ext, t_int)
+        busy = min(fleet, key=lambda r: r.busy_until)
+        t_r = busy.busy_until
+        if t_a == math.inf and t_r == math.inf:
+            break
+        if t_a <= t_r:
+            if t_ext <= t_int:
+                route(ptr, t_ext, 0)
+                ptr += 1
+            else:
+                t, _, rid, target = heapq.heappop(heap)
+                route(rid, t, target)
+        else:
+            busy.advance()
+        if progress is not None:
+            marks = int(np.count_nonzero(~np.isnan(pool.finish[:: report_every])))
+            if marks != completed_marks:
+                completed_marks = marks
+                progress(min(marks / max(len(pool.finish[::report_every]), 1), 1.0))
+
+    return fleet
+
+
+@dataclass
+class _Served:
+    """What the compiled loop leaves of one replica (the fields the result reads off a ``_Replica``)."""
+
+    index: int
+    busy_log: np.ndarray          # (spans, 2): start and end of each busy period
+    preemptions: int
+    kv_peak: int
+    role: str = "colocated"
+    cache: PrefixCache | None = None
+
+
+def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None, req: Requests, router: str) -> bool:
+    """Whether this run takes the compiled loop: colocated, no prefix caches, no speculative decoding, numba present."""
+    if not COMPILED or split is not None or req.blocks is not None:
+        return False
+    # without numba (sim_core.loop() is None) the Python loop gives the same results, slower
+    return router in sim_core.ROUTER_CODES and sim_core.supports(dep, max_num_seqs)
+
+
+def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: np.ndarray, replicas: int,
+                     router: str, schedule: tuple[np.ndarray, np.ndarray] | None) -> list[_Served]:
+    """The compiled loop (``sim_core``): fills the pool's per-request arrays, returns what each replica did."""
+    longest = int(np.max(pool.n_in + pool.n_out))
+    physics = sim_core.constants(dep, pool.max_num_seqs, max(pool.budget, longest) + pool.max_num_seqs,
+                                 pool.context_grid)
+    target = (np.full(pool.n_in.size, pool.default_ttft_s) if pool.ttft_target_s is None
+              else np.asarray(pool.ttft_target_s, dtype=np.float64))
+    times, serving = (np.empty(0), np.empty(0, dtype=np.int64)) if schedule is None else (
+        np.asarray(schedule[0], dtype=np.float64), np.asarray(schedule[1], dtype=np.int64))
+    settings = {"replicas": replicas, "max_num_seqs": pool.max_num_seqs, "budget": pool.budget,
+                "scheduler": pool.scheduler, "router": router,
+                "kv_tokens": pool.kv_tokens, "chunked": pool.chunked, "max_run_steps": MAX_RUN_STEPS}
+    as_int = np.ascontiguousarray
+    (pool.arrival, pool.start, pool.first, pool.finish, pool.replica, pool.preempted, preemptions, kv_peak,
+     lo, hi, rep) = sim_core.run(np.asarray(arrival, dtype=np.float64), np.asarray(starts, dtype=np.float64),
+                                 as_int(pool.n_in, dtype=np.int64), as_int(pool.n_out, dtype=np.int64),
+                                 as_int(pool.n_cached, dtype=np.int64), target, settings, physics,
+                                 pool.context_grid, times, serving)
+    return [_Served(k, np.column_stack([lo[rep == k], hi[rep == k]]), int(preemptions[k]), int(kv_peak[k]))
+            for k in range(replicas)]
 
 def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: str, whatif: WhatIf) -> dict[str, Any]:
     """The ``prefix`` block of ``simulate --json``: where reuse came from, the hit ratios, per replica, evictions.
@@ -925,7 +1024,7 @@ def _utilization(fleet: list[_Replica], makespan: float, buckets: int = 60) -> p
     edges = np.linspace(0.0, max(makespan, 1e-9), buckets + 1)
     rows = []
     for r in fleet:
-        if r.busy_log:
+        if len(r.busy_log):
             spans = np.asarray(r.busy_log)
             busy = np.zeros(buckets)
             for lo_span in range(0, spans.shape[0], 50_000):  # the overlap matrix in slices: bounded memory

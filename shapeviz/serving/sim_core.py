@@ -1,0 +1,611 @@
+"""The simulator's event loop compiled with numba: a colocated fleet without prefix caches, state in plain arrays.
+
+The same scheduler, router and step physics as ``simulator._Replica`` (the reference, which still runs prefix
+caches, disaggregated pools and speculative decoding), written over arrays a compiler can take: the running
+batch of replica ``r`` is row ``r`` of ``(replicas, max_num_seqs)`` arrays, each waiting queue a binary heap, and
+the physics of ``physics.mixed_step_s`` and ``decode_step_s`` comes in as constants and tables computed once by
+the physics module itself (``constants``). Sums use numpy's pairwise order and interpolation numpy's rule, so a
+run gives the reference's numbers bit for bit (tests/unit/test_simulator_core.py compares them).
+
+Compiled on first use (``loop()``: numba is imported then, not when the simulator is) and cached on disk
+(``cache=True``): the first call in a fresh environment pays the compile (20-odd seconds of CPU, see
+benchmarks/README.md), later processes load it in under a second. Without numba, ``loop()`` is None and the
+simulator runs its Python loop.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any, Callable
+
+import numpy as np
+
+from shapeviz.physics.steps import (
+    Deployment,
+    _active_body_params,
+    _active_expert_params,
+    _compute_rates,
+    _iteration_constants,
+    _lm_head_params,
+    _weight_read_bytes_per_gpu,
+    communication_s,
+    decode_step_s,
+)
+
+SCHEDULER_CODES = {"fcfs": 0, "priority": 1, "deadline": 2}
+# without prompt blocks the session router has no key (round-robin) and the prefix router no cache (least tokens)
+ROUTER_CODES = {"round_robin": 0, "least_tokens": 1, "session": 0, "prefix": 1}
+MAX_TABLE_SEQS = 4096   # decode-step table rows (one per batch size): beyond this cap the reference loop runs
+
+# indices into the physics constants vector
+(P_DENSE2, P_LM2, P_EXPERT2, P_PAIR, P_HALF_PAIR, P_WINDOW_SHARE, P_WINDOW, P_DECODE_DENSE2, P_DECODE_ATTENTION,
+ P_KV_PER_TOKEN, P_KV_REPLICATION, P_TP, P_HBM, P_FIXED, P_PER_SEQUENCE, P_PREFILL_EXTRA) = range(16)
+P_R_SPREAD, P_R_ALONE, P_R_DECODE = 16, 19, 22   # seconds per FLOP (dense, experts, attention) of each pass kind
+N_CONSTANTS = 25
+
+
+def supports(dep: Deployment, max_num_seqs: int) -> bool:
+    """Whether the compiled loop covers this deployment (speculative decoding and huge batch caps do not)."""
+    return dep.speculative is None and max_num_seqs <= MAX_TABLE_SEQS and loop() is not None
+
+
+# the functions numba compiles, callees before callers (each caller is typed against the compiled callees)
+_COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_heap_push", "_heap_pop", "_mixed_step", "_loop")
+
+
+@lru_cache(maxsize=1)
+def loop() -> Callable[..., tuple[np.ndarray, ...]] | None:
+    """The event loop compiled with numba (on first use; cached on disk), or None when numba is not installed."""
+    try:
+        from numba import njit
+    except ImportError:
+        return None
+    space = globals()
+    for name in _COMPILED:
+        space[name] = njit(cache=True)(space[name])
+    return space["_loop"]
+
+
+def constants(dep: Deployment, max_num_seqs: int, max_tokens: int, grid: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The physics the loop needs, from the physics module: scalar constants, per-pass tables, decode tables.
+
+    Returns (constants, weight bytes per pass by token count, collective seconds by token count, decode-step table
+    (batch × context grid)). Each number is computed by the same expression ``mixed_step_s`` evaluates, so the
+    compiled step times equal the reference's.
+    """
+    m = dep.model
+    c = np.zeros(N_CONSTANTS)
+    body, expert, lm = _active_body_params(m), _active_expert_params(m), _lm_head_params(m)
+    c[P_DENSE2] = 2.0 * (body - expert)
+    c[P_LM2] = 2.0 * lm
+    c[P_EXPERT2] = 2.0 * expert
+    c[P_PAIR] = m.layers * m.attention_flops_per_context_token(decode=False)
+    c[P_HALF_PAIR] = c[P_PAIR] / 2.0
+    c[P_WINDOW_SHARE] = 0.0 if m.sliding_window is None else m.sliding_layer_fraction
+    c[P_WINDOW] = -1.0 if m.sliding_window is None else float(m.sliding_window)
+    c[P_DECODE_DENSE2] = 2.0 * (body - expert + lm)
+    c[P_DECODE_ATTENTION] = m.layers * m.attention_flops_per_context_token(decode=True)
+    c[P_KV_PER_TOKEN] = m.kv_bytes_per_token_bf16_full / 2.0 * dep.kv_bytes_per_element
+    c[P_KV_REPLICATION] = dep.kv_replication
+    c[P_TP] = dep.tp
+    c[P_HBM], c[P_FIXED], c[P_PER_SEQUENCE], c[P_PREFILL_EXTRA] = _iteration_constants(dep)
+    c[P_R_SPREAD:P_R_SPREAD + 3] = _compute_rates(dep, True, False)
+    c[P_R_ALONE:P_R_ALONE + 3] = _compute_rates(dep, False, False)
+    c[P_R_DECODE:P_R_DECODE + 3] = _compute_rates(dep, True, True)
+    tokens = np.arange(max_tokens + 1, dtype=np.float64)
+    weights = np.asarray(_weight_read_bytes_per_gpu(dep, tokens), dtype=np.float64)
+    collective = np.asarray(communication_s(dep, tokens), dtype=np.float64)
+    batches = np.arange(max_num_seqs + 1, dtype=np.float64)[:, None]
+    decode = np.asarray(decode_step_s(dep, np.maximum(batches, 1.0), grid[None, :]), dtype=np.float64)
+    return c, weights, collective, decode
+
+
+def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out: np.ndarray, n_cached: np.ndarray,
+        ttft_target_s: np.ndarray, settings: dict[str, Any], physics: tuple[np.ndarray, ...],
+        grid: np.ndarray, schedule_times: np.ndarray, schedule_serving: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Replay the requests (arrival order) on ``settings['replicas']`` replicas; per-request and per-replica arrays.
+
+    ``arrival``: open-loop arrival times (NaN for a closed loop, whose clients start at ``closed_starts``).
+    Returns (arrival, start, first, finish, replica, preemptions per request, preemptions per replica, KV peak per
+    replica, busy spans (start, end, replica) in time order per replica).
+    """
+    consts, weights, collective, decode = physics
+    return loop()(arrival, closed_starts, n_in, n_out, n_cached, ttft_target_s,
+                 int(settings["replicas"]), int(settings["max_num_seqs"]), int(settings["budget"]),
+                 SCHEDULER_CODES[settings["scheduler"]], ROUTER_CODES[settings["router"]],
+                 int(settings["kv_tokens"]), bool(settings["chunked"]), int(settings["max_run_steps"]),
+                 consts, weights, collective, decode, grid, schedule_times, schedule_serving)
+
+
+# --- numpy's summation order, so that sums equal np.sum bit for bit ----------------------------------------
+def _pairwise_block(a: np.ndarray, lo: int, n: int) -> float:
+    """np.add.reduce of ``n`` ≤ 128 numbers: a plain sum below 8, else eight interleaved partial sums."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    whole = n - n % 8
+    while i < whole:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+def _pairwise(a: np.ndarray, n: int) -> float:
+    """``np.sum(a[:n])`` in numpy's order: halves (cut at a multiple of 8) summed apart above 128 numbers.
+
+    Walked with explicit stacks (numba's on-disk cache does not take recursive functions)."""
+    if n <= 128:
+        return _pairwise_block(a, 0, n)
+    los = np.zeros(64, dtype=np.int64)
+    ns = np.zeros(64, dtype=np.int64)
+    state = np.zeros(64, dtype=np.int64)
+    values = np.zeros(64)
+    top, filled = 0, 0
+    los[0], ns[0], state[0] = 0, n, 0
+    while top >= 0:
+        lo, size = los[top], ns[top]
+        if size <= 128:
+            values[filled] = _pairwise_block(a, lo, size)
+            filled += 1
+            top -= 1
+            continue
+        half = size // 2
+        half -= half % 8
+        if state[top] == 0:
+            state[top] = 1
+            top += 1
+            los[top], ns[top], state[top] = lo, half, 0
+        elif state[top] == 1:
+            state[top] = 2
+            top += 1
+            los[top], ns[top], state[top] = lo + half, size - half, 0
+        else:
+            filled -= 1
+            values[filled - 1] = values[filled - 1] + values[filled]
+            top -= 1
+    return values[0]
+
+
+# --- binary heaps keyed by (k1, k2), unique keys --------------------------------------------------------------
+def _less(k1: np.ndarray, k2: np.ndarray, i: int, j: int) -> bool:
+    return k1[i] < k1[j] or (k1[i] == k1[j] and k2[i] < k2[j])
+
+
+def _swap(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, i: int, j: int) -> None:
+    k1[i], k1[j] = k1[j], k1[i]
+    k2[i], k2[j] = k2[j], k2[i]
+    v[i], v[j] = v[j], v[i]
+
+
+def _heap_push(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, size: int, a: float, b: int, value: int) -> None:
+    k1[size], k2[size], v[size] = a, b, value
+    i = size
+    while i > 0:
+        parent = (i - 1) // 2
+        if _less(k1, k2, i, parent):
+            _swap(k1, k2, v, i, parent)
+            i = parent
+        else:
+            break
+
+
+def _heap_pop(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, size: int) -> None:
+    """Remove the top of a heap of ``size`` entries (the caller shrinks its size by one)."""
+    last = size - 1
+    k1[0], k2[0], v[0] = k1[last], k2[last], v[last]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= last:
+            break
+        child = left
+        if left + 1 < last and _less(k1, k2, left + 1, left):
+            child = left + 1
+        if _less(k1, k2, child, i):
+            _swap(k1, k2, v, child, i)
+            i = child
+        else:
+            break
+
+
+# --- the physics of one iteration --------------------------------------------------------------------------
+def _mixed_step(c: np.ndarray, weights: np.ndarray, collective: np.ndarray, ends: np.ndarray, starts: np.ndarray,
+                parts: int, b: float, ctx: float, dense: np.ndarray, expert: np.ndarray, attention: np.ndarray) -> float:
+    """``physics.mixed_step_s`` (no speculative decoding): chunks [start, end) and ``b`` decodes at context ``ctx``."""
+    new_tokens = 0
+    for i in range(parts):
+        new_tokens += ends[i] - starts[i]
+    new = float(new_tokens)
+    compute = 0.0
+    if new > 0:
+        share, window = c[P_WINDOW_SHARE], c[P_WINDOW]
+        for i in range(parts):
+            n = float(ends[i])
+            p = min(float(starts[i]), n)
+            fresh = n - p
+            expert[i] = c[P_EXPERT2] * fresh
+            dense[i] = c[P_DENSE2] * fresh + c[P_LM2] * (1.0 if fresh > 0 else 0.0)
+            full = c[P_HALF_PAIR] * (n ** 2 - p ** 2)
+            if window < 0:
+                attention[i] = full
+            else:
+                attention[i] = (1.0 - share) * full + share * (c[P_PAIR] * fresh * min(n, window))
+        r = P_R_ALONE if (parts == 1 and b == 0) else P_R_SPREAD
+        compute += _pairwise(dense, parts) * c[r] + _pairwise(expert, parts) * c[r + 1] \
+            + _pairwise(attention, parts) * c[r + 2]
+    kv = 0.0
+    if b > 0:
+        effective = ctx
+        kv_effective = (1.0 - c[P_WINDOW_SHARE]) * ctx
+        if c[P_WINDOW] >= 0:
+            effective = (1.0 - c[P_WINDOW_SHARE]) * ctx + c[P_WINDOW_SHARE] * min(ctx, c[P_WINDOW])
+            kv_effective = kv_effective + c[P_WINDOW_SHARE] * min(ctx, c[P_WINDOW])
+        att = c[P_DECODE_ATTENTION] * effective
+        compute += b * 1.0 * (c[P_DECODE_DENSE2] * c[P_R_DECODE] + c[P_EXPERT2] * c[P_R_DECODE + 1]
+                              + att * c[P_R_DECODE + 2])
+        kv = b * (c[P_KV_PER_TOKEN] * kv_effective * c[P_KV_REPLICATION] / c[P_TP])
+    tokens = int(round(new + b * 1.0))
+    memory = (weights[tokens] + kv) / c[P_HBM]
+    fixed = c[P_FIXED] + (b * 1.0 * c[P_PER_SEQUENCE] + (c[P_PREFILL_EXTRA] if new > 0 else 0.0))
+    return max(compute, memory) + collective[tokens] + fixed
+
+
+# --- the event loop ----------------------------------------------------------------------------------------
+def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S, budget_max, scheduler, router,
+          kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving):
+    size = n_in.size
+    inf = math.inf
+    nan = math.nan
+    open_loop = closed_starts.size == 0
+    arrival = np.full(size, nan)
+    start = np.full(size, nan)
+    first = np.full(size, nan)
+    finish = np.full(size, nan)
+    replica = np.full(size, -1, dtype=np.int64)
+    preempted = np.zeros(size, dtype=np.int64)
+    resumed = np.zeros(size, dtype=np.bool_)
+    resume_total = np.zeros(size, dtype=np.int64)
+    resume_out = np.zeros(size, dtype=np.int64)
+
+    # running batches: row r is replica r, the first count[r] entries in admission order
+    ids = np.zeros((K, S), dtype=np.int64)
+    pre_done = np.zeros((K, S), dtype=np.int64)
+    pre_total = np.zeros((K, S), dtype=np.int64)
+    out_left = np.zeros((K, S), dtype=np.int64)
+    ctx = np.zeros((K, S), dtype=np.int64)
+    chunk = np.zeros((K, S), dtype=np.int64)
+    decoding = np.zeros((K, S), dtype=np.bool_)
+    count = np.zeros(K, dtype=np.int64)
+    kv_used = np.zeros(K, dtype=np.int64)
+    kv_peak = np.zeros(K, dtype=np.int64)
+    outstanding = np.zeros(K, dtype=np.int64)
+    clock = np.zeros(K)
+    busy_until = np.full(K, inf)
+    plan = np.zeros(K, dtype=np.int64)            # 0 idle, 1 a mixed step, 2 a decode run
+    plan_t0 = np.zeros(K)
+    run_cum = np.zeros((K, max_run))
+    run_len = np.zeros(K, dtype=np.int64)
+    preemptions = np.zeros(K, dtype=np.int64)
+    # busy spans, one per busy period (at most one per request routed, plus one per replica)
+    span_lo = np.zeros(size + K)
+    span_hi = np.zeros(size + K)
+    span_rep = np.zeros(size + K, dtype=np.int64)
+    last_span = np.full(K, -1, dtype=np.int64)
+    n_spans = 0
+    # waiting queues: one heap per replica, grown by doubling
+    qk1 = [np.zeros(16) for _ in range(K)]
+    qk2 = [np.zeros(16, dtype=np.int64) for _ in range(K)]
+    qv = [np.zeros(16, dtype=np.int64) for _ in range(K)]
+    qn = np.zeros(K, dtype=np.int64)
+    order = 0                                     # FCFS order of appends and of pushes to the front
+    # closed loop: the clients' next requests, a heap on (time, tie)
+    ek1 = np.zeros(size)
+    ek2 = np.zeros(size, dtype=np.int64)
+    ev = np.zeros(size, dtype=np.int64)
+    en = 0
+    tie = 0
+    next_client = 0
+    if not open_loop:
+        for j in range(closed_starts.size):
+            if next_client < size:
+                tie += 1
+                _heap_push(ek1, ek2, ev, en, closed_starts[j], tie, next_client)
+                en += 1
+                next_client += 1
+    # scratch for one step's physics
+    scratch_end = np.zeros(S, dtype=np.int64)
+    scratch_start = np.zeros(S, dtype=np.int64)
+    dense = np.zeros(S)
+    expert = np.zeros(S)
+    attention = np.zeros(S)
+    turn = 0
+    ptr = 0
+    n_grid = grid.size
+
+    while True:
+        t_ext = arrival_in[ptr] if (open_loop and ptr < size) else inf
+        t_int = ek1[0] if en > 0 else inf
+        t_a = min(t_ext, t_int)
+        k = 0
+        for j in range(1, K):
+            if busy_until[j] < busy_until[k]:
+                k = j
+        t_r = busy_until[k]
+        if t_a == inf and t_r == inf:
+            break
+        if t_a <= t_r:
+            # -- an arrival: route it and queue it at its replica --
+            if t_ext <= t_int:
+                rid = ptr
+                now = t_ext
+                ptr += 1
+            else:
+                rid = ev[0]
+                now = ek1[0]
+                _heap_pop(ek1, ek2, ev, en)
+                en -= 1
+            serving = K
+            if schedule_times.size > 0:
+                pos = np.searchsorted(schedule_times, now, side="right") - 1
+                serving = schedule_serving[max(pos, 0)]
+            if router == 0:
+                r = turn % serving
+                turn += 1
+            else:
+                r = 0
+                for j in range(1, serving):
+                    if outstanding[j] < outstanding[r]:
+                        r = j
+            arrival[rid] = now
+            replica[rid] = r
+            n = qn[r]
+            if n == qk1[r].size:
+                grown1 = np.zeros(2 * n)
+                grown2 = np.zeros(2 * n, dtype=np.int64)
+                grownv = np.zeros(2 * n, dtype=np.int64)
+                grown1[:n] = qk1[r]
+                grown2[:n] = qk2[r]
+                grownv[:n] = qv[r]
+                qk1[r] = grown1
+                qk2[r] = grown2
+                qv[r] = grownv
+            if scheduler == 0:
+                order += 1
+                _heap_push(qk1[r], qk2[r], qv[r], n, 0.0, order, rid)
+            elif scheduler == 2:
+                _heap_push(qk1[r], qk2[r], qv[r], n, now + ttft_target_s[rid], rid, rid)
+            else:
+                _heap_push(qk1[r], qk2[r], qv[r], n, float(n_in[rid] - n_cached[rid]), rid, rid)
+            qn[r] = n + 1
+            outstanding[r] += (n_in[rid] - n_cached[rid]) + n_out[rid]
+            replan = False
+            if plan[r] == 0:
+                clock[r] = max(clock[r], now)
+                replan = True
+            elif plan[r] == 2 and now < busy_until[r]:
+                # cut the decode run at the iteration under way
+                done = np.searchsorted(run_cum[r, :run_len[r]], now - plan_t0[r], side="left") + 1
+                if done < run_len[r]:
+                    run_len[r] = done
+                    replan = True
+            if not replan:
+                continue
+            k = r
+            if plan[k] == 2:
+                steps_done = run_len[k]
+                commit = 2
+            else:
+                steps_done = 0
+                commit = 0
+        else:
+            commit = plan[k]
+            steps_done = run_len[k]
+
+        # -- finish the planned iteration or run of replica k (commit 0: nothing to finish) --
+        if commit != 0:
+            t0 = plan_t0[k]
+            if commit == 2:
+                end = t0 + run_cum[k, steps_done - 1]
+            else:
+                end = busy_until[k]
+            if last_span[k] >= 0 and t0 <= span_hi[last_span[k]]:
+                span_hi[last_span[k]] = end
+            else:
+                span_lo[n_spans], span_hi[n_spans], span_rep[n_spans] = t0, end, k
+                last_span[k] = n_spans
+                n_spans += 1
+            m = count[k]
+            if commit == 2:
+                b = 0
+                for i in range(m):
+                    if decoding[k, i]:
+                        out_left[k, i] -= steps_done
+                        ctx[k, i] += steps_done
+                        b += 1
+                kv_used[k] += b * steps_done
+                outstanding[k] -= b * steps_done
+            else:
+                processed = 0
+                grow = 0
+                for i in range(m):
+                    was_prefilling = pre_done[k, i] < pre_total[k, i]
+                    pre_done[k, i] += chunk[k, i]
+                    processed += chunk[k, i]
+                    first_now = was_prefilling and pre_done[k, i] >= pre_total[k, i]
+                    if first_now and math.isnan(first[ids[k, i]]):
+                        first[ids[k, i]] = end
+                    if decoding[k, i] or first_now:
+                        out_left[k, i] -= 1
+                        processed += 1
+                    if decoding[k, i]:
+                        ctx[k, i] += 1
+                        grow += 1
+                outstanding[k] -= processed
+                kv_used[k] += grow
+            clock[k] = end
+            plan[k] = 0
+            # sequences that are done leave the batch (the batch keeps its admission order)
+            keep = 0
+            freed = 0
+            for i in range(m):
+                if out_left[k, i] <= 0 and pre_done[k, i] >= pre_total[k, i]:
+                    rid = ids[k, i]
+                    finish[rid] = end
+                    freed += ctx[k, i]
+                    if not open_loop and next_client < size:
+                        tie += 1
+                        _heap_push(ek1, ek2, ev, en, end, tie, next_client)
+                        en += 1
+                        next_client += 1
+                else:
+                    if keep != i:
+                        ids[k, keep] = ids[k, i]
+                        pre_done[k, keep] = pre_done[k, i]
+                        pre_total[k, keep] = pre_total[k, i]
+                        out_left[k, keep] = out_left[k, i]
+                        ctx[k, keep] = ctx[k, i]
+                    keep += 1
+            kv_used[k] -= freed
+            count[k] = keep
+
+        # -- plan replica k's next iteration (a mixed step) or run of decode-only iterations --
+        while True:
+            m = count[k]
+            b = 0
+            for i in range(m):
+                decoding[k, i] = pre_done[k, i] >= pre_total[k, i]
+                if decoding[k, i]:
+                    b += 1
+            if b > 0 and kv_tokens - kv_used[k] < b and m > 1:
+                # preempt the newest sequence: its KV is freed and it is recomputed later, ahead of the queue
+                i = m - 1
+                rid = ids[k, i]
+                kv_used[k] -= ctx[k, i]
+                generated = n_out[rid] - out_left[k, i]
+                preempted[rid] += 1
+                preemptions[k] += 1
+                resumed[rid] = True
+                resume_total[rid] = n_in[rid] + generated
+                resume_out[rid] = out_left[k, i]
+                # the router's signal gets back the prompt to recompute (it had lost what was prefilled)
+                outstanding[k] += resume_total[rid] - (pre_total[k, i] - pre_done[k, i])
+                count[k] = m - 1
+                n = qn[k]
+                if n == qk1[k].size:
+                    grown1 = np.zeros(2 * n)
+                    grown2 = np.zeros(2 * n, dtype=np.int64)
+                    grownv = np.zeros(2 * n, dtype=np.int64)
+                    grown1[:n] = qk1[k]
+                    grown2[:n] = qk2[k]
+                    grownv[:n] = qv[k]
+                    qk1[k] = grown1
+                    qk2[k] = grown2
+                    qv[k] = grownv
+                if scheduler == 0:
+                    order += 1
+                    _heap_push(qk1[k], qk2[k], qv[k], n, -1.0, -order, rid)
+                else:
+                    _heap_push(qk1[k], qk2[k], qv[k], n, -1.0, rid, rid)
+                qn[k] = n + 1
+                continue
+            break
+        m = count[k]
+        budget = budget_max - b
+        free = kv_tokens - kv_used[k] - b
+        for i in range(m):
+            chunk[k, i] = 0
+        for i in range(m):
+            if decoding[k, i]:
+                continue
+            if budget <= 0:
+                break
+            c = min(pre_total[k, i] - pre_done[k, i], budget)
+            chunk[k, i] = c
+            budget -= c
+        while qn[k] > 0 and count[k] < S:
+            rid = qv[k][0]
+            if resumed[rid]:
+                total, left, done = resume_total[rid], resume_out[rid], 0
+            else:
+                total, left, done = n_in[rid], n_out[rid], n_cached[rid]
+            if total > free:
+                break
+            c = min(total - done, budget)
+            if total - done > 0 and c <= 0:
+                break
+            if not chunked and c < total - done:
+                if budget < budget_max - b:
+                    break
+                c = total - done
+            _heap_pop(qk1[k], qk2[k], qv[k], qn[k])
+            qn[k] -= 1
+            resumed[rid] = False
+            free -= total
+            kv_used[k] += total
+            budget -= c
+            if math.isnan(start[rid]):
+                start[rid] = clock[k]
+            i = count[k]
+            ids[k, i], pre_done[k, i], pre_total[k, i] = rid, done, total
+            out_left[k, i], ctx[k, i], chunk[k, i] = left, total, c
+            decoding[k, i] = done >= total
+            if decoding[k, i]:
+                b += 1
+            count[k] = i + 1
+        if kv_used[k] > kv_peak[k]:
+            kv_peak[k] = kv_used[k]
+        m = count[k]
+        if m == 0:
+            plan[k] = 0
+            busy_until[k] = inf
+            continue
+        ctx_sum = 0
+        parts = 0
+        shortest = 1 << 62
+        for i in range(m):
+            if decoding[k, i]:
+                ctx_sum += ctx[k, i]
+                if out_left[k, i] < shortest:
+                    shortest = out_left[k, i]
+            if chunk[k, i] > 0:
+                scratch_start[parts] = pre_done[k, i]
+                scratch_end[parts] = pre_done[k, i] + chunk[k, i]
+                parts += 1
+        mean_ctx = ctx_sum / b if b > 0 else 0.0
+        plan_t0[k] = clock[k]
+        if parts > 0:
+            dt = _mixed_step(consts, weights, collective, scratch_end, scratch_start, parts, float(b), mean_ctx,
+                             dense, expert, attention)
+            plan[k] = 1
+            busy_until[k] = clock[k] + dt
+            continue
+        if b == 0:
+            raise RuntimeError("scheduler planned an empty iteration")
+        steps = min(shortest, max_run, max((kv_tokens - kv_used[k]) // max(b, 1), 1))
+        contexts = mean_ctx + np.arange(steps).astype(np.float64)
+        times = np.interp(contexts, grid, decode[b])
+        total_t = 0.0
+        for s in range(steps):
+            total_t += times[s]
+            run_cum[k, s] = total_t
+        run_len[k] = steps
+        plan[k] = 2
+        busy_until[k] = clock[k] + run_cum[k, steps - 1]
+    return (arrival, start, first, finish, replica, preempted, preemptions, kv_peak,
+            span_lo[:n_spans].copy(), span_hi[:n_spans].copy(), span_rep[:n_spans].copy())

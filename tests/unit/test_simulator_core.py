@@ -1,0 +1,152 @@
+"""The simulator's compiled loop, shared prefix blocks in the KV pool, and the least-tokens signal after preemption.
+
+The compiled loop (``serving/sim_core.py``) must give the Python loop's results bit for bit on every mode it
+takes; a shared prefix must be held once in a replica's KV pool (the workload of issue 28: 100 groups sharing a
+3.6k-token system prompt on 4 × TP4 70B replicas with 141k tokens of KV each); a preempted sequence's recompute
+must be counted in the least-tokens router's signal.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shapeviz.physics.steps import Deployment
+from shapeviz.serving import routers, simulator
+from shapeviz.serving.parallel import run_parallel
+from shapeviz.serving.simulator import Requests, simulate
+
+SMALL = Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1)
+TP2 = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
+TP4 = Deployment("llama-3.1-70b", "h100-sxm", "bf16", None, 4)
+
+
+def _lognormal(n: int, rate_rps: float, seed: int = 1, ttft_targets: bool = False) -> Requests:
+    rng = np.random.default_rng(seed)
+    inp = np.exp(rng.normal(np.log(1000.0), 1.0, n)).astype(np.int64).clip(1, 8_000)
+    out = np.exp(rng.normal(np.log(200.0), 1.0, n)).astype(np.int64).clip(1, 2_000)
+    arrival = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+    target = np.where(inp > 2_000, 3_000.0, 300.0) if ttft_targets else None
+    return Requests(inp, out, np.zeros(n, dtype=np.int64), arrival - arrival[0], ttft_target_ms=target)
+
+
+def _both(req: Requests | pd.DataFrame, dep: Deployment, **kwargs) -> tuple:
+    simulator.COMPILED = False
+    try:
+        reference = simulate(req, dep, **kwargs)
+    finally:
+        simulator.COMPILED = True
+    return reference, simulate(req, dep, **kwargs)
+
+
+CASES = {
+    "round-robin, 7 replicas": (dict(replicas=7), 28.0),
+    "least tokens, preempting": (dict(replicas=3, router="least_tokens", kv_fraction=0.01), 9.0),
+    "shortest prompt first, preempting": (dict(replicas=2, scheduler="priority", kv_fraction=0.01), 6.0),
+    "earliest deadline first": (dict(replicas=2, scheduler="deadline"), 9.0),
+    "whole prompts (no chunking)": (dict(replicas=2, chunked_prefill=False, max_num_batched_tokens=2048), 9.0),
+    "closed loop": (dict(replicas=2, concurrency=48), 9.0),
+    "replicas joining and draining": (dict(replicas=3, replica_schedule=(np.array([0.0, 30.0, 60.0]),
+                                                                          np.array([1, 3, 2]))), 9.0),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_compiled_loop_gives_the_python_loops_results(case):
+    kwargs, rate = CASES[case]
+    dep = SMALL if "kv_fraction" in kwargs else TP2
+    req = _lognormal(600, rate, ttft_targets=kwargs.get("scheduler") == "deadline")
+    reference, compiled = _both(req, dep, **kwargs)
+    pd.testing.assert_frame_equal(compiled.requests, reference.requests, check_exact=True)
+    pd.testing.assert_frame_equal(compiled.utilization, reference.utilization, check_exact=True)
+    assert compiled.preemptions == reference.preemptions
+    assert compiled.kv_peak_share == reference.kv_peak_share
+    assert compiled.summary()["ttft_ms"] == reference.summary()["ttft_ms"]
+    if "kv_fraction" in kwargs:   # the cases meant to preempt do
+        assert compiled.preemptions > 20
+
+
+@pytest.mark.parametrize("dep", [Deployment("gpt-oss-120b", "h100-sxm", "mxfp4", None, 2, attention_dp=True),
+                                 Deployment("deepseek-r1", "h200-sxm", "fp8", None, 8)], ids=lambda d: d.describe())
+def test_the_compiled_loop_gives_the_python_loops_results_on_experts_and_windowed_attention(dep):
+    """Mixture-of-experts weight reads, attention-DP and sliding-window layers come through the physics tables."""
+    reference, compiled = _both(_lognormal(400, 6.0), dep, replicas=2)
+    pd.testing.assert_frame_equal(compiled.requests, reference.requests, check_exact=True)
+
+
+def test_least_tokens_signal_counts_a_preempted_prompts_recompute(monkeypatch):
+    """A preempted sequence is prefilled again: the router's signal must get that work back, never go negative,
+    and end at zero once everything is served, so load stays balanced."""
+    seen: list[int] = []
+    fleets: list = []
+    pick = routers.LeastTokens.pick
+
+    def spy(self, rid, candidates, fleet):
+        seen.append(min(fleet[j].outstanding for j in candidates))
+        fleets.append(fleet)
+        return pick(self, rid, candidates, fleet)
+
+    monkeypatch.setattr(routers.LeastTokens, "pick", spy)
+    monkeypatch.setattr(simulator, "COMPILED", False)   # the Python loop lets the test read the signal
+    result = simulate(_lognormal(900, 6.0), SMALL, replicas=3, router="least_tokens", kv_fraction=0.01)
+    assert result.preemptions > 20
+    assert min(seen) >= 0
+    assert [r.outstanding for r in fleets[-1]] == [0, 0, 0]
+    share = result.requests["replica"].value_counts(normalize=True)
+    assert len(share) == 3 and share.max() < 0.4
+
+
+# --- shared prefixes on a small KV pool (issue 28) ---------------------------------------------------------
+def _shared_prefix_log(rate_rps: float, n: int, seed: int = 0) -> pd.DataFrame:
+    """200 prompts in 100 groups: each group's 3,584-token system prompt (56 blocks of 64) and a 2-block question
+    per prompt; requests pick prompts at random, Poisson arrivals."""
+    rng = np.random.default_rng(seed)
+    prompt = rng.integers(0, 200, n)
+    hashes = [np.r_[(p // 2) * 1000 + np.arange(56), 10**7 + p * 100 + np.arange(2)].astype(np.int64)
+              for p in prompt]
+    t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+    return pd.DataFrame({"timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(t - t[0], unit="s"),
+                         "input_tokens": 58 * 64, "output_tokens": 200, "hash_ids": hashes})
+
+
+def _kv_fraction(tokens: int) -> float:
+    """The share of the free memory that gives ``tokens`` of KV per replica on TP4."""
+    return tokens / (TP4.kv_pool_bytes_per_gpu(1.0) / float(TP4.kv_bytes_per_gpu(1.0)))
+
+
+def test_prefix_router_keeps_a_shared_prefix_cached_at_high_load_on_a_small_kv_pool():
+    """Running sequences of one group share their system prompt's blocks: held once, the 141k-token pool keeps
+    every group's prefix, so the prefix-aware router stays fast at 20 req/s (charged once per sequence, the pool
+    overflowed: preemptions, evictions and TTFT p90 of seconds)."""
+    frame = _shared_prefix_log(20.0, 2000)
+    runs = {router: simulate(frame, TP4, replicas=4, router=router, block_size=64, kv_fraction=_kv_fraction(141_000))
+            for router in ("prefix", "round_robin", "least_tokens")}
+    assert runs["prefix"].settings["kv_pool_tokens_per_replica"] == 141_000
+    cached = {k: r.prefix["hit_ratio_tokens"] for k, r in runs.items()}
+    p90 = {k: r.summary()["ttft_ms"]["p90"] for k, r in runs.items()}
+    assert cached["prefix"] >= 0.9
+    assert runs["prefix"].preemptions == 0
+    assert p90["prefix"] < 0.2 * min(p90["round_robin"], p90["least_tokens"])
+
+
+def test_a_block_shared_by_running_sequences_is_charged_once():
+    """Two requests opening with the same 32 blocks, admitted together: the pool holds the 32 shared blocks once
+    and each request's own 2 blocks (charged per sequence it would hold 2 × 34 blocks)."""
+    hashes = [np.r_[np.arange(32), 1000 + 10 * i + np.arange(2)].astype(np.int64) for i in range(2)]
+    frame = pd.DataFrame({"timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta([0.0, 0.0], unit="s"),
+                          "input_tokens": 34 * 64, "output_tokens": 2, "hash_ids": hashes})
+    result = simulate(frame, SMALL, replicas=1, block_size=64)
+    held = result.kv_peak_share * result.settings["kv_pool_tokens_per_replica"]
+    assert held == pytest.approx((32 + 2 * 2) * 64)
+
+
+def test_independent_replays_in_processes_give_the_same_results_in_the_same_order():
+    from shapeviz.fleet.routing import routed_run
+
+    req = _lognormal(300, 8.0)
+    jobs = [(req, TP2, rate, k, "least_tokens", 1000.0, 50.0) for rate, k in ((8.0, 2), (4.0, 1), (12.0, 3))]
+    here = [routed_run(*job) for job in jobs]
+    apart = run_parallel(routed_run, jobs, workers=2)
+    assert [r.settings["replicas"] for r in apart] == [2, 1, 3]
+    for a, b in zip(apart, here):
+        pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
