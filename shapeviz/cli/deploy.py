@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from shapeviz.analysis import load_logs
 from shapeviz.cli.plan import _workload, deployment_from_args, speculative_from_args
 from shapeviz.fleet.pools import load_fleet
 from shapeviz.fleet.routing import plan_with_router
+from shapeviz.ingest.documents import parse_json, read_capped
 from shapeviz.outputs.deploy.build import (
     config_dict,
     deployment_bundle,
@@ -169,10 +169,8 @@ def check_from_args(args: argparse.Namespace, mapping: dict[str, str] | None = N
     """``check PLAN_JSON RESULTS... [--log LOG]``: plan vs measured as a JSON document."""
 
     plan_path = Path(args.plan)
-    try:
-        plan_doc = json.loads(plan_path.read_bytes().decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ValueError(f"{plan_path.name}: not JSON; give the plan.json of a report bundle or `config --json` output") from None
+    # bounded: size, integer length and nesting are checked while reading (ingest.documents)
+    plan_doc = parse_json(read_capped(plan_path, "plan file"), plan_path.name)
     reference = read_plan_reference(plan_doc, plan_path.name)
     levels = read_results(args.results)
     notes = []
