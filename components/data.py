@@ -161,7 +161,10 @@ def current_dataset() -> Dataset | None:
         paths = tuple(str(p) for p in resolve_server_paths(pattern, server_roots()))
         mapping = tuple(sorted((st.session_state.get(MAPPING_KEY) or {}).items()))
         # content changes show in size and mtime: a rewritten log is read again
-        stamp = repr([(p, Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in paths]) + repr(mapping)
+        try:
+            stamp = repr([(p, Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in paths]) + repr(mapping)
+        except OSError as exc:   # a file removed or locked since it matched: one line, like any other refusal
+            raise ValueError(f"{pattern.strip()!r}: a matched file can no longer be read ({exc.strerror})") from None
         digest = "srv-" + hashlib.sha256(stamp.encode()).hexdigest()[:16]
         log, sketch = _load_server(digest, mapping, full_frame_max_rows(), paths)
         label = pattern.strip() + (f" ({len(paths)} files)" if len(paths) > 1 else "")
