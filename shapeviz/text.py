@@ -61,3 +61,12 @@ _TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-
 def terminal_text(text: str) -> str:
     """``text`` safe to print on a terminal: every control character (but line feeds and tabs) shown as ``?``."""
     return _TERMINAL_CONTROLS.sub("?", text)
+
+
+# Anything that ends a line somewhere: a comment in a generated script must stay one line whatever a name holds.
+_LINE_BREAKS = re.compile("[\\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def one_line(value: object) -> str:
+    """``value`` as one line of plain text (for a ``#`` comment in a generated script): breaks and controls → space."""
+    return _LINE_BREAKS.sub(" ", str(value)).strip()

@@ -36,6 +36,7 @@ from shapeviz.outputs.measured import (
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload
 from shapeviz.serving.routers import LABELS
+from shapeviz.text import one_line
 
 # How each simulated router is run in front of the engines (the routers' own documentation and source).
 ROUTER_DEPLOY = {
@@ -137,13 +138,14 @@ def fleet_config_text(document: dict[str, Any]) -> str:
     """Each pool's scripts (and manifest) one after another."""
     name = ENGINE_NAMES[document["engine"]]
     lines = [f"# {name} configs per pool of the fleet (flags as of: {document['engine_version_read']})"]
+    # pool names and notes are the fleet file's text: each comment stays one line, whatever they hold
     for pool in document["pools"]:
-        lines += ["", f"# ######## pool {pool['name']} ########"]
-        lines += [f"# note: {n}" for n in pool["notes"]]
+        lines += ["", f"# ######## pool {one_line(pool['name'])} ########"]
+        lines += [f"# note: {one_line(n)}" for n in pool["notes"]]
         for c in pool["configs"]:
             lines += [f"# ===== {c['role']} =====", c["shell"].rstrip("\n")]
         if pool.get("manifest"):
-            lines += [f"# ===== Kubernetes manifest: pool {pool['name']} =====", pool["manifest"].rstrip("\n")]
+            lines += [f"# ===== Kubernetes manifest: pool {one_line(pool['name'])} =====", pool["manifest"].rstrip("\n")]
     return "\n".join(lines)
 
 
@@ -153,7 +155,7 @@ def config_text(document: dict[str, Any]) -> str:
         return fleet_config_text(document)
     name = ENGINE_NAMES[document["engine"]]
     lines = [f"# {name} configs for {document['deployment']} (flags as of: {document['engine_version_read']})"]
-    lines += [f"# note: {n}" for n in document["notes"]]
+    lines += [f"# note: {one_line(n)}" for n in document["notes"]]
     for layout, configs in document["layouts"].items():
         for c in configs:
             lines += ["", f"# ===== {layout}: {c['role']} pool ====="]
