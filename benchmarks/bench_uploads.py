@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_browser import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, Server, _plane_drawn, _settled  # noqa: E402
+from bench_browser import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, WAIT_MS, Server, _plane_drawn, _settled  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from shapeviz.workload.synth import generate, write_log  # noqa: E402
@@ -63,7 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--sessions", type=int, default=5)
-    parser.add_argument("--after-s", type=float, default=180.0)
+    parser.add_argument("--after-s", type=float, default=150.0, help="past server.disconnectedSessionTTL (120 s)")
     args = parser.parse_args()
     print("load average before:", os.getloadavg())
     with tempfile.TemporaryDirectory() as work:
@@ -80,14 +80,14 @@ def main() -> None:
                 contexts = [browser.new_context(viewport=VIEWPORT) for _ in range(args.sessions)]
                 pages = [c.new_page() for c in contexts]
                 for page in pages:
-                    page.goto(server.url)
+                    page.goto(server.url, timeout=WAIT_MS)
                     _settled(page)
                 rss_idle = _rss_mb(server.proc.pid)
                 probe = HealthProbe(server.url)
                 probe.start()
                 t = time.perf_counter()
                 for page in pages:   # handed over one after another, read by the server at the same time
-                    page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(log)
+                    page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(log, timeout=WAIT_MS)
                 for page in pages:
                     _plane_drawn(page, f"{args.rows:,}")
                 all_drawn_s = time.perf_counter() - t
