@@ -3,11 +3,21 @@
 Caching sits here, at the I/O boundary, keyed on content: a digest of the uploaded bytes (or the scenario's
 name and seed) plus the column mapping. Uploads are cached per *session* (``scope="session"``) so two browser
 sessions never share an upload, and are dropped when the session ends; demo data is shared by everyone.
+
+What one visitor can cost the server is bounded: a session reads at most ``SESSION_UPLOAD_BYTES`` of uploads at
+once (the per-file limit is ``server.maxUploadSize``), at most ``PARSE_SLOTS`` logs are parsed at the same time
+server-wide (the others wait their turn, so five concurrent uploads neither stack five parsing peaks nor starve
+the server's event loop of the interpreter), and when a session's upload is released (the session ended, or its
+cache entry expired) the memory is handed back to the operating system.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import hashlib
 import io
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +43,10 @@ SOURCE_KEY = "dataset"
 UPLOAD_KEY = "uploads"
 MAPPING_KEY = "mapping_override"
 SERVER_KEY = "server_pattern"
+SESSION_UPLOAD_BYTES = 1 << 30   # what one session may have read at once, all its files together (1 GiB)
+PARSE_SLOTS = 2                  # logs parsed at the same time, server-wide (the machine's cores)
+GIVE_BACK_AFTER_S = 2.0          # after a release, when the freed memory is returned (the value is gone by then)
+_PARSING = threading.BoundedSemaphore(PARSE_SLOTS)
 _FILE_DIGESTS = "_file_digests"
 _SKETCH = "_sketch_of_dataset"
 
@@ -80,7 +94,7 @@ def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
     """Stream each source; every row while the logs are small, else their merged sketch and its sample."""
     from shapeviz.ingest import combine
 
-    with progress_bar("Reading the log") as progress:
+    with progress_bar("Reading the log") as progress, _parse_slot(progress):
         sketched = [sketch_log(source, name=name, mapping=mapping, keep_frame_rows=keep_frame_rows,
                                progress=progress) for source, name in sources]
     if all(s.frame is not None for s in sketched):
@@ -90,14 +104,62 @@ def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
     return LoadedLog(sketch.sample_frame(), sketch.report), sketch
 
 
-@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner=False)
+class _parse_slot:
+    """Hold one of the server's ``PARSE_SLOTS`` while a log is parsed; say so while waiting for one."""
+
+    def __init__(self, progress: Any) -> None:
+        self.progress = progress
+
+    def __enter__(self) -> None:
+        if not _PARSING.acquire(blocking=False):
+            self.progress("waiting", "other visitors' logs are being read", None)
+            _PARSING.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        _PARSING.release()
+        _give_back_later()   # the parse's transient peak (Arrow buffers, text) is garbage now
+
+
+def _give_back() -> None:
+    """Return freed memory to the operating system: Python's cycles, Arrow's pool, glibc's arenas."""
+    gc.collect()
+    try:
+        import pyarrow as pa
+        pa.default_memory_pool().release_unused()
+    except Exception:   # noqa: BLE001 - best effort: another allocator, or none to release
+        pass
+    libc = ctypes.util.find_library("c")
+    if libc:
+        try:
+            ctypes.CDLL(libc).malloc_trim(0)   # glibc keeps freed pages in its arenas until asked
+        except (OSError, AttributeError):
+            pass   # not glibc (musl, macOS): its allocator returns memory its own way
+
+
+def _give_back_later(*_released: object) -> None:
+    """``_give_back`` shortly after: an ``on_release`` callback still holds the released value when it runs."""
+    timer = threading.Timer(GIVE_BACK_AFTER_S, _give_back)
+    timer.daemon = True
+    timer.start()
+
+
+def check_upload_budget(files: list[Any]) -> None:
+    """ValueError (one line) when a session's uploads together exceed ``SESSION_UPLOAD_BYTES``."""
+    total = sum(int(getattr(f, "size", 0) or 0) for f in files)
+    if total > SESSION_UPLOAD_BYTES:
+        raise ValueError(f"these {len(files)} uploads hold {total / (1 << 30):.1f} GiB together, more than the "
+                         f"{SESSION_UPLOAD_BYTES / (1 << 30):.0f} GiB one session may read at once; remove some "
+                         "files, or sample or compress the logs")
+
+
+@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner=False, on_release=_give_back_later)
 def _load_uploads(digest: str, mapping_items: tuple[tuple[str, str], ...], keep_frame_rows: int,
                   _files: tuple[UploadedFile, ...]) -> tuple[LoadedLog, WorkloadSketch | None]:
     # the upload widget's own buffer is streamed: its bytes are never copied into a second object
     return load_sources([(f, f.name) for f in _files], dict(mapping_items) or None, keep_frame_rows)
 
 
-@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner=False)
+@st.cache_resource(max_entries=4, ttl=6 * 3600, scope="session", show_spinner=False, on_release=_give_back_later)
 def _load_server(digest: str, mapping_items: tuple[tuple[str, str], ...], keep_frame_rows: int,
                  paths: tuple[str, ...]) -> tuple[LoadedLog, WorkloadSketch | None]:
     return load_sources([(Path(p), Path(p).name) for p in paths], dict(mapping_items) or None, keep_frame_rows)
@@ -144,6 +206,7 @@ def current_dataset() -> Dataset | None:
         uploaded = st.session_state.get(UPLOAD_KEY) or []
         if not uploaded:
             return None
+        check_upload_budget(list(uploaded))   # before a byte is hashed or parsed
         known = st.session_state.get(_FILE_DIGESTS, {})
         for stale in set(known) - {f.file_id for f in uploaded}:  # bounded: only the files uploaded now
             del known[stale]
@@ -161,7 +224,10 @@ def current_dataset() -> Dataset | None:
         paths = tuple(str(p) for p in resolve_server_paths(pattern, server_roots()))
         mapping = tuple(sorted((st.session_state.get(MAPPING_KEY) or {}).items()))
         # content changes show in size and mtime: a rewritten log is read again
-        stamp = repr([(p, Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in paths]) + repr(mapping)
+        try:
+            stamp = repr([(p, Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in paths]) + repr(mapping)
+        except OSError as exc:   # a file removed or locked since it matched: one line, like any other refusal
+            raise ValueError(f"{pattern.strip()!r}: a matched file can no longer be read ({exc.strerror})") from None
         digest = "srv-" + hashlib.sha256(stamp.encode()).hexdigest()[:16]
         log, sketch = _load_server(digest, mapping, full_frame_max_rows(), paths)
         label = pattern.strip() + (f" ({len(paths)} files)" if len(paths) > 1 else "")

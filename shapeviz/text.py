@@ -50,3 +50,23 @@ _PHASE_PHRASES: dict[str, str] = {
 def phase_phrase(phase: str) -> str:
     """How a sentence says where GPU-time goes: "prefill-dominated", or "balanced between prefill and decode"."""
     return _PHASE_PHRASES.get(phase, md_literal(phase))
+
+
+# Characters a terminal acts on instead of showing: C0 controls but line feed and tab (escape sequences, bells,
+# carriage returns that overwrite a line), DEL, the C1 controls (U+009B is a one-byte escape sequence) and the
+# bidirectional overrides that reorder what is shown.
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe to print on a terminal: every control character (but line feeds and tabs) shown as ``?``."""
+    return _TERMINAL_CONTROLS.sub("?", text)
+
+
+# Anything that ends a line somewhere: a comment in a generated script must stay one line whatever a name holds.
+_LINE_BREAKS = re.compile("[\\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def one_line(value: object) -> str:
+    """``value`` as one line of plain text (for a ``#`` comment in a generated script): breaks and controls → space."""
+    return _LINE_BREAKS.sub(" ", str(value)).strip()

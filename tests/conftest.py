@@ -27,6 +27,8 @@ def reference_dir() -> Path:
 def _app_disk_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The app's disk cache (components/disk_cache.py) in a temporary folder: tests never write to ~/.cache."""
     os.environ.setdefault("SHAPEVIZ_CACHE_DIR", str(tmp_path_factory.mktemp("shapeviz-cache")))
+    # its signing key beside it, never inside it (and never in ~/.config)
+    os.environ.setdefault("SHAPEVIZ_CACHE_KEY_FILE", str(tmp_path_factory.mktemp("shapeviz-key") / "cache.key"))
 
 
 def _require(path: Path, what: str) -> Path:

@@ -11,6 +11,7 @@ import sys
 from typing import Any, Sequence
 
 from shapeviz.progress import terminal_progress
+from shapeviz.text import terminal_text
 
 EXIT_USAGE = 2
 
@@ -31,7 +32,8 @@ def _emit(document: dict[str, Any], as_json: bool, text: str) -> None:
         json.dump(document, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(text.rstrip("\n") + "\n")
+        # names come from the log (products, models, files): no escape sequence of theirs reaches the terminal
+        sys.stdout.write(terminal_text(text.rstrip("\n")) + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -297,7 +299,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         # IngestError and every validation error of the model layer are ValueErrors with a one-line message.
-        print(f"shapeviz {args.command}: {exc}", file=sys.stderr)
+        print(terminal_text(f"shapeviz {args.command}: {exc}"), file=sys.stderr)
+        return EXIT_USAGE
+    except (OverflowError, RecursionError) as exc:   # a number or a nesting no reader's check foresaw
+        print(f"shapeviz {args.command}: a value in the input is out of range ({type(exc).__name__}); "
+              "check the files given", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `... | head` closed the pipe: not an error of ours
         return 0

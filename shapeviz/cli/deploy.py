@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from shapeviz.analysis import load_logs
 from shapeviz.cli.plan import _workload, deployment_from_args, kv_pool_from_args, speculative_from_args
 from shapeviz.fleet.pools import load_fleet
 from shapeviz.fleet.routing import plan_with_router
+from shapeviz.ingest.documents import parse_json, read_capped
 from shapeviz.outputs.deploy.build import (
     config_dict,
     deployment_bundle,
@@ -36,6 +36,7 @@ from shapeviz.outputs.measured import (
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload
 from shapeviz.serving.routers import LABELS
+from shapeviz.text import one_line
 
 # How each simulated router is run in front of the engines (the routers' own documentation and source).
 ROUTER_DEPLOY = {
@@ -140,13 +141,14 @@ def fleet_config_text(document: dict[str, Any]) -> str:
     """Each pool's scripts (and manifest) one after another."""
     name = ENGINE_NAMES[document["engine"]]
     lines = [f"# {name} configs per pool of the fleet (flags as of: {document['engine_version_read']})"]
+    # pool names and notes are the fleet file's text: each comment stays one line, whatever they hold
     for pool in document["pools"]:
-        lines += ["", f"# ######## pool {pool['name']} ########"]
-        lines += [f"# note: {n}" for n in pool["notes"]]
+        lines += ["", f"# ######## pool {one_line(pool['name'])} ########"]
+        lines += [f"# note: {one_line(n)}" for n in pool["notes"]]
         for c in pool["configs"]:
             lines += [f"# ===== {c['role']} =====", c["shell"].rstrip("\n")]
         if pool.get("manifest"):
-            lines += [f"# ===== Kubernetes manifest: pool {pool['name']} =====", pool["manifest"].rstrip("\n")]
+            lines += [f"# ===== Kubernetes manifest: pool {one_line(pool['name'])} =====", pool["manifest"].rstrip("\n")]
     return "\n".join(lines)
 
 
@@ -156,7 +158,7 @@ def config_text(document: dict[str, Any]) -> str:
         return fleet_config_text(document)
     name = ENGINE_NAMES[document["engine"]]
     lines = [f"# {name} configs for {document['deployment']} (flags as of: {document['engine_version_read']})"]
-    lines += [f"# note: {n}" for n in document["notes"]]
+    lines += [f"# note: {one_line(n)}" for n in document["notes"]]
     for layout, configs in document["layouts"].items():
         for c in configs:
             lines += ["", f"# ===== {layout}: {c['role']} pool ====="]
@@ -172,10 +174,8 @@ def check_from_args(args: argparse.Namespace, mapping: dict[str, str] | None = N
     """``check PLAN_JSON RESULTS... [--log LOG]``: plan vs measured as a JSON document."""
 
     plan_path = Path(args.plan)
-    try:
-        plan_doc = json.loads(plan_path.read_bytes().decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ValueError(f"{plan_path.name}: not JSON; give the plan.json of a report bundle or `config --json` output") from None
+    # bounded: size, integer length and nesting are checked while reading (ingest.documents)
+    plan_doc = parse_json(read_capped(plan_path, "plan file"), plan_path.name)
     reference = read_plan_reference(plan_doc, plan_path.name)
     levels = read_results(args.results)
     notes = []

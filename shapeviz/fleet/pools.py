@@ -15,7 +15,6 @@ The fleet's JSON form is what ``design --json`` reports and ``simulate --fleet``
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from shapeviz.ingest.documents import finite_number, parse_json, parse_yaml, read_capped, short, whole_number
 from shapeviz.physics.catalogue import get_gpu
 from shapeviz.physics.kv_pool import KVPool, with_kv_pool
 from shapeviz.physics.steps import Deployment, smallest_tp
@@ -45,6 +45,14 @@ from shapeviz.serving.simulator import (
 ANY_PRODUCT = "*"
 DEFAULT_MODEL = "llama-3.1-70b"
 SEED_BLOCK_S = 600.0   # a re-seeded replay permutes each product's requests and gaps within 10-minute blocks
+# Bounds on a fleet file (untrusted: people pass them around). Far past any real fleet, far below what would
+# exhaust the simulator's memory (replicas: 1e12 once took 15 GB before failing).
+MAX_POOLS = 64
+MAX_REPLICAS = 10_000          # per pool or side
+MAX_TP = 64                    # GPUs per replica
+MAX_NUM_SEQS = 65_536
+MAX_BATCHED_TOKENS = 1 << 24
+MAX_PROMPT_TOKENS = 1 << 31    # the bounds of an input_tokens range
 
 
 @dataclass(frozen=True)
@@ -112,64 +120,84 @@ def _side(value: Any, where: str) -> Side | None:
     if value is None:
         return None
     if not isinstance(value, Mapping) or "gpu" not in value or "replicas" not in value:
-        raise ValueError(f"{where} must be an object with gpu and replicas, got {value!r}")
+        raise ValueError(f"{where} must be an object with gpu and replicas, got {short(value)}")
     return Side(str(value["gpu"]), _count(value["replicas"], f"{where}.replicas"),
-                None if value.get("tp") is None else int(value["tp"]))
+                None if value.get("tp") is None else whole_number(value["tp"], f"{where}.tp", high=MAX_TP))
 
 
 def _count(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
-        raise ValueError(f"{where} must be a whole number ≥ 1, got {value!r}")
-    return int(value)
+    return whole_number(value, where, high=MAX_REPLICAS)
 
 
 def fleet_from_dict(doc: Mapping[str, Any]) -> Fleet:
     """A Fleet from its JSON form; ValueError naming the bad field."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("pools"), list) or not doc["pools"]:
         raise ValueError("a fleet file needs a non-empty 'pools' list")
+    if len(doc["pools"]) > MAX_POOLS:
+        raise ValueError(f"a fleet file has at most {MAX_POOLS} pools, got {len(doc['pools']):,}")
     known = set(Pool.__dataclass_fields__)
     pools = []
     for i, raw in enumerate(doc["pools"]):
         where = f"pools[{i}]"
         if not isinstance(raw, Mapping):
-            raise ValueError(f"{where} must be an object, got {raw!r}")
-        extra = sorted(set(raw) - known)
+            raise ValueError(f"{where} must be an object, got {short(raw)}")
+        extra = sorted(set(map(str, raw)) - known)
         if extra:
-            raise ValueError(f"{where} has unknown field(s) {', '.join(extra)}; known: {', '.join(sorted(known))}")
+            raise ValueError(f"{where} has unknown field(s) {short(', '.join(extra))}; known: {', '.join(sorted(known))}")
         kw = dict(raw)
         kw.setdefault("name", f"pool-{i + 1}")
+        kw["name"] = str(kw["name"]) if isinstance(kw["name"], (str, int)) else short(kw["name"])
         products = kw.get("products", [ANY_PRODUCT])
-        if isinstance(products, str) or not products:
+        if isinstance(products, str) or not isinstance(products, list) or not products:
             raise ValueError(f"{where}.products must be a non-empty list of product names")
         kw["products"] = tuple(str(p) for p in products)
         if "replicas" in kw:
             kw["replicas"] = _count(kw["replicas"], f"{where}.replicas")
+        if kw.get("tp") is not None:
+            kw["tp"] = whole_number(kw["tp"], f"{where}.tp", high=MAX_TP)
+        if kw.get("max_num_seqs") is not None:
+            kw["max_num_seqs"] = whole_number(kw["max_num_seqs"], f"{where}.max_num_seqs", high=MAX_NUM_SEQS)
+        if "max_num_batched_tokens" in kw:
+            kw["max_num_batched_tokens"] = whole_number(kw["max_num_batched_tokens"], f"{where}.max_num_batched_tokens",
+                                                        high=MAX_BATCHED_TOKENS)
+        if kw.get("kv_link_gbps") is not None:
+            kw["kv_link_gbps"] = finite_number(kw["kv_link_gbps"], f"{where}.kv_link_gbps")
         if kw.get("input_tokens") is not None:
+            if not isinstance(kw["input_tokens"], list):
+                raise ValueError(f"{where}.input_tokens must be a list of [lo, hi) pairs, got {short(kw['input_tokens'])}")
             ranges = []
             for r in kw["input_tokens"]:
-                if not (isinstance(r, (list, tuple)) and len(r) == 2 and 0 <= r[0] < r[1]):
-                    raise ValueError(f"{where}.input_tokens must be [lo, hi) pairs with 0 ≤ lo < hi, got {r!r}")
-                ranges.append((int(r[0]), int(r[1])))
+                if not (isinstance(r, (list, tuple)) and len(r) == 2):
+                    raise ValueError(f"{where}.input_tokens must be [lo, hi) pairs with 0 ≤ lo < hi, got {short(r)}")
+                lo = whole_number(r[0], f"{where}.input_tokens", low=0, high=MAX_PROMPT_TOKENS)
+                hi = whole_number(r[1], f"{where}.input_tokens", low=0, high=MAX_PROMPT_TOKENS)
+                if lo >= hi:
+                    raise ValueError(f"{where}.input_tokens must be [lo, hi) pairs with 0 ≤ lo < hi, got {short(r)}")
+                ranges.append((lo, hi))
             kw["input_tokens"] = tuple(ranges)
         kw["prefill"] = _side(kw.get("prefill"), f"{where}.prefill")
         kw["decode"] = _side(kw.get("decode"), f"{where}.decode")
         if (kw["prefill"] is None) != (kw["decode"] is None):
             raise ValueError(f"{where}: a split pool needs both a prefill and a decode side")
         if kw.get("scheduler", "fcfs") not in SCHEDULERS:
-            raise ValueError(f"{where}.scheduler must be one of {SCHEDULERS}, got {kw['scheduler']!r}")
+            raise ValueError(f"{where}.scheduler must be one of {SCHEDULERS}, got {short(kw['scheduler'])}")
         if kw.get("router", "least_tokens") not in ROUTERS:
-            raise ValueError(f"{where}.router must be one of {ROUTERS}, got {kw['router']!r}")
+            raise ValueError(f"{where}.router must be one of {ROUTERS}, got {short(kw['router'])}")
         get_gpu(kw.get("gpu", "h100-sxm"))  # an unknown GPU fails here, with the catalogue's message
         pools.append(Pool(**kw))
     names = [p.name for p in pools]
     if len(set(names)) != len(names):
-        raise ValueError(f"pool names must be unique, got {names}")
+        raise ValueError(f"pool names must be unique, got {short(names)}")
     slo = {}
-    for product, targets in (doc.get("slo") or {}).items():
-        try:
-            slo[str(product)] = (float(targets["ttft_ms"]), float(targets["tpot_ms"]))
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"slo.{product} must be {{\"ttft_ms\": N, \"tpot_ms\": M}}, got {targets!r}") from None
+    targets_of = doc.get("slo") or {}
+    if not isinstance(targets_of, Mapping):
+        raise ValueError(f"slo must be an object of products, got {short(targets_of)}")
+    for product, targets in targets_of.items():
+        where = f"slo.{short(str(product))}"
+        if not isinstance(targets, Mapping) or "ttft_ms" not in targets or "tpot_ms" not in targets:
+            raise ValueError(f"{where} must be {{\"ttft_ms\": N, \"tpot_ms\": M}}, got {short(targets)}")
+        slo[str(product)] = (finite_number(targets["ttft_ms"], f"{where}.ttft_ms"),
+                             finite_number(targets["tpot_ms"], f"{where}.tpot_ms"))
     return Fleet(tuple(pools), str(doc.get("model") or DEFAULT_MODEL), slo)
 
 
@@ -178,18 +206,21 @@ def load_fleet(path: str | Path) -> Fleet:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"fleet file {str(p)!r} not found")
-    text = p.read_text(encoding="utf-8")
+    # bounded: size, integers, nesting and YAML aliases are checked before anything is built (ingest.documents)
+    data = read_capped(p, "fleet file")
+    name = f"fleet file {p.name!r}"
+    if p.suffix.lower() in (".yaml", ".yml"):
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise ValueError(f"{name}: not UTF-8 text") from None
+        doc = parse_yaml(text, name)
+    else:
+        doc = parse_json(data, name)
     try:
-        if p.suffix.lower() in (".yaml", ".yml"):
-            import yaml  # optional: only YAML fleet files need it
-
-            doc = yaml.safe_load(text)
-        else:
-            doc = json.loads(text)
-    except Exception as exc:  # noqa: BLE001 - any parse error is the user's file, said in one line
-        raise ValueError(f"fleet file {p.name!r} is not valid {'YAML' if p.suffix.lower() in ('.yaml', '.yml') else 'JSON'}: "
-                         f"{str(exc).splitlines()[0]}") from None
-    return fleet_from_dict(doc)
+        return fleet_from_dict(doc)
+    except (TypeError, OverflowError, RecursionError) as exc:   # a shape no check above foresaw: still one line
+        raise ValueError(f"{name}: {type(exc).__name__}: {short(str(exc))}") from None
 
 
 # --- deployments and cost --------------------------------------------------------------------------------

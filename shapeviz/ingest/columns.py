@@ -206,32 +206,47 @@ RELATIVE_TIME_UNIT: dict[str, str] = {"mooncake": "ms"}
 NOT_ALIASES: frozenset[str] = frozenset({"turnid", "roundid"})
 
 
+_NOT_KEY = re.compile(r"[^0-9a-z]")
+_PART_SEP = re.compile(r"[./]")
+
+
 def norm(name: str) -> str:
     """Case, space and punctuation-insensitive key: ``Request tokens`` → ``requesttokens``."""
-    return re.sub(r"[^0-9a-z]", "", str(name).lower())
+    return _NOT_KEY.sub("", str(name).lower())
 
 
 def _parts(name: str) -> list[str]:
     # dotted (or slashed) components, each normalised; a trailing ".value" (aiperf's {"value", "unit"}) is dropped
-    parts = [norm(p) for p in re.split(r"[./]", str(name)) if norm(p)]
+    parts = [k for k in (norm(p) for p in _PART_SEP.split(str(name))) if k]
     if len(parts) > 1 and parts[-1] == "value":
         parts = parts[:-1]
     return parts
 
 
-def _suffix_match(column: str, alias: str) -> bool:
-    col, ali = _parts(column), _parts(alias)
-    if not ali or len(ali) > len(col):
-        return False
-    # compare the joined tail so that "gen_ai.usage.input_tokens" and "gen_ai_usage.input_tokens" both match
-    for k in range(1, len(col) + 1):
-        if "".join(col[-k:]) == "".join(ali):
-            return True
-    return False
+def _tails(parts: list[str], longest: int) -> set[str]:
+    """The joined last k parts of a column for every k, up to ``longest`` characters (no alias is longer).
+
+    Joined, so that "gen_ai.usage.input_tokens" and "gen_ai_usage.input_tokens" both match.
+    """
+    out, tail = set(), ""
+    for part in reversed(parts):
+        tail = part + tail
+        if len(tail) > longest:
+            break
+        out.add(tail)
+    return out
+
+
+_ALIAS_PARTS: dict[str, list[str]] = {a.name: _parts(a.name) for a in ALIAS_TABLE}
+_LONGEST_ALIAS = max(len("".join(p)) for p in _ALIAS_PARTS.values())
 
 
 def match_columns(columns: list[str]) -> dict[str, tuple[str, Alias]]:
-    """canonical → (source column, alias that matched), exact names first, then dotted suffixes."""
+    """canonical → (source column, alias that matched), exact names first, then dotted suffixes.
+
+    Linear in the number of columns: each column is normalised once and indexed by its joined tails, and each
+    alias looks its key up (a header of many thousand columns costs milliseconds, not minutes).
+    """
     found: dict[str, tuple[str, Alias]] = {}
     claimed: set[str] = set()
     by_norm: dict[str, str] = {}
@@ -246,14 +261,21 @@ def match_columns(columns: list[str]) -> dict[str, tuple[str, Alias]]:
             found[alias.canonical] = (column, alias)
             claimed.add(column)
     # pass 2: dotted suffixes, for nested exports (response.usage.prompt_tokens, attributes.gen_ai...); the
-    # longest aliases go first, so attributes.gen_ai.response.model is taken as itself, not as a bare "model"
-    for alias in sorted(ALIAS_TABLE, key=lambda a: -len(_parts(a.name))):
-        if alias.canonical in found:
+    # longest aliases go first, so attributes.gen_ai.response.model is taken as itself, not as a bare "model".
+    # Each joined tail points at the columns ending in it, in column order, with their number of parts.
+    by_tail: dict[str, list[tuple[int, str, int]]] = {}
+    for index, column in enumerate(columns):
+        if norm(column.split(".")[-1]) in NOT_ALIASES:
             continue
-        for column in columns:
-            if column in claimed or norm(column.split(".")[-1]) in NOT_ALIASES:
-                continue
-            if _suffix_match(column, alias.name):
+        parts = _parts(column)
+        for tail in _tails(parts, _LONGEST_ALIAS):
+            by_tail.setdefault(tail, []).append((index, column, len(parts)))
+    for alias in sorted(ALIAS_TABLE, key=lambda a: -len(_ALIAS_PARTS[a.name])):
+        ali = _ALIAS_PARTS[alias.name]
+        if alias.canonical in found or not ali:
+            continue
+        for _, column, n_parts in by_tail.get("".join(ali), ()):
+            if column not in claimed and len(ali) <= n_parts:
                 found[alias.canonical] = (column, alias)
                 claimed.add(column)
                 break

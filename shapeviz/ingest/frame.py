@@ -28,7 +28,7 @@ from shapeviz.ingest.columns import (
 )
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.limits import Limits
-from shapeviz.ingest.readers import RawTable
+from shapeviz.ingest.readers import RawTable, too_many_columns
 from shapeviz.schema import CANONICAL, DTYPES
 
 REASONS: tuple[str, ...] = ("malformed_row", "missing_tokens", "not_a_number", "negative_tokens", "absurd_tokens",
@@ -363,6 +363,8 @@ class _Build:
 
 def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limits: Limits) -> LoadedLog:
     """Map, convert, validate and account: ``RawTable`` → ``LoadedLog``."""
+    if len(raw.columns) > limits.max_columns:   # JSON records flattened, Parquet read whole: before matching
+        raise too_many_columns(label, len(raw.columns), limits)
     b = _Build(raw, label, _resolve_mapping(raw, label, mapping), notes=list(raw.notes))
     input_v, input_bad, output_v, output_bad = _token_counts(b)
     reason, dropped = _drop_reasons(b, input_v, input_bad, output_v, output_bad, limits)

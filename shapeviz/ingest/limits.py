@@ -1,4 +1,4 @@
-"""Every ingest limit in one place: input size, decompressed size, rows, JSON nesting, token counts.
+"""Every ingest limit in one place: input size, decompressed size, rows, JSON nesting, columns, token counts.
 
 The defaults suit a 24 GB machine: a 2 GiB decompressed log of ~20M requests parses in a few GB of memory.
 The Streamlit upload limit (``.streamlit/config.toml`` ``server.maxUploadSize``, in MB) equals ``max_bytes_in``.
@@ -19,6 +19,8 @@ class Limits:
     max_decompressed_bytes: int = 2 * GIB   # decompression stops here, so a bomb costs at most this much memory
     max_rows: int = 20_000_000              # requests per file
     max_json_depth: int = 64                # nesting of JSON objects/arrays (pyarrow's parser recurses)
+    max_columns: int = 2_000                # columns of a log (OTLP spans flattened hold a few hundred)
+    max_header_bytes: int = 64 << 10        # a delimited log's first line, which must fit the sniffed head
     max_input_tokens: int = 10_000_000      # above this a request is counted as `absurd_tokens` and dropped
     max_output_tokens: int = 1_000_000      # idem for output tokens
 

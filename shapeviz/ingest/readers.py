@@ -391,15 +391,23 @@ def _read_parquet(data: bytes, label: str, compression: str, limits: Limits) -> 
 
 # ---------------------------------------------------------------------------------------------- CSV / TSV
 
-def delimited_columns(head: bytes, delimiter: str, excel: bool, label: str, notes: list[str]) -> tuple[str, list[str]]:
+def delimited_columns(head: bytes, delimiter: str, excel: bool, label: str, notes: list[str],
+                      limits: Limits) -> tuple[str, list[str]]:
     """The format (csv/tsv) and unique column names of a delimited log's header, or one line saying why it has none.
 
     Shared by the whole-buffer reader and the streaming one, so both name the same columns and say the same.
+    The header's size and its number of columns are checked before a name is matched or renamed.
     """
     fmt = {"\t": "tsv"}.get(delimiter, "csv")
     if delimiter not in (",", "\t") and not excel:
         notes.append(f"delimiter: {delimiter!r} detected")
+    first_line = head.find(b"\n", 0, limits.max_header_bytes + 1)
+    if first_line < 0 and len(head) >= limits.max_header_bytes:
+        raise IngestError(label, f"its first line is longer than {human_bytes(limits.max_header_bytes)}, too long "
+                          "for a header of column names", "export only the columns the log needs")
     header = _header(head, delimiter)
+    if len(header) > limits.max_columns:
+        raise too_many_columns(label, len(header), limits)
     if not header or not any(header):
         raise IngestError(label, "has no header row", "export the log with column names in the first line")
     if all(_NUMBER.fullmatch(name) for name in header):
@@ -420,7 +428,7 @@ def _read_delimited(data: bytes, label: str, compression: str, limits: Limits, n
         notes.append(f"delimiter: {delimiter!r} from Excel's sep= line")
     else:
         delimiter = sniff_delimiter(data[:_HEAD])
-    fmt, names = delimited_columns(data, delimiter, bool(excel), label, notes)
+    fmt, names = delimited_columns(data, delimiter, bool(excel), label, notes, limits)
     malformed: list[int] = [0]
 
     def skip_row(row: Any) -> str:
@@ -482,6 +490,12 @@ def _validate_utf8(table: pa.Table) -> None:
     for column in table.schema:
         if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
             raise pa.ArrowInvalid(f"column {column.name!r} is not valid UTF8")
+
+
+def too_many_columns(label: str, columns: int, limits: Limits) -> IngestError:
+    """The one line for a log wider than ``Limits.max_columns``."""
+    return IngestError(label, f"has {columns:,} columns, more than the {limits.max_columns:,} a request log can have",
+                       "export only the columns the log needs")
 
 
 def _header(data: bytes, delimiter: str) -> list[str]:

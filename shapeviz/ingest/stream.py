@@ -47,6 +47,7 @@ from shapeviz.ingest.readers import (
     sniff_delimiter,
     sniff_format,
     too_big,
+    too_many_columns,
     unreadable,
 )
 
@@ -310,7 +311,7 @@ def _iter_csv(opened: _Opened, label: str, limits: Limits, encoding: str) -> Ite
         notes.append(f"delimiter: {delimiter!r} from Excel's sep= line")
     else:
         delimiter = sniff_delimiter(head)
-    fmt, names = delimited_columns(head, delimiter, bool(excel), label, notes)
+    fmt, names = delimited_columns(head, delimiter, bool(excel), label, notes, limits)
     if encoding == "latin1":
         notes.append("encoding: not valid UTF-8, read as Latin-1 (Windows exports often are)")
     malformed = [0]
@@ -483,6 +484,8 @@ def _iter_parquet(opened: _Opened, source: Source, label: str, compression: str,
             raise IngestError(label, f"{rows:,} rows exceed the limit of {limits.max_rows:,}",
                               "split the log, sample it, raise Limits.max_rows, or use the dask engine")
         names = parquet.schema_arrow.names
+        if len(names) > limits.max_columns:
+            raise too_many_columns(label, len(names), limits)
         strings = [n for n in _label_columns(names) if _is_text(parquet.schema_arrow.field(n).type)]
         if strings:
             parquet = pq.ParquetFile(source, read_dictionary=strings)

@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from shapeviz.ingest.documents import read_capped
 from shapeviz.outputs.figures import _escape, load_curve_figure
 from shapeviz.physics.steps import Deployment
 from shapeviz.plain import json_safe
@@ -121,11 +122,19 @@ class PlanReference:
 
 
 def _num(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
     try:
         v = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # a 400-digit integer does not fit a float: no number
         return None
     return v if math.isfinite(v) else None
+
+
+def _count_or_none(value: Any) -> int | None:
+    """A replica or GPU count from a plan: a whole number ≥ 1 below a million, else unknown."""
+    v = _num(value)
+    return int(v) if v is not None and v == int(v) and 1 <= v < 1e6 else None
 
 
 def read_plan_reference(document: Mapping[str, Any], name: str = "plan") -> PlanReference:
@@ -140,22 +149,29 @@ def read_plan_reference(document: Mapping[str, Any], name: str = "plan") -> Plan
         needed = ["rate_rps", *METRICS]
         if curve.empty or any(c not in curve.columns for c in needed):
             raise ValueError(f"{name}: the plan reference has no curve with {', '.join(needed)}")
-        curve = curve[needed].apply(pd.to_numeric, errors="coerce")
-        slo = doc.get("slo") or {}
-        return PlanReference(str(doc.get("deployment", "")), _req_num(doc.get("rate_rps"), name, "rate_rps"),
-                             doc.get("replicas"), doc.get("gpus"), _req_num(slo.get("ttft_p90_ms"), name, "slo"),
+        curve = curve[needed].map(_num).astype(np.float64)
+        _no_negative(curve, name)
+        slo = doc.get("slo") if isinstance(doc.get("slo"), Mapping) else {}
+        split = doc.get("disaggregated_point")
+        return PlanReference(str(doc.get("deployment", ""))[:200], _req_num(doc.get("rate_rps"), name, "rate_rps"),
+                             _count_or_none(doc.get("replicas")), _count_or_none(doc.get("gpus")),
+                             _req_num(slo.get("ttft_p90_ms"), name, "slo"),
                              _req_num(slo.get("tpot_p90_ms"), name, "slo"), _num(doc.get("mean_output_tokens")),
-                             curve.astype(np.float64), False, doc.get("disaggregated_point"))
+                             curve, False, split if isinstance(split, Mapping) else None)
     plan_doc = doc.get("plan_after") if isinstance(doc.get("plan_after"), Mapping) else doc
     if isinstance(plan_doc.get("ttft_ms"), Mapping) and "rate_rps" in plan_doc:
-        slo = plan_doc.get("assumptions", {}).get("slo", {}) or doc.get("slo", {})
+        slo = _dig(plan_doc, ("assumptions", "slo")) or doc.get("slo")
+        slo = slo if isinstance(slo, Mapping) else {}
+        tpot = plan_doc.get("tpot_ms") if isinstance(plan_doc.get("tpot_ms"), Mapping) else {}
         row = {"rate_rps": _req_num(plan_doc.get("rate_rps"), name, "rate_rps"),
-               "ttft_p50_ms": plan_doc["ttft_ms"].get("p50"), "ttft_p90_ms": plan_doc["ttft_ms"].get("p90"),
-               "tpot_p50_ms": plan_doc["tpot_ms"].get("p50"), "tpot_p90_ms": plan_doc["tpot_ms"].get("p90")}
-        curve = pd.DataFrame([row]).apply(pd.to_numeric, errors="coerce").astype(np.float64)
+               "ttft_p50_ms": _num(plan_doc["ttft_ms"].get("p50")), "ttft_p90_ms": _num(plan_doc["ttft_ms"].get("p90")),
+               "tpot_p50_ms": _num(tpot.get("p50")), "tpot_p90_ms": _num(tpot.get("p90"))}
+        curve = pd.DataFrame([row]).astype(np.float64)
+        _no_negative(curve, name)
         mean_out = _num(doc.get("workload", {}).get("mean_output_tokens")) if isinstance(doc.get("workload"), Mapping) else None
         gpus = plan_doc.get("gpus", {}).get("colocated") if isinstance(plan_doc.get("gpus"), Mapping) else None
-        return PlanReference(str(plan_doc.get("deployment", "")), row["rate_rps"], plan_doc.get("replicas"), gpus,
+        return PlanReference(str(plan_doc.get("deployment", ""))[:200], row["rate_rps"],
+                             _count_or_none(plan_doc.get("replicas")), _count_or_none(gpus),
                              _req_num(slo.get("ttft_p90_ms"), name, "slo"), _req_num(slo.get("tpot_p90_ms"), name, "slo"),
                              mean_out, curve, True)
     raise ValueError(f"{name}: not a shapeviz plan; give the plan.json of a report bundle or the output of "
@@ -166,7 +182,18 @@ def _req_num(value: Any, name: str, what: str) -> float:
     v = _num(value)
     if v is None:
         raise ValueError(f"{name}: the plan has no numeric {what}")
+    if v <= 0:
+        raise ValueError(f"{name}: the plan's {what} must be positive, got {v:g}")
     return v
+
+
+def _no_negative(curve: pd.DataFrame, name: str) -> None:
+    """A rate or a latency below zero is no measurement: the whole file is refused (it would flip a verdict)."""
+    values = curve.to_numpy(dtype=np.float64)
+    bad = np.argwhere(values < 0)
+    if bad.size:
+        row, col = bad[0]
+        raise ValueError(f"{name}: {curve.columns[col]} is {values[row, col]:g}; rates and latencies cannot be negative")
 
 
 # --- the measured side --------------------------------------------------------------------------------------------
@@ -351,19 +378,31 @@ def parse_result(data: bytes, name: str) -> list[MeasuredLevel]:
         levels = _aiperf_records(data.removeprefix(b"\xef\xbb\xbf").splitlines(), name) \
             if isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data" else None
         if levels is not None:
-            return levels
+            return _checked(levels, name)
         reason = "too deeply nested" if isinstance(exc, RecursionError) else f"not JSON ({type(exc).__name__})"
         raise ValueError(f"{name}: {reason}; {_GIVE}") from None
     if not isinstance(document, Mapping):
         raise ValueError(f"{name}: expected a JSON object, got a {type(document).__name__}")
     if isinstance(document.get("metadata"), Mapping) and "metrics" in document:   # a one-record profile_export.jsonl
-        return _aiperf_records([data], name) or []
+        return _checked(_aiperf_records([data], name) or [], name)
     if "benchmarks" in document:
-        return parse_guidellm(document, name)
+        return _checked(parse_guidellm(document, name), name)
     if "request_throughput" in document or "time_to_first_token" in document:
-        return parse_aiperf(document, name)
+        return _checked(parse_aiperf(document, name), name)
     raise ValueError(f"{name}: neither an aiperf profile export nor a guidellm report (no 'benchmarks' or "
                      "'request_throughput' key)")
+
+
+def _checked(levels: list[MeasuredLevel], name: str) -> list[MeasuredLevel]:
+    """The levels, unless one has a negative latency or a rate ≤ 0: that file is refused in one line."""
+    for lv in levels:
+        for m in METRICS:
+            v = getattr(lv, m)
+            if v is not None and v < 0:
+                raise ValueError(f"{name}: {lv.label[:60]} has {m} = {v:g}; latencies cannot be negative")
+        if lv.rate_rps is not None and lv.rate_rps <= 0:
+            raise ValueError(f"{name}: {lv.label[:60]} has a request rate of {lv.rate_rps:g}; it must be positive")
+    return levels
 
 
 def log_levels(frame: pd.DataFrame, bands: int = LOG_RATE_BANDS, source: str = "log") -> list[MeasuredLevel]:
@@ -468,8 +507,7 @@ def check_document(reference: PlanReference, levels: list[MeasuredLevel], notes:
     for m, s in summary.items():
         if s is not None:
             lines.append(f"{names[m]}: {s['verdict']} over {s['levels']} level(s)")
-    met = table[["meets_ttft_slo", "meets_tpot_slo"]].stack().dropna() if not table.empty else pd.Series(dtype=bool)
-    fleet_ok = None if met.empty else bool(met.astype(bool).all())
+    fleet_ok = slo_verdict(table)
     calibration = {k: (summary[k]["median_ratio"] if summary.get(k) else None) for k in ("ttft_p90_ms", "tpot_p50_ms")}
     notes = list(notes)
     d = reference.disaggregated or {}
@@ -495,6 +533,22 @@ def check_document(reference: PlanReference, levels: list[MeasuredLevel], notes:
         },
         "notes": list(notes),
     })
+
+
+def slo_verdict(table: pd.DataFrame) -> bool | None:
+    """False when some level missed a p90 SLO; True only when every level shows both p90s within them; else None.
+
+    A level without a finite TTFT or TPOT p90 (missing, ``Infinity``) is one nobody can say met its SLOs, so the
+    fleet's verdict is unknown unless another level shows a miss.
+    """
+    if table.empty:
+        return None
+    met = table[["meets_ttft_slo", "meets_tpot_slo"]].astype(object)
+    if (met == False).any().any():   # noqa: E712 - the values are True, False or None
+        return False
+    if met.isna().any().any():
+        return None
+    return True
 
 
 def _fmt(v: Any) -> str:
@@ -525,6 +579,8 @@ def check_text(document: Mapping[str, Any]) -> str:
     if ok is not None:
         lines.append("the fleet met both p90 SLOs at every measured level" if ok
                      else "the fleet missed a p90 SLO at some measured level")
+    elif document["levels"]:
+        lines.append("unknown whether the fleet met its p90 SLOs: some measured level has no finite TTFT or TPOT p90")
     lines += [f"note: {n}" for n in document.get("notes", [])]
     return "\n".join(lines)
 
@@ -582,7 +638,7 @@ def read_results(paths: Iterable[str | Path]) -> list[MeasuredLevel]:
                 raise ValueError(f"{path}: a directory without profile_export_aiperf.json or profile_export.jsonl; "
                                  "give the result file")
             path = inner
-        levels.extend(parse_result(path.read_bytes(), path.name))
+        levels.extend(parse_result(read_capped(path, "result file", MAX_RESULT_BYTES), path.name))
     return levels
 
 

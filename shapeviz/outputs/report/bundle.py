@@ -10,15 +10,19 @@ Safety, because these files are opened by people who did not write the log:
   leading single quote, headers included; numbers (and text that is a plain number) stay numbers;
 - every string that came from the user's data is HTML-escaped in the memo, and the plotly JSON embedded in
   ``<script>`` has ``<``, ``>`` and ``&`` written as ``\\u003c``-style escapes, so nothing can close the script;
-- the memo opens without network: plotly.js inline exactly once, no CDN, no web fonts.
+- the memo opens without network: plotly.js inline exactly once, no CDN, no web fonts;
+- written into a folder, each file replaces whatever link is at its name instead of writing through it.
 """
 from __future__ import annotations
 
 import io
 import json
+import os
+import stat
+import tempfile
 import zipfile
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -365,11 +369,38 @@ def write_bundle(bundle: Bundle, out_dir: str | Path) -> list[Path]:
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {str(folder)!r} is a file; give a folder for the report (it is created if missing)")
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, data in bundle.files.items():
-        path = folder / name
-        path.write_bytes(data)
-        paths.append(path)
-    return paths
+    return [_write_new(folder, name, data) for name, data in bundle.files.items()]
+
+
+def _write_new(folder: Path, name: str, data: bytes) -> Path:
+    """Write ``data`` at ``folder/name`` without following a link planted there.
+
+    The bytes go to a fresh temporary file in the same folder (created exclusively, never an existing one) that is
+    then renamed onto the name: a symlink (or hard link) already at the name is replaced, its target untouched. A
+    subfolder of the bundle must be a real folder, not a link out of ``folder``.
+    """
+    parts = PurePosixPath(name).parts
+    if not parts or PurePosixPath(name).is_absolute() or any(p in (".", "..") for p in parts):
+        raise ValueError(f"a report file may not be named {name!r}")
+    parent = folder
+    for part in parts[:-1]:
+        parent = parent / part
+        try:
+            os.mkdir(parent, 0o755)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(parent).st_mode):   # lstat: a symlink is not a folder here
+                raise ValueError(f"{str(parent)!r} is a link or a file, not a folder; remove it or give another "
+                                 "--out folder") from None
+    target = parent / parts[-1]
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{parts[-1]}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)   # a report is for reading: the same mode the zip gives its entries
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
 
 

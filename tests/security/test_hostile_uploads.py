@@ -1,0 +1,43 @@
+"""Issue 30, row 14: what visitors' uploads can cost the server is bounded per session and server-wide."""
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from components import data
+
+MB = 1 << 20
+
+
+def test_a_session_cannot_read_more_than_its_upload_budget():
+    files = [SimpleNamespace(name=f"log{i}.parquet", size=300 * MB) for i in range(5)]   # each under the file limit
+    with pytest.raises(ValueError, match="more than the 1 GiB one session may read at once"):
+        data.check_upload_budget(files)
+    data.check_upload_budget(files[:3])   # 900 MB together: read
+
+
+def test_five_concurrent_uploads_are_parsed_at_most_two_at_a_time(monkeypatch):
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def slow_sketch(source, **kwargs):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.3)
+        with lock:
+            running[0] -= 1
+        return SimpleNamespace(frame=None, sketch=None, report=None)
+
+    monkeypatch.setattr(data, "sketch_log", slow_sketch)
+    monkeypatch.setattr(data, "merge_all", lambda sketches: SimpleNamespace(
+        sample_frame=lambda: None, report=None))
+    threads = [threading.Thread(target=data.load_sources, args=([(b"x", f"u{i}.csv")], None)) for i in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == data.PARSE_SLOTS == 2
