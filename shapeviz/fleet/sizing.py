@@ -392,7 +392,7 @@ def sized_plan(planned: Plan, sizing: Sizing, tp: int) -> Plan:
     (linear in GPUs), TTFT/TPOT (the answer's replay), the verdict, and each phase's pressure per replica scaled
     to the answer's replicas. An analytic sizing leaves the plan as it is."""
     if sizing.method != "simulated" or sizing.replicas is None or sizing.answer is None:
-        return planned
+        return replace(planned, notes=[*planned.notes, sizing_note(sizing)])
     k, k0 = int(sizing.replicas), planned.replicas or int(sizing.replicas)
     factor = k / k0
     cost = dict(planned.cost)
