@@ -318,6 +318,8 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
         on = "stretches" if s.pick_stretches(candidate) else "window"
     # the stretches may overshoot (they are judged pessimistically): bisect on the whole window down to the
     # largest count it has seen miss, so one replica fewer is a whole-window replay that misses (the proof)
+    lo_miss = max([lo_miss] + [t.replicas for (k, on), t in s.cache.items()
+                               if on == "window" and not t.meets and k < hi_meet])
     while hi_meet - lo_miss > 1:
         mid = (lo_miss + hi_meet) // 2
         if s.run(mid).meets:

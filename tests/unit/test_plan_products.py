@@ -51,7 +51,7 @@ def test_tight_ttft_class_fails_where_a_loose_one_passes_on_real_traces(logs: li
 def test_products_leave_the_plan_unchanged(logs: list[str], capsys) -> None:
     plain = _plan(capsys, *logs)
     judged = _plan(capsys, *logs, "--slo", f"{CODE}=300:60")
-    assert "products" in plain    # every log gets the block, with the corners' default classes
+    assert "products" in plain    # every log gets the block: the TTFT/TPOT pair is every product's default class
     for key in set(plain) - {"products", "notes"}:
         assert judged[key] == plain[key], key
     assert judged["notes"][:-1] == plain["notes"][:-1]

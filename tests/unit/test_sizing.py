@@ -99,3 +99,29 @@ def test_the_logs_model_column_chooses_the_model(traces: Path, tmp_path: Path, c
     assert "model column" in doc["model_source"] and "Qwen/Qwen3-32B" in doc["model_source"]
     told = _run(capsys, "plan", str(log), "--gpu", "h100", "--method", "analytic", "--model", "llama-3.1-8b")
     assert told["deployment_detail"]["model"] == "llama-3.1-8b" and told["model_source"] == "set by user (--model)"
+
+
+def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_path: Path, capsys) -> None:
+    # the first 20 minutes of the Azure code trace (to keep the three sizings quick); the default deployment
+    frame = pd.read_csv(traces / AZURE_CODE)
+    stamps = pd.to_datetime(frame["TIMESTAMP"])
+    log = tmp_path / "code_20min.csv"
+    frame[stamps < stamps.iloc[0] + pd.Timedelta(minutes=20)].to_csv(log, index=False)
+    argv = (str(log), "--gpu", "h100")
+    planned = _run(capsys, "plan", *argv)
+    replicas = planned["replicas"]
+    assert planned["method"] == "simulated" and replicas > planned["estimate"]["replicas"]
+    config = _run(capsys, "config", *argv, "--layout", "colocated")
+    assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == replicas
+    assert config["settings"]["pools"]["colocated"]["replicas"]["why"].startswith("simulated")
+    assert config["method"] == "simulated" and config["one_fewer"]["replicas"] == replicas - 1
+    out = tmp_path / "report"
+    assert main(["report", *argv, "--out", str(out)]) == 0
+    capsys.readouterr()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["plan_after"]["replicas"] == replicas
+    table = pd.read_csv(out / "capacity_plan.csv")
+    row = table[table["figure"] == "replicas (colocated)"].iloc[0]
+    assert (float(row["before"]), float(row["after"]), row["source"]) == (replicas, replicas, "simulated")
+    memo = (out / "report.html").read_text()
+    assert f"fleet size simulated: {replicas} replica(s) meet every product" in memo
