@@ -461,8 +461,14 @@ def fleet_answer(workload: Workload, dep: Deployment, frame: pd.DataFrame | None
     else:
         if classes is None:
             classes = pair_classes(frame, ttft_slo_ms, tpot_slo_ms)
-        sizing = size_fleet(frame, dep, classes, estimate=estimate.replicas, whatif=whatif,
-                            slo_window_s=slo_window_s, rate_rps=workload.rate_rps * whatif.traffic_multiplier,
-                            router=router or "round_robin", block_size=block_size,
-                            default_ttft_ms=ttft_slo_ms, default_tpot_ms=tpot_slo_ms)
+        if not (math.isfinite(slo_window_s) and slo_window_s > 0):
+            raise ValueError(f"--slo-window must be a positive duration, got {slo_window_s!r}")
+        try:
+            sizing = size_fleet(frame, dep, classes, estimate=estimate.replicas, whatif=whatif,
+                                slo_window_s=slo_window_s, rate_rps=workload.rate_rps * whatif.traffic_multiplier,
+                                router=router or "round_robin", block_size=block_size,
+                                default_ttft_ms=ttft_slo_ms, default_tpot_ms=tpot_slo_ms)
+        except ValueError as exc:   # the log cannot be replayed on this deployment (a request beyond the KV pool)
+            sizing = analytic_sizing(estimate.replicas, estimate.meets_slo,
+                                     f"analytic estimate: the log cannot be replayed on this deployment ({exc})")
     return sized_plan(estimate, sizing, dep.tp), sizing, estimate, routed

@@ -125,3 +125,4 @@ def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_p
     assert (float(row["before"]), float(row["after"]), row["source"]) == (replicas, replicas, "simulated")
     memo = (out / "report.html").read_text()
     assert f"fleet size simulated: {replicas} replica(s) meet every product" in memo
+
