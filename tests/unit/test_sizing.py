@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -126,3 +127,19 @@ def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_p
     memo = (out / "report.html").read_text()
     assert f"fleet size simulated: {replicas} replica(s) meet every product" in memo
 
+
+
+def test_autoscaling_windows_are_sized_at_their_busiest_minute(traces: Path) -> None:
+    # the bursty Azure code trace in 5-minute windows: each window holds the replicas its busiest minute needs
+    from shapeviz.fleet.autoscale import traffic_windows
+    from shapeviz.ingest import load_log
+    from shapeviz.physics.steps import Deployment
+    from shapeviz.serving.planner import Workload, plan
+
+    frame = load_log(traces / AZURE_CODE).frame
+    dep = Deployment("llama-3.1-70b", "h100", "fp8", None, 2)
+    tw = traffic_windows(frame, dep, window_s=300)
+    at_mean = np.ceil(tw.window_rps / tw.sizing_rps - 1e-9)
+    assert (tw.window_need >= at_mean).all() and (tw.window_need > at_mean).any()
+    # hold-at-peak is then at least the plan of the whole log at its peak-minute rate (it capped below it before)
+    assert tw.window_need.max() >= plan(Workload.from_frame(frame), dep).replicas
