@@ -31,7 +31,9 @@ def log_model(frame: Any) -> tuple[str | None, str]:
     """The catalogue model the log's ``model`` column names (the most requested one), and where it came from.
 
     Names are shown literally (they are the log's text); a name the catalogue does not know is skipped."""
-    if frame is None or "model" not in frame.columns:
+    if frame is None:
+        return None, "no log rows to read a model from"
+    if "model" not in frame.columns:
         return None, "the log has no model column"
     counts = frame["model"].astype(str).value_counts()
     known: dict[str, int] = {}
