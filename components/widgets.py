@@ -14,6 +14,7 @@ PROVENANCE: dict[str, tuple[str, str, str]] = {
     "measured": ("measured", "green", "Measured from your log."),
     "estimated": ("estimated", "blue", "Estimated by the capacity model (calibrated on published measurements)."),
     "assumed": ("assumed", "orange", "An assumption: a default or a value you set."),
+    "simulated": ("simulated", "violet", "Simulated: your log's own requests replayed on the fleet."),
 }
 
 MISSING = "—"  # what a missing value reads as, in every metric and table

@@ -9,6 +9,7 @@ import streamlit as st
 from components import sidebar
 from components.context import PageContext, page_context, rate_chart, workload
 from components.fleet import DESIGN_KEY, FLEET_DESIGN_KEY, edit_classes, render_fleet_design
+from components.fleet_answer import render_answer
 from components.fleet_time import render_traffic_over_time
 from components.measured import plan_vs_measured
 from components.routing import render_routers
@@ -95,8 +96,10 @@ def _headline() -> None:
     st.subheader("GPUs and cost that meet both SLOs")
     row2 = st.columns(4)
     g_b, g_a = b["gpus"], a["gpus"]
-    row2[0].metric("GPUs colocated", f"{g_a['colocated'] or MISSING}", _delta(g_b["colocated"], g_a["colocated"]),
-                   delta_color="inverse")
+    row2[0].metric("GPUs colocated (estimate)", f"{g_a['colocated'] or MISSING}",
+                   _delta(g_b["colocated"], g_a["colocated"]), delta_color="inverse",
+                   help="The analytic estimate (a queue at the peak-minute rate), shown at once; the simulated "
+                        "answer below replays the log on candidate fleets.")
     no_split = g_a["prefill"] is None or g_a["decode"] is None
     row2[1].metric("GPUs split P + D", MISSING if no_split else f"{g_a['prefill']} + {g_a['decode']}",
                    "no split meets the SLOs" if no_split else _delta(g_b.get("disaggregated"), g_a.get("disaggregated"),
@@ -111,6 +114,8 @@ def _headline() -> None:
     row2[3].metric("Cost per 1M tokens", MISSING if per_m is None else f"${per_m:,.3f}",
                    None if per_m is None else _delta(b["cost"].get("usd_per_million_tokens"), per_m, " $"),
                    delta_color="inverse")
+    render_answer(ctx.dataset.digest, ctx.dataset.log.frame if ctx.dataset.sketch is None else None, w, dep,
+                  now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd)
     left, right = st.columns([0.85, 0.15])
     left.markdown(
         ("Both SLOs are met" + (f" ({md_literal('; '.join(after.notes))})." if after.notes else ".") if after.meets_slo

@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="GPUs, TTFT/TPOT and cost for a log or a fixed shape")
     plan.add_argument("logs", nargs="*", metavar="LOG")
     _add_plan_options(plan)
+    _add_sizing_options(plan)
     plan.add_argument("--slo", action="append", metavar="PRODUCT=TTFT_MS:TPOT_MS",
                       help="a product's own SLO class at p90, judged on the planned fleet (repeatable; PRODUCT '*' "
                            "sets every product); default: its corner's published range (data/slo_ranges.csv, upper end)")
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("logs", nargs="+", metavar="LOG")
     report.add_argument("--out", required=True, help="output folder")
     _add_plan_options(report)
+    _add_sizing_options(report)
     _add_common(report)
     _add_engine(report)
     report.set_defaults(handler=cmd_report)
@@ -104,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--fleet", default=None, metavar="FLEET.json",
                         help="one launch script (and manifest) per pool of a fleet file (`design --json` fleet)")
     _add_plan_options(config)
+    _add_sizing_options(config)
     _add_router_options(config)
     _add_common(config)
     config.set_defaults(handler=cmd_config)
@@ -144,11 +147,13 @@ def _check_engine(args: argparse.Namespace) -> None:
 def _add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isl", type=int, help="fixed input length (tokens), instead of a log")
     p.add_argument("--osl", type=int, help="fixed output length (tokens), instead of a log")
-    p.add_argument("--model", default="llama-3.1-70b")
+    p.add_argument("--model", default=None,
+                   help="catalogue model (default: the one the log's model column names, else llama-3.1-70b)")
     p.add_argument("--gpu", default="h100-sxm")
     # Choices spelled out so that building the parser imports no pandas; data/precisions.csv defines them.
     p.add_argument("--precision", choices=("bf16", "fp16", "fp8", "nvfp4", "fp4", "mxfp4"), default=None,
-                   help="weight precision (default: the model's native checkpoint, e.g. mxfp4 for gpt-oss; else fp8)")
+                   help="weight precision (default: the model's own checkpoint, bf16 unless it ships in another, e.g. "
+                        "mxfp4 for gpt-oss, fp8 for DeepSeek-V3; fp8/fp4 are levers the plan prices beside it)")
     p.add_argument("--kv-precision", choices=("fp8", "bf16"), default=None,
                    help="KV-cache precision (default: fp8 for fp8/fp4 weights, bf16 for bf16)")
     p.add_argument("--tp", type=int, default=None,
@@ -189,6 +194,16 @@ def _add_kv_pool_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
                    help="vLLM's share of each GPU's memory for weights, runtime and KV, in (0, 1]: the KV pool is what "
                         "is left of it; with --kv-cache-tokens the smaller pool holds")
+
+
+def _add_sizing_options(p: argparse.ArgumentParser) -> None:
+    """``--method`` and ``--slo-window``: how the fleet size is found (shapeviz.fleet.sizing)."""
+    p.add_argument("--method", choices=("simulated", "analytic"), default="simulated",
+                   help="simulated (default): the smallest fleet whose replay of the log meets every product's p90 "
+                        "class, one replica fewer shown missing; analytic: the quick queue estimate, labelled so")
+    p.add_argument("--slo-window", default=None, metavar="DURATION",
+                   help="the stretch of the log whose p90s must meet the classes: its busiest window of this length "
+                        "(seconds, or 90m, 1h; default 1h, the whole log when shorter)")
 
 
 def _add_router_options(p: argparse.ArgumentParser) -> None:

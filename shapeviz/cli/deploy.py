@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from shapeviz.analysis import load_logs
-from shapeviz.cli.plan import _workload, deployment_from_args, kv_pool_from_args, speculative_from_args
+from shapeviz.cli.plan import (_workload, deployment_from_args, kv_pool_from_args, resolve_model,
+                               slo_window_seconds, speculative_from_args)
 from shapeviz.fleet.pools import load_fleet
-from shapeviz.fleet.routing import plan_with_router
+from shapeviz.fleet.sizing import fleet_answer
 from shapeviz.ingest.documents import parse_json, read_capped
 from shapeviz.outputs.deploy.build import (
     config_dict,
@@ -56,7 +57,6 @@ ROUTER_DEPLOY = {
 def _inputs(args: argparse.Namespace, mapping: dict[str, str] | None):
     """Deployment, workload, what-if and the log-derived facts (longest context, prefix reuse, frame)."""
 
-    dep, _ = deployment_from_args(args)
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     logs = list(getattr(args, "logs", None) or [])
     if logs and (args.isl is not None or args.osl is not None):
@@ -65,9 +65,11 @@ def _inputs(args: argparse.Namespace, mapping: dict[str, str] | None):
 
         log = load_logs(logs, mapping)
         frame = log.frame
+        dep, _ = deployment_from_args(args, resolve_model(args, frame)[0])
         workload = Workload.from_frame(frame, rate_rps=args.rate)
         dep = speculative_from_args(dep, workload, args)
         return dep, workload, whatif, longest_context(frame, whatif), "measured", prefix_signal(frame, whatif), frame
+    dep, _ = deployment_from_args(args)
     workload, _ = _workload(args, mapping, dep)
     dep = speculative_from_args(dep, workload, args)
     context = float(args.isl * (1 - whatif.trim_input) + args.osl * (1 - whatif.trim_output))
@@ -89,11 +91,13 @@ def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
     dep, workload, whatif, context, context_source, prefix, frame = _inputs(args, mapping)
     ttft = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
     tpot = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
-    routed = None
-    if getattr(args, "router", None):
+    # the fleet size: the one sizing function `plan` uses (shapeviz.fleet.sizing), so both print one fleet
+    planned, sizing, _, routed = fleet_answer(
+        workload, dep, frame, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
+        method=getattr(args, "method", "simulated"), slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)),
+        router=getattr(args, "router", None), block_size=getattr(args, "block_size", None))
+    if routed is not None:
         # the reuse this router keeps on the planned fleet replaces the log's ideal (one shared cache) figure
-        _, routed = plan_with_router(workload, frame, dep, args.router, whatif, ttft, tpot,
-                                     block_size=args.block_size)
         if routed.get("source") in ("block_hashes", "sessions") and routed.get("hit_ratio_tokens") is not None:
             share = min(float(routed["hit_ratio_tokens"]), 0.99)
             whatif = replace(whatif, cache_hit=share)
@@ -102,7 +106,7 @@ def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
                                max_context_tokens=context, context_source=context_source, prefix=prefix,
                                tp_source="assumed" if args.tp is not None else "estimated",
                                model_path=args.model_path, layout=args.layout, port=args.port,
-                               kv_pool=kv_pool_from_args(args))
+                               kv_pool=kv_pool_from_args(args), the_plan=planned)
     knee, _ = knee_rate(workload, dep, whatif, ttft, tpot, int(bundle.plan.replicas or 1))
     spec = engine_spec(args.engine)
     document: dict[str, Any] = {
@@ -112,6 +116,9 @@ def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
         "engine_flags_source": spec["source"],
         "deployment": dep.describe(),
         "meets_slo": bundle.plan.meets_slo,
+        "method": sizing.method,
+        "sized_on": sizing.sized_on,
+        "one_fewer": sizing.to_dict()["one_fewer"],
         "settings": settings_dict(bundle.settings),
         "layouts": {layout: [config_dict(c) for c in cfgs] for layout, cfgs in bundle.configs.items()},
         "manifests": ({layout: bundle.manifest(layout, app=args.app) for layout in bundle.configs}

@@ -10,7 +10,7 @@ from typing import Any
 
 from shapeviz.fleet.speculative import speculative_deployment, speculative_effect
 from shapeviz.ingest import combine, load_log
-from shapeviz.physics.catalogue import get_gpu, get_model
+from shapeviz.physics.catalogue import get_gpu, get_model, get_precision
 from shapeviz.physics.kv_pool import KVPool, kv_pool_tokens, with_kv_pool
 from shapeviz.physics.steps import (
     DEFAULT_TPOT_SLO_MS,
@@ -18,15 +18,63 @@ from shapeviz.physics.steps import (
     max_throughput,
     smallest_tp,
 )
-from shapeviz.fleet.routing import plan_with_router
+from shapeviz.fleet.sizing import DEFAULT_SLO_WINDOW_S, fleet_answer, pair_classes
+from shapeviz.serving.compare import precisions_for
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
-from shapeviz.serving.products import parse_slo, plan_products, resolve_classes
+from shapeviz.serving.products import parse_slo, plan_products
 from shapeviz.workload.distributed import sketch_paths
 
 
-def deployment_from_args(args: argparse.Namespace) -> tuple[Deployment, str]:
+DEFAULT_MODEL = "llama-3.1-70b"
+
+
+def log_model(frame: Any) -> tuple[str | None, str]:
+    """The catalogue model the log's ``model`` column names (the most requested one), and where it came from.
+
+    Names are shown literally (they are the log's text); a name the catalogue does not know is skipped."""
+    if frame is None:
+        return None, "no log rows to read a model from"
+    if "model" not in frame.columns:
+        return None, "the log has no model column"
+    counts = frame["model"].astype(str).value_counts()
+    known: dict[str, int] = {}
+    names: dict[str, str] = {}
+    for name, n in counts.items():
+        try:
+            model = get_model(str(name)).id
+        except ValueError:
+            continue
+        known[model] = known.get(model, 0) + int(n)
+        names.setdefault(model, str(name))
+    if not known:
+        return None, f"the log's model column names no catalogue model ({', '.join(map(repr, counts.index[:3]))})"
+    best = max(known, key=known.__getitem__)
+    others = sorted(set(known) - {best})
+    return best, (f"the log's model column ({names[best]!r}, {known[best]:,} of {int(counts.sum()):,} requests)"
+                  + (f"; other products name {', '.join(others)}: `design` plans a pool per model" if others else ""))
+
+
+def resolve_model(args: argparse.Namespace, frame: Any = None) -> tuple[str, str]:
+    """``(model id, source)``: --model, else the log's model column, else the default model."""
+    if getattr(args, "model", None):
+        return get_model(args.model).id, "set by user (--model)"
+    found, why = log_model(frame)
+    if found is not None:
+        return found, why
+    return DEFAULT_MODEL, f"shapeviz default ({why}; set --model)"
+
+
+def precision_source(args: argparse.Namespace, dep: Deployment) -> str:
+    """Where the weight precision came from: the user, or the model's own checkpoint."""
+    if getattr(args, "precision", None):
+        return "set by user (--precision)"
+    return (f"the checkpoint's own precision ({dep.precision.upper()}, what a team serves without quantising); "
+            "FP8/FP4 are levers, priced in `precision_levers`")
+
+
+def deployment_from_args(args: argparse.Namespace, model_id: str | None = None) -> tuple[Deployment, str]:
     """The replica the options describe, and where its TP came from (the user, or the smallest that fits)."""
-    model, gpu = get_model(args.model), get_gpu(args.gpu)
+    model, gpu = get_model(model_id or getattr(args, "model", None) or DEFAULT_MODEL), get_gpu(args.gpu)
     ep = getattr(args, "ep", None)
     adp = bool(getattr(args, "attention_dp", False))
     if ep is not None and ep < 1:
@@ -104,34 +152,45 @@ def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Dep
 
 def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
     """The ``plan`` JSON document: deployment, workload, max throughput, phases, TTFT/TPOT, GPUs, cost, assumptions."""
-    dep, tp_source = deployment_from_args(args)
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     frames: list = []
     overrides = parse_slo(getattr(args, "slo", None))
-    workload, info = _workload(args, mapping, dep, frames)
+    if args.isl is not None or args.osl is not None or not getattr(args, "logs", None):
+        model_id, model_source = resolve_model(args)
+        dep, tp_source = deployment_from_args(args, model_id)
+        workload, info = _workload(args, mapping, dep, frames)
+    else:   # the log first: its model column may name the model
+        workload, info = _workload(args, mapping, None, frames)  # type: ignore[arg-type]
+        model_id, model_source = resolve_model(args, frames[0] if frames else None)
+        dep, tp_source = deployment_from_args(args, model_id)
     if overrides and not frames:
         raise ValueError("--slo names products of a LOG read row by row; a fixed --isl/--osl shape or a --engine dask "
                          "sketch has one SLO (--ttft-slo-ms/--tpot-slo-ms)")
-    classes = resolve_classes(frames[0], overrides) if frames else None
+    classes = None
     dep = speculative_from_args(dep, workload, args)
     ttft_slo = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
     tpot_slo = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
-    routed = None
-    if getattr(args, "router", None):
-        planned, routed = plan_with_router(workload, frames[0] if frames else None, dep, args.router, whatif,
-                                           ttft_slo, tpot_slo, args.gpu_hour_usd, block_size=args.block_size)
-    else:
-        planned = plan(workload, dep, whatif, ttft_slo, tpot_slo, args.gpu_hour_usd)
+    if frames:   # every product's class: its own --slo, else the TTFT/TPOT pair (the default class)
+        classes = pair_classes(frames[0], ttft_slo, tpot_slo, overrides)
+    planned, sizing, estimate, routed = fleet_answer(
+        workload, dep, frames[0] if frames else None, whatif=whatif, ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo,
+        classes=classes, gpu_hour_usd=args.gpu_hour_usd, method=getattr(args, "method", "simulated"),
+        slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)), router=getattr(args, "router", None),
+        block_size=getattr(args, "block_size", None))
     result = planned.to_dict()
     effect = (None if dep.speculative is None
               else speculative_effect(workload, dep, whatif, ttft_slo, tpot_slo, args.gpu_hour_usd))
     result["assumptions"]["tp_source"] = tp_source
+    result["assumptions"]["model_source"] = model_source
+    result["assumptions"]["precision_source"] = precision_source(args, dep)
     result["assumptions"]["slo"]["source"] = (
         "set by user" if args.ttft_slo_ms is not None and args.tpot_slo_ms is not None
         else f"shapeviz defaults where not set (TTFT {DEFAULT_TTFT_SLO_MS:g} ms, TPOT {DEFAULT_TPOT_SLO_MS:g} ms at p90)"
     )
     document: dict[str, Any] = {
         "command": "plan",
+        "model_source": model_source,
+        "precision_source": precision_source(args, dep),
         "deployment_detail": {
             "model": dep.model.id, "gpu": dep.gpu.id, "precision": dep.precision, "kv_precision": dep.kv_precision,
             "tp": dep.tp, "ep": dep.ep, "attention_dp": dep.attention_dp, "layout": dep.layout,
@@ -158,14 +217,31 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
         "slo": {"ttft_p90_ms": ttft_slo, "tpot_p90_ms": tpot_slo},
     }
     document.update(result)
+    # how the fleet size was found: the method, the window replayed, and one replica fewer as the proof
+    sized = sizing.to_dict()
+    document["method"] = sizing.method
+    document["method_label"] = sizing.label
+    document["sized_on"] = sized["sized_on"]
+    document["one_fewer"] = sized["one_fewer"]
+    document["sizing"] = sized
+    document["estimate"] = {"label": "estimate: analytic queue at the peak-minute rate", "replicas": estimate.replicas,
+                            "gpus": estimate.gpus.get("colocated"), "ttft_ms": result_ms(estimate.ttft_ms),
+                            "tpot_ms": result_ms(estimate.tpot_ms), "meets_slo": estimate.meets_slo}
     # with the lever: what it buys at the planned load and where it stops paying (None without it)
+    document["precision_levers"] = precision_levers(workload, dep, whatif, ttft_slo, tpot_slo, args.gpu_hour_usd,
+                                                    estimate, explicit=bool(getattr(args, "precision", None)))
     document["speculative"] = None if effect is None else effect.to_dict()
     if effect is not None:
         document["speculative"]["summary"] = effect.citation()
     if routed is not None:
         document["prefix"] = routed
         document["notes"] = [*document.get("notes", []), routed["note"]]
-    if classes is not None:
+    if classes is not None and sizing.answer is not None:
+        # the replay of the answer: each product's p90s against its own class
+        document["products"] = simulated_products(sizing.answer, classes)
+        document["notes"] = [*document.get("notes", []), _products_note(document["products"], planned.replicas,
+                                                                        simulated=True)]
+    elif classes is not None:
         # judged on the fleet the plan bought (with the what-if the plan used, the router's reuse included)
         used = WhatIf(**result["assumptions"]["whatif"])
         products = plan_products(frames[0], workload, dep, used, planned.replicas, classes, tpot_slo)
@@ -174,9 +250,76 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     return document
 
 
-def _products_note(products: dict[str, Any], replicas: int | None) -> str:
+def precision_levers(workload: Workload, dep: Deployment, whatif: WhatIf, ttft_slo: float, tpot_slo: float,
+                     gpu_hour_usd: float | None, estimate: Any, explicit: bool) -> list[dict[str, Any]]:
+    """Lower-precision weights as levers beside the planned precision: each one's analytic estimate of GPUs and
+    cost against the planned precision's estimate (the saving, labelled an estimate; never a silent default)."""
+    if explicit or dep.speculative is not None:
+        return []
+    out = []
+    for precision in precisions_for(dep.model, dep.gpu):
+        spec = get_precision(precision)
+        if precision == dep.precision or spec.bits_per_weight >= get_precision(dep.precision).bits_per_weight:
+            continue
+        try:
+            tp = smallest_tp(dep.model, dep.gpu, precision, None, ep=dep.ep, attention_dp=dep.attention_dp)
+            other = Deployment(dep.model, dep.gpu, precision, None, tp, ep=dep.ep if dep.ep == 1 else tp,
+                               attention_dp=dep.attention_dp)
+        except ValueError:
+            continue
+        p = plan(workload, other, whatif, ttft_slo, tpot_slo, gpu_hour_usd)
+        base, gpus = estimate.gpus.get("colocated"), p.gpus.get("colocated")
+        out.append({"precision": precision, "tp": tp, "label": "estimate (analytic): a lever, not the plan",
+                    "gpus": gpus, "gpus_saved": None if base is None or gpus is None else base - gpus,
+                    "usd_per_hour": p.cost.get("usd_per_hour"),
+                    "usd_per_hour_saved": (None if p.cost.get("usd_per_hour") is None
+                                           or estimate.cost.get("usd_per_hour") is None
+                                           else estimate.cost["usd_per_hour"] - p.cost["usd_per_hour"]),
+                    "note": f"{precision.upper()} weights: quantise or take a quantised checkpoint, then check quality"})
+    return out
+
+
+def result_ms(p: Any) -> dict[str, float | None]:
+    """A plan's ``Percentiles`` as JSON."""
+    return {"p50": p.p50, "p90": p.p90}
+
+
+def simulated_products(answer: Any, classes: dict[str, Any]) -> dict[str, Any]:
+    """The ``products`` block from the answer's replay, in the analytic block's shape (plus attainment)."""
+    out = {}
+    for name, o in sorted(answer.products.items()):
+        cls = classes.get(name)
+        if cls is None:
+            continue
+        q = cls.percentile
+        out[name] = {"class": {k: v for k, v in cls.to_dict().items() if k != "product"}, "requests": o["requests"],
+                     f"ttft_p{q}_ms": o.get(f"ttft_p{q}_ms"), f"tpot_p{q}_ms": o.get(f"tpot_p{q}_ms"),
+                     "meets": o.get("meets"), "attainment": o.get("attainment")}
+    return out
+
+
+def slo_window_seconds(value: str | float | None) -> float:
+    """``--slo-window``: seconds, or a number with s/m/h (``90m``, ``1h``); default one hour."""
+    if value is None:
+        return DEFAULT_SLO_WINDOW_S
+    text = str(value).strip().lower()
+    scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(text[-1:], None)
+    try:
+        seconds = float(text[:-1]) * scale if scale else float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not (seconds == seconds and 0 < seconds < float("inf")):
+        raise ValueError(f"--slo-window expects a duration such as 3600, 90m or 1h, got {value!r}")
+    return seconds
+
+
+def _products_note(products: dict[str, Any], replicas: int | None, simulated: bool = False) -> str:
     """Where the per-product figures come from, and which products miss their own class."""
     missing = [name for name, o in products.items() if not o["meets"]]
+    if simulated:
+        return (f"each product is judged against its own SLO class (its --slo, else the TTFT/TPOT pair) on the "
+                f"{replicas or 0} replica(s) of the answer, by replaying the log on them"
+                + (f"; missing their class: {', '.join(missing)}" if missing else ""))
     return (f"each product is judged against its own SLO class on the planned {replicas or 0} shared replica(s), "
             "analytically (its own prefill times in the whole fleet's queue and decode batch; TPOT is the shared "
             "batch's, so the same for every product); `simulate --slo` replays the log as the check"
@@ -212,7 +355,14 @@ def plan_text(document: dict[str, Any]) -> str:
     colocated = "n/a" if g["colocated"] is None else f"{g['colocated']} ({d['replicas']} × {layout})"
     split = ("n/a" if g["disaggregated"] is None
              else f"{g['prefill']} prefill + {g['decode']} decode = {g['disaggregated']}")
-    lines.append(f"GPUs: colocated {colocated}; disaggregated {split}")
+    lines.append(f"GPUs: colocated {colocated} [{d.get('method_label', 'estimate')}]; disaggregated {split} "
+                 "[estimate]")
+    if d.get("method") == "simulated" and d.get("estimate"):
+        fewer = d.get("one_fewer")
+        lines.append(f"sized on {d['sized_on']['window']}: analytic estimate {d['estimate']['replicas']} replica(s)"
+                     + ("" if fewer is None else
+                        f"; one fewer ({fewer['replicas']}) {fewer['verdict']} (TTFT p90 {_ms(fewer['ttft_ms']['p90'])}"
+                        f", TPOT p90 {_ms(fewer['tpot_ms']['p90'])})"))
     if c.get("usd_per_hour") is not None:
         per_m = c.get("usd_per_million_tokens")
         per_out = c.get("usd_per_million_output_tokens")
@@ -224,7 +374,8 @@ def plan_text(document: dict[str, Any]) -> str:
         lines.append(d["speculative"]["summary"])
     lines.append("SLOs met" if d["meets_slo"] else "SLOs NOT met")
     if d.get("products"):
-        lines.append("products, each against its own SLO class (analytic):")
+        lines.append("products, each against its own SLO class "
+                     f"({'simulated' if d.get('method') == 'simulated' else 'analytic'}):")
         lines.extend(product_plan_lines(d["products"]))
     lines.extend(f"note: {n}" for n in d.get("notes", []))
     return "\n".join(lines)

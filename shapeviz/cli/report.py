@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from shapeviz.analysis import analyze, load_logs
-from shapeviz.cli.plan import deployment_from_args, speculative_from_args
+from shapeviz.cli.plan import deployment_from_args, resolve_model, slo_window_seconds, speculative_from_args
 from shapeviz.outputs.report import report_files, write_bundle
 from shapeviz.progress import terminal_progress
 from shapeviz.serving import WhatIf, Workload
@@ -35,12 +35,14 @@ def write_report_from_args(args: Any, mapping: dict[str, str] | None = None) -> 
                  "workload": Workload.from_view(sketch, rate_rps=args.rate)}
     else:
         log = load_logs(args.logs, mapping)
+        dep, _ = deployment_from_args(args, resolve_model(args, log.frame)[0])   # the log's model column
         dep = speculative_from_args(dep, Workload.from_frame(log.frame, rate_rps=1.0), args)
         with terminal_progress() as progress:   # stages on stderr when it is a terminal; pipes stay clean
             extra = {"analysis": analyze(log, deployment=dep, progress=progress)}
     bundle = report_files(log, deployment=dep, whatif=whatif, ttft_slo_ms=args.ttft_slo_ms,
                           tpot_slo_ms=args.tpot_slo_ms, gpu_hour_usd=args.gpu_hour_usd, rate_rps=args.rate,
-                          **extra)
+                          method=getattr(args, "method", "simulated"),
+                          slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)), **extra)
     for note in bundle.notes:
         print(f"shapeviz report: {note}", file=sys.stderr)
     return write_bundle(bundle, folder)

@@ -208,15 +208,23 @@ class TrafficWindows:
         return np.bincount(self.window_of_minute, weights=self.minute_rps, minlength=self.n_windows) / np.maximum(minutes, 1)
 
     @property
+    def window_peak_rps(self) -> np.ndarray:
+        """The busiest minute's request rate of every window (the rate its replicas are sized at)."""
+        peak = np.zeros(self.n_windows)
+        np.maximum.at(peak, self.window_of_minute, self.minute_rps)
+        return peak
+
+    @property
     def window_need(self) -> np.ndarray:
-        """Replicas each window is sized for at its rate and shape (0 when idle)."""
-        return np.ceil(self.window_rps / self.sizing_rps - 1e-9).astype(np.int64)
+        """Replicas each window is sized for at its busiest minute and its shape (0 when idle)."""
+        return np.ceil(self.window_peak_rps / self.sizing_rps - 1e-9).astype(np.int64)
 
     @property
     def window_slo_need(self) -> np.ndarray:
-        """Replicas each window needs for both p90 SLOs (a huge number where no size meets them)."""
-        need = np.ceil(self.window_rps / np.maximum(self.slo_rps, 1e-12) - 1e-9)
-        return np.where((self.slo_rps > 0) | (self.window_rps <= 0), need, np.iinfo(np.int64).max // 2).astype(np.int64)
+        """Replicas each window needs for both p90 SLOs at its busiest minute (huge where no size meets them)."""
+        peak = self.window_peak_rps
+        need = np.ceil(peak / np.maximum(self.slo_rps, 1e-12) - 1e-9)
+        return np.where((self.slo_rps > 0) | (peak <= 0), need, np.iinfo(np.int64).max // 2).astype(np.int64)
 
     @property
     def minute_need(self) -> np.ndarray:

@@ -93,6 +93,11 @@ class Model:
     # extension assumed); None when the catalogue row does not say.
     max_context_tokens: int | None = None
 
+    @property
+    def checkpoint_precision(self) -> str:
+        """The precision of the checkpoint the model ships in: what a team serves when it chooses nothing."""
+        return self.native_precision or "bf16"
+
     def attention_flops_per_context_token(self, decode: bool) -> float:
         """Attention-score FLOPs (QKᵀ and PV) per layer per query token per context token.
 

@@ -147,7 +147,7 @@ class Deployment:
         # Forgiving construction: ids are accepted wherever a Model or GPU is.
         object.__setattr__(self, "model", get_model(self.model))
         object.__setattr__(self, "gpu", get_gpu(self.gpu))
-        precision = self.precision if self.precision is not None else (self.model.native_precision or "fp8")
+        precision = self.precision if self.precision is not None else self.model.checkpoint_precision
         object.__setattr__(self, "precision", check_precision(precision))
         default_kv = get_precision(self.precision).default_kv
         kv = default_kv if self.kv_precision is None else check_precision(self.kv_precision, "KV precision")
@@ -440,7 +440,7 @@ def smallest_tp_or_none(
     """Smallest TP whose GPUs hold the weights at all (None if even the largest cannot)."""
     m, g = get_model(model), get_gpu(gpu)
     eff = load_efficiency()
-    spec = get_precision(precision if precision is not None else (m.native_precision or "fp8"))
+    spec = get_precision(precision if precision is not None else m.checkpoint_precision)
     experts = m.expert_params * spec.bytes_per_weight
     rest = (m.total_params - m.embedding_params - m.expert_params) * (
         UNQUANTIZED_BYTES if spec.is_four_bit and m.four_bit_scope == "experts" else spec.bytes_per_weight)
@@ -491,7 +491,7 @@ def smallest_tp(
             continue
         if float(dep.max_batch_kv(min_kv_tokens)) >= 1:
             return tp
-    shown = check_precision(precision if precision is not None else (m.native_precision or "fp8")).upper()
+    shown = check_precision(precision if precision is not None else m.checkpoint_precision).upper()
     raise ValueError(
         f"{m.name} in {shown} does not fit {g.name} even at TP{TP_CHOICES[-1]}"
         + (f" ({last_error})" if last_error else "")

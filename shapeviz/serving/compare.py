@@ -59,10 +59,15 @@ def compare_whatif(
     ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
     tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS,
     gpu_hour_usd: float | None = None,
+    *,
+    before: Plan | None = None,
+    after: Plan | None = None,
 ) -> WhatIfComparison:
-    """The what-if's effect: plans before/after, and pressure/latency of both on today's fleet."""
-    before = plan(workload, dep, WhatIf(), ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
-    after = plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+    """The what-if's effect: plans before/after, and pressure/latency of both on today's fleet.
+
+    ``before``/``after``: plans already sized (``shapeviz.fleet.sizing``) to use instead of the analytic ones."""
+    before = before if before is not None else plan(workload, dep, WhatIf(), ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+    after = after if after is not None else plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
     colocated = before.gpus.get("colocated") or dep.tp
     replicas = before.replicas or max(1, int(colocated) // dep.tp)
     rows = [

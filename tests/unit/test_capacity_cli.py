@@ -24,7 +24,9 @@ def test_plan_for_a_fixed_shape_gives_the_documented_keys(capsys) -> None:
     for metric in ("ttft_ms", "tpot_ms"):
         assert {"p50", "p90"} <= set(doc[metric])
     assert {"colocated", "prefill", "decode"} <= set(doc["gpus"])
-    assert doc["cost"]["usd_per_hour"] > 0 and doc["assumptions"]["tp"] == 2
+    # no --precision: the checkpoint's own BF16 (it pinned FP8 on TP2 while FP8 was the silent default)
+    assert doc["cost"]["usd_per_hour"] > 0 and doc["assumptions"]["tp"] == 4
+    assert doc["deployment_detail"]["precision"] == "bf16" and doc["precision_source"].startswith("the checkpoint")
     # no --rate: planned at one replica's offline max throughput, and it says so
     assert doc["workload"]["rate_source"] == "assumed" and "max throughput" in doc["workload"]["rate_note"]
     assert doc["rate_rps"] == pytest.approx(doc["max_output_tokens_per_s"] / 256)

@@ -20,7 +20,8 @@ VIDUR = "vidur_arxiv_summarization/arxiv_summarization_stats_llama2_tokenizer_fi
 def test_report_writes_pngs_csvs_html_and_replay_and_lists_them(trace, chromium, tmp_path: Path, capsys) -> None:  # noqa: ANN001
     out = tmp_path / "weekly"
     code = main(["report", str(trace(AZURE_CONV)), str(trace(AZURE_CODE)), "--out", str(out),
-                 "--trim-input", "0.25", "--traffic", "1.5", "--gpu-hour-usd", "3.1"])
+                 "--trim-input", "0.25", "--traffic", "1.5", "--gpu-hour-usd", "3.1",
+                 "--method", "analytic"])   # the files, not the sizing (tests/unit/test_sizing.py replays one log)
     captured = capsys.readouterr()
     assert code == 0, captured.err
     listed = [Path(line) for line in captured.out.splitlines()]
@@ -47,7 +48,8 @@ def test_report_without_timestamps_uses_the_rate_option_and_prints_json(trace, t
                                                                         monkeypatch) -> None:
     monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-browser"))  # no PNGs: the rest must still be written
     out = tmp_path / "vidur"
-    code = main(["report", str(trace(VIDUR)), "--out", str(out), "--rate", "5", "--tp", "4", "--json"])
+    code = main(["report", str(trace(VIDUR)), "--out", str(out), "--rate", "5", "--tp", "4", "--json",
+                 "--method", "analytic"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     files = [Path(f) for f in json.loads(captured.out)["files"]]

@@ -133,7 +133,8 @@ def test_the_draft_takes_memory_so_fewer_sequences_fit() -> None:
 
 
 def _plan(capsys, *argv: str) -> tuple[int, dict | None, str]:
-    code = main(["plan", *argv])
+    # the lever's analytic effect on the estimate's fleet (the replayed answer is tests/unit/test_sizing.py's)
+    code = main(["plan", *argv, "--method", "analytic"])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if code == 0 else None), err
 

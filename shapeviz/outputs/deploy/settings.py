@@ -294,6 +294,9 @@ def serving_settings(
     if plan.replicas:
         pools["colocated"] = PoolSettings(
             "colocated",
+            Setting(int(plan.replicas), "estimated", "simulated: the smallest colocated fleet whose replay of the log "
+                    "meets every product's p90 class (one replica fewer misses)")
+            if plan.provenance.get("gpus") == "simulated" and plan.meets_slo else
             Setting(int(plan.replicas), "estimated", f"colocated replicas that meet both SLOs at {plan.rate_rps:,.3g} req/s"
                     if plan.meets_slo else "replicas sized for 80% utilisation: the SLOs cannot be met colocated"),
             Setting(cap, "estimated", seqs_why),

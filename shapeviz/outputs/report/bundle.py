@@ -62,6 +62,7 @@ from shapeviz.outputs.report.tables import (
 from shapeviz.outputs.summary import summary_document
 from shapeviz.physics import DEFAULT_TPOT_SLO_MS, Deployment, balance_ratio
 from shapeviz.serving import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, load_curve
+from shapeviz.fleet.sizing import DEFAULT_SLO_WINDOW_S, fleet_answer
 from shapeviz.serving.compare import WhatIfComparison, compare_whatif
 
 # --- the bundle ---------------------------------------------------------------------------------------------------
@@ -210,12 +211,15 @@ def report_files(
     workload: Workload | None = None,
     seed: int = 0,
     fleet_design: Mapping[str, Any] | None = None,
+    method: str = "analytic",
+    slo_window_s: float = DEFAULT_SLO_WINDOW_S,
 ) -> Bundle:
     """Every file of the report bundle as ``{filename: bytes}`` (PNGs, CSVs, HTML memo, replay traces, README).
 
     ``analysis`` and ``workload`` may be passed in when the caller has them cached (the dashboard); otherwise
     they are computed here. Without a browser the PNGs are left out and the README says why; everything else
-    is still built.
+    is still built. ``method="simulated"`` sizes the fleet before and after the what-if by replaying the log
+    (``shapeviz.fleet.sizing.fleet_answer``, what ``plan`` and ``config`` print); "analytic" keeps the estimate.
     """
     if not isinstance(whatif, WhatIf):
         raise ValueError(f"whatif must be a shapeviz.serving.WhatIf, got {type(whatif).__name__}")
@@ -225,7 +229,15 @@ def report_files(
     if analysis is None:
         analysis = analyze(log, corners=corners, deployment=dep)
     w = workload if workload is not None else Workload.from_frame(log.frame, rate_rps=rate_rps)
-    cmp = compare_whatif(w, dep, whatif, ttft, tpot, gpu_hour_usd)
+    sized: dict[str, Any] = {}
+    if method != "analytic":
+        rows = log.frame if "timestamp" in log.frame.columns else None   # a sketch's sample has no timestamps
+        kwargs = dict(ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=gpu_hour_usd, method=method,
+                      slo_window_s=slo_window_s)
+        sized["after"] = fleet_answer(w, dep, rows, whatif=whatif, **kwargs)[0]
+        sized["before"] = (sized["after"] if whatif.is_identity
+                           else fleet_answer(w, dep, rows, whatif=WhatIf(), **kwargs)[0])
+    cmp = compare_whatif(w, dep, whatif, ttft, tpot, gpu_hour_usd, **sized)
     b, a = cmp.before.to_dict(), cmp.after.to_dict()
     figures, captions, curve = _figures(log, analysis, dep, whatif, w, cmp, corners, ttft, tpot)
     tables = {

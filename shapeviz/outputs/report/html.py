@@ -50,6 +50,8 @@ PROVENANCE_TEXT: dict[str, str] = {
     "measured": "Measured from the log.",
     "estimated": "Estimated by the capacity model (calibrated on published measurements).",
     "assumed": "An assumption: a default, a catalogue value or a value set by the user.",
+    "simulated": "Simulated: the log's own requests replayed on the planned fleet (the fleet size is the smallest "
+                 "whose replay meets every product's p90 class).",
 }
 
 _CSS = """
@@ -73,6 +75,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .tag { display: inline-block; font-size: 11px; padding: 0 6px; border-radius: 8px; white-space: nowrap; }
 .tag.measured { background: #e3f4e8; color: #1b6e35; } .tag.estimated { background: #e4eefa; color: #1c4f8c; }
 .tag.assumed { background: #fdf0dc; color: #8a5200; }
+.tag.simulated { background: #efe6fa; color: #5b2a8c; }
 .chart { width: 100%; min-height: 320px; }
 .wide { overflow-x: auto; }
 code { font-size: 12px; background: #f1f3f6; padding: 0 3px; border-radius: 3px; }
@@ -261,8 +264,10 @@ def _plan_html(m: _Memo) -> str:
         unit_text = "" if unit in ("share", "ms", "USD", "") else f" {unit}"
         rows.append(f"<tr><td>{_e(label)}</td><td class=\"num\">{_e(bt + unit_text)}</td>"
                     f"<td class=\"num\">{_e(at + unit_text)}</td><td>{_tag(source)}</td></tr>")
+    sized = [n for n in m.after.get("notes", []) if str(n).startswith("fleet size")]
+    how = "".join(f"<p class=\"caption\">{_e(n)}</p>" for n in sized[:1])
     return ("<table><thead><tr><th>figure</th><th>before</th><th>after the what-if</th><th>source</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+            f"<tbody>{''.join(rows)}</tbody></table>" + how)
 
 
 def _chart(name: str, fig: go.Figure, caption: str) -> str:

@@ -88,7 +88,8 @@ _PLAN_ROWS: tuple[tuple[str, str, Callable[[dict], Any], str], ...] = (
 
 def provenance_word(source: str | None) -> str:
     """Plan provenance words → measured / estimated / assumed."""
-    return {"measured": "measured", "assumed": "assumed", "set by user": "assumed"}.get(str(source), "estimated")
+    return {"measured": "measured", "assumed": "assumed", "set by user": "assumed",
+            "simulated": "simulated"}.get(str(source), "estimated")
 
 
 def _row_source(after: dict, key: str) -> str:

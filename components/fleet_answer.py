@@ -1,0 +1,91 @@
+"""The Capacity headline's fleet size: the analytic estimate at once, the simulated answer when it is ready.
+
+The answer is ``shapeviz.fleet.sizing.fleet_answer`` (what ``plan``, ``config`` and the report print), run in a
+background thread so the sliders never wait for it; results are kept per log and settings (a bounded table of at
+most ``MAX_ENTRIES``), so moving a slider back shows its answer at once. Every product's class is the sidebar's
+TTFT/TPOT pair (the default class).
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import streamlit as st
+
+from components.widgets import badge
+from shapeviz.fleet.sizing import Sizing, fleet_answer
+from shapeviz.physics import Deployment
+from shapeviz.serving import WhatIf, Workload
+from shapeviz.text import md_literal
+
+MAX_ENTRIES = 16
+POLL_S = 1.0
+_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-answer")
+_LOCK = threading.Lock()
+_RESULTS: OrderedDict[tuple, Future] = OrderedDict()
+
+
+def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
+           tpot_slo_ms: float, gpu_hour_usd: float) -> Future:
+    """The sizing of ``key`` (log digest and settings): started once, kept while it is among the latest."""
+    with _LOCK:
+        future = _RESULTS.get(key)
+        if future is None:
+            future = _POOL.submit(lambda: fleet_answer(w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
+                                                       tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)[1])
+            _RESULTS[key] = future
+            while len(_RESULTS) > MAX_ENTRIES:
+                _RESULTS.popitem(last=False)
+        _RESULTS.move_to_end(key)
+        return future
+
+
+def wait_all(timeout: float) -> None:
+    """Block until every sizing started so far is done (tests; the page never waits)."""
+    with _LOCK:
+        futures = list(_RESULTS.values())
+    for future in futures:
+        future.result(timeout=timeout)
+
+
+def answer_line(sizing: Sizing, tp: int) -> str:
+    """The headline sentence of a simulated sizing (markdown; the log's text shown literally)."""
+    window = md_literal(sizing.sized_on.get("window", ""))
+    if not sizing.meets:
+        return (f"**No fleet size meets every product's p90 class** up to {sizing.replicas} × TP{tp} on {window}: "
+                + md_literal("; ".join(sizing.notes)))
+    text = (f"**Simulated: {sizing.replicas} × TP{tp} = {sizing.replicas * tp} GPUs** meet every product's p90 "
+            f"class on {window} (the estimate said {sizing.estimate})")
+    fewer = sizing.one_fewer
+    if fewer is not None:
+        text += (f"; {fewer.replicas} replica(s) miss (TTFT p90 {fewer.ttft_ms['p90'] or 0:,.0f} ms, "
+                 f"TPOT p90 {fewer.tpot_ms['p90'] or 0:,.0f} ms)")
+    return text + "."
+
+
+def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
+                  tpot_slo_ms: float, gpu_hour_usd: float) -> None:
+    """The simulated fleet below the estimate: a line that fills in when the replays are done."""
+    if frame is None or "timestamp" not in frame.columns:
+        st.caption("The fleet size above is the analytic estimate: this log has no timestamps to replay.")
+        return
+    key = (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd))
+    future = submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+
+    @st.fragment(run_every=None if future.done() else POLL_S)
+    def _line() -> None:
+        if not future.done():
+            st.caption("GPUs above: **estimate** (analytic queue at the peak-minute rate); replaying the log on "
+                       "candidate fleets for the simulated answer…")
+            return
+        if future.exception() is not None:
+            st.caption(f"The simulated answer failed: {md_literal(future.exception())}; the estimate stands.")
+            return
+        left, right = st.columns([0.85, 0.15])
+        left.markdown(answer_line(future.result(), dep.tp))
+        with right:
+            badge("simulated")
+
+    _line()

@@ -1,0 +1,474 @@
+"""One answer to "how many replicas": the smallest fleet whose simulated p90s meet every product's class.
+
+The analytic plan (``serving.planner.plan``) is the starting point and bracket; the answer is then found by
+replaying the log's own arrivals (``serving.simulator.simulate``: its products, the router and the replicas'
+prefix caches, speculative decoding carried by the deployment, the what-if levers) on candidate fleets.
+
+"Meets" means every product's p90 TTFT and TPOT, over the log's busiest window (an hour by default, the whole
+log when it is shorter; the window of the most GPU-work, not of the most requests), within its own class. The
+search is economical: one replay of the whole window at the estimate finds its hardest stretches (the five-minute
+stretches where the simulated p90s stand furthest above their classes, each replayed after a lead-in minute so
+the backlog it meets is there); the search for more replicas runs on those stretches only, then every candidate
+is confirmed on the whole window, and the replay of one replica fewer on the whole window is kept as the proof
+that the answer is not padded. ``size_fleet`` returns a ``Sizing``; ``analytic_sizing`` labels the estimate
+alone (``--method analytic``, fixed shapes, sketches of logs too big to replay row by row).
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from shapeviz.fleet.routing import plan_with_router
+from shapeviz.physics.steps import Deployment, request_gpu_seconds
+from shapeviz.plain import json_safe
+from shapeviz.serving.planner import MAX_REPLICAS, Percentiles, Phase, Plan, WhatIf, Workload, plan
+from shapeviz.serving.products import (
+    ALL_PRODUCTS,
+    SloClass,
+    product_outcomes,
+    products_meet,
+    resolve_classes,
+    ttft_targets_ms,
+)
+from shapeviz.serving.simulator import Requests, latency_stats, requests_from_frame, simulate
+
+METHODS = ("simulated", "analytic")
+DEFAULT_SLO_WINDOW_S = 3600.0    # "meets" is judged on the log's busiest hour (the whole log when shorter)
+STRETCH_S = 300.0                # the hardest stretches are five-minute stretches of the window...
+LEAD_S = 60.0                    # ...each replayed after the minute before it (its backlog), not counted
+STRETCHES = 3                    # how many of them the search replays
+MIN_STRETCH_REQUESTS = 20        # a stretch with fewer requests says nothing about a p90
+POISSON_REQUESTS = 20_000        # a log without timestamps: at most this many of its requests, at the planned rate
+GROWTH = 1.5                     # the upward search multiplies the replica count by this until the stretches meet
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One replay: ``replicas`` on the whole window or on the hardest stretches, and what each product got."""
+
+    replicas: int
+    on: str                          # "window" | "stretches"
+    meets: bool
+    products: dict[str, dict[str, Any]]
+    ttft_ms: dict[str, float | None]
+    tpot_ms: dict[str, float | None]
+    worst: float                     # the largest p90 / target over products and both metrics
+    cpu_s: float
+
+    def verdict(self) -> dict[str, Any]:
+        """The JSON of a trial: its p90s per product, overall, and whether every class is met."""
+        return json_safe({
+            "replicas": self.replicas, "meets": self.meets,
+            "verdict": "meets every class" if self.meets else "misses: " + ", ".join(
+                n for n, o in self.products.items() if not o.get("meets", True)),
+            "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms,
+            "products": {n: {k: o.get(k) for k in ("requests", "ttft_p90_ms", "tpot_p90_ms", "meets", "attainment")}
+                         for n, o in self.products.items()},
+        })
+
+
+@dataclass
+class Sizing:
+    """The answer: ``replicas`` of the deployment, how it was found, and the proof one fewer misses."""
+
+    method: str                          # "simulated" | "analytic"
+    replicas: int | None
+    meets: bool
+    estimate: int | None                 # the analytic plan's replicas (the search's starting point)
+    sized_on: dict[str, Any]             # the window and stretches replayed, in words and seconds
+    answer: Trial | None = None          # the replay of the answer on the whole window
+    one_fewer: Trial | None = None       # the replay of one replica fewer on the whole window
+    trials: list[Trial] = field(default_factory=list)
+    cpu_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """How the number was found, as a page or a memo says it."""
+        return ("simulated: the log replayed on the fleet" if self.method == "simulated"
+                else "estimate: analytic queue at the peak rate")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``method``/``sized_on``/``one_fewer`` block of ``plan --json`` (and of every file that carries it)."""
+        return json_safe({
+            "method": self.method, "label": self.label, "replicas": self.replicas, "meets": self.meets,
+            "estimate_replicas": self.estimate, "sized_on": self.sized_on,
+            "answer": None if self.answer is None else self.answer.verdict(),
+            "one_fewer": None if self.one_fewer is None else self.one_fewer.verdict(),
+            "simulations": [{"replicas": t.replicas, "on": t.on, "meets": t.meets, "worst_ratio": t.worst,
+                             "cpu_s": t.cpu_s} for t in self.trials],
+            "cpu_s": self.cpu_s, "notes": list(self.notes),
+        })
+
+
+def analytic_sizing(replicas: int | None, meets: bool, why: str) -> Sizing:
+    """The analytic estimate alone, labelled as such (``why``: the reason no replay was run)."""
+    return Sizing("analytic", replicas, meets, replicas, {"window": why, "requests": None}, notes=[why])
+
+
+def busiest_window(req: Requests, dep: Deployment, window_s: float) -> tuple[float, float]:
+    """``(start_s, end_s)`` of the ``window_s`` of arrivals holding the most GPU-work (the whole span when shorter)."""
+    t = np.asarray(req.arrival_s, dtype=np.float64)
+    if t.size == 0 or t[-1] - t[0] <= window_s:
+        return (float(t[0]) if t.size else 0.0), (float(t[-1]) if t.size else 0.0)
+    pre, dec = request_gpu_seconds(dep, req.input_tokens, req.output_tokens, req.cached_tokens)
+    work = np.concatenate([[0.0], np.cumsum(pre + dec)])
+    ends = np.searchsorted(t, t + window_s, side="right")     # requests [i, ends[i]) arrive within the window
+    best = int(np.argmax(work[ends] - work[: t.size]))
+    return float(t[best]), float(t[best] + window_s)
+
+
+def _shift(req: Requests, start_s: float) -> Requests:
+    return replace(req, arrival_s=np.asarray(req.arrival_s) - start_s)
+
+
+class _Search:
+    """The replays of one sizing: cached per (replicas, window or stretches)."""
+
+    def __init__(self, req: Requests, dep: Deployment, classes: Mapping[str, SloClass], sim: dict[str, Any],
+                 rate_rps: float | None) -> None:
+        self.req, self.dep, self.classes, self.sim, self.rate = req, dep, classes, sim, rate_rps
+        self.cache: dict[tuple[int, str], Trial] = {}
+        self.stretch_req: Requests | None = None
+        self.stretch_count: np.ndarray | None = None   # which replayed requests are counted (not the lead-ins)
+        self.frames: dict[tuple[int, str], pd.DataFrame] = {}
+        product = req.product.astype(str) if req.product is not None else np.full(len(req), "all")
+        self.window_n = {str(p): int((product == p).sum()) for p in np.unique(product)}
+        self.window_decoding = {str(p): int(((product == p) & (req.output_tokens > 1)).sum()) for p in np.unique(product)}
+
+    def run(self, k: int, on: str = "window") -> Trial:
+        key = (k, on)
+        if key not in self.cache:
+            req = self.req if on == "window" else self.stretch_req
+            started = time.process_time()
+            kwargs = dict(self.sim)
+            if req.arrival_s is None:
+                kwargs.update(arrivals="poisson", rate_rps=self.rate)
+            result = simulate(req, self.dep, replicas=int(k), **kwargs)
+            frame = result.requests
+            if on == "stretches":
+                frame = frame.loc[self.stretch_count]
+                meets, worst = self._stretch_verdict(frame)
+                outcomes = product_outcomes(frame, self.classes)
+            else:
+                outcomes = product_outcomes(frame, self.classes)
+                meets, worst = products_meet(outcomes), _worst(outcomes)
+            self.cache[key] = Trial(int(k), on, meets, outcomes, _p5090(frame["ttft_ms"]), _p5090(frame["tpot_ms"]),
+                                    float(worst), time.process_time() - started)
+            if on == "window":
+                self.frames[key] = result.requests
+        return self.cache[key]
+
+    def _over(self, frame: pd.DataFrame, name: str, cls: SloClass) -> tuple[int, int]:
+        """Requests of ``name`` in ``frame`` over its TTFT and over its TPOT target."""
+        product = frame["product"].astype(str).to_numpy() if "product" in frame.columns else np.full(len(frame), "all")
+        mine = product == name
+        tpot = frame["tpot_ms"].to_numpy()[mine]
+        return (int((frame["ttft_ms"].to_numpy()[mine] > cls.ttft_ms).sum()),
+                int((tpot[~np.isnan(tpot)] > cls.tpot_ms).sum()))
+
+    def _stretch_verdict(self, frame: pd.DataFrame) -> tuple[bool, float]:
+        """Would the window's p90s meet? The requests over a target in the stretches' replay, scaled to the window
+        by how the last whole-window replay split its requests over that target between the stretches and the
+        rest, against the tenth of the window's requests a p90 allows (the window replay confirms it)."""
+        worst = 0.0
+        for name, cls in self.classes.items():
+            if not self.window_n.get(name):
+                continue
+            allowed = 1.0 - cls.percentile / 100.0
+            for over, (inside, rest), n in zip(self._over(frame, name, cls), self.split[name],
+                                               (self.window_n[name], self.window_decoding[name])):
+                estimate = over * (inside + rest) / inside if inside else over + rest
+                worst = max(worst, estimate / max(allowed * n, 1e-9))
+        return worst <= 1.0, worst
+
+    def pick_stretches(self, k: int) -> bool:
+        """Choose the hardest stretches from the whole-window replay at ``k``; False when the window is too short."""
+        arrival = np.asarray(self.req.arrival_s, dtype=np.float64) if self.req.arrival_s is not None else None
+        if arrival is None or arrival[-1] - arrival[0] < STRETCH_S * (STRETCHES + 1):
+            return False
+        frame = self.frames[(k, "window")]
+        stretch = ((arrival - arrival[0]) // STRETCH_S).astype(np.int64)
+        product = frame["product"].astype(str).to_numpy() if "product" in frame.columns else np.full(len(frame), "all")
+        badness: dict[int, float] = {}
+        for s in np.unique(stretch):
+            here = stretch == s
+            if here.sum() < MIN_STRETCH_REQUESTS:
+                continue
+            ratios = [0.0]
+            for name in np.unique(product[here]):
+                cls = self.classes.get(str(name))
+                if cls is None:
+                    continue
+                mask = here & (product == name)
+                ttft = frame["ttft_ms"].to_numpy()[mask]
+                tpot = frame["tpot_ms"].to_numpy()[mask]
+                tpot = tpot[~np.isnan(tpot)]
+                ratios.append(float(np.percentile(ttft, cls.percentile)) / cls.ttft_ms)
+                if tpot.size:
+                    ratios.append(float(np.percentile(tpot, cls.percentile)) / cls.tpot_ms)
+            badness[int(s)] = max(ratios)
+        hardest = sorted(badness, key=lambda s: -badness[s])[:STRETCHES]
+        if len(hardest) < STRETCHES:
+            return False
+        picked, arrivals, counted, offset = [], [], [], 0.0
+        for s in sorted(hardest):
+            lo = arrival[0] + s * STRETCH_S
+            idx = np.flatnonzero((arrival >= lo - LEAD_S) & (arrival < lo + STRETCH_S))
+            picked.append(idx)
+            # stretches follow each other after an idle hour, so one replays with none of another's backlog
+            arrivals.append(arrival[idx] - (lo - LEAD_S) + offset)
+            counted.append(arrival[idx] >= lo)
+            offset += LEAD_S + STRETCH_S + 3600.0
+        self.stretch_req = replace(self.req.take(np.concatenate(picked)), arrival_s=np.concatenate(arrivals))
+        self.stretch_count = np.concatenate(counted)
+        inside_frame = frame.iloc[np.concatenate([i[c] for i, c in zip(picked, counted)])]
+        self.split = {}
+        for name, cls in self.classes.items():
+            if self.window_n.get(name):
+                total, inside = self._over(frame, name, cls), self._over(inside_frame, name, cls)
+                self.split[name] = [(i, t - i) for i, t in zip(inside, total)]
+        for key in [key for key in self.cache if key[1] == "stretches"]:
+            del self.cache[key]
+        self.stretch_span = [(float(arrival[0] + s * STRETCH_S), float(arrival[0] + (s + 1) * STRETCH_S))
+                             for s in sorted(hardest)]
+        return True
+
+
+def _worst(outcomes: Mapping[str, Mapping[str, Any]]) -> float:
+    """The largest p90 / target over products and both metrics (above 1: a class is missed)."""
+    ratios = [0.0]
+    for o in outcomes.values():
+        if "slo" in o:
+            ratios.append((o.get("ttft_p90_ms") or 0.0) / o["slo"]["ttft_ms"])
+            ratios.append((o.get("tpot_p90_ms") or 0.0) / o["slo"]["tpot_ms"])
+    return max(ratios)
+
+
+def _p5090(values: pd.Series) -> dict[str, float | None]:
+    stats = latency_stats(values.to_numpy(dtype=np.float64))
+    return {"p50": stats["p50"], "p90": stats["p90"]}
+
+
+def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloClass], *, estimate: int | None,
+               whatif: WhatIf = WhatIf(), slo_window_s: float = DEFAULT_SLO_WINDOW_S, rate_rps: float | None = None,
+               router: str = "round_robin", block_size: int | None = None, scheduler: str = "fcfs",
+               default_ttft_ms: float = 1000.0, default_tpot_ms: float = 50.0,
+               max_num_seqs: int | None = None) -> Sizing:
+    """The smallest replica count of ``dep`` whose replay of ``frame``'s busiest window meets every class.
+
+    ``estimate``: the analytic plan's replicas (the first replay; None starts at one). ``rate_rps``: the rate
+    a log without timestamps is replayed at (Poisson). ``router``/``block_size``/``scheduler``: as ``simulate``.
+    """
+    if not (math.isfinite(slo_window_s) and slo_window_s > 0):
+        raise ValueError(f"--slo-window must be a positive number of seconds, got {slo_window_s!r}")
+    started = time.process_time()
+    req = requests_from_frame(frame, whatif, block_size=block_size)
+    req = replace(req, ttft_target_ms=ttft_targets_ms(req.product, classes, default_ttft_ms))
+    notes: list[str] = []
+    if req.arrival_s is not None:
+        # the window is an hour of the log's own clock: with the traffic lever it is replayed compressed
+        lo, hi = busiest_window(req, dep, slo_window_s / whatif.traffic_multiplier)
+        t = np.asarray(req.arrival_s)
+        keep = (t >= lo) & (t <= hi)
+        whole = bool(keep.all())
+        req = _shift(req.take(np.flatnonzero(keep)), lo)
+        span_s = (hi - lo) * whatif.traffic_multiplier
+        sized_on = {"window": (f"the whole log ({span_s / 60:,.0f} min of arrivals)" if whole else
+                               f"the log's busiest {slo_window_s / 3600:g} h (the most GPU-work), "
+                               f"minutes {lo * whatif.traffic_multiplier / 60:,.0f}–{hi * whatif.traffic_multiplier / 60:,.0f}"
+                               " from its first request"),
+                    "start_s": lo * whatif.traffic_multiplier, "end_s": hi * whatif.traffic_multiplier,
+                    "slo_window_s": slo_window_s, "whole_log": whole, "requests": len(req),
+                    "arrivals": "the log's own timestamps" + (f" compressed {whatif.traffic_multiplier:g}×"
+                                                             if whatif.traffic_multiplier != 1 else "")}
+    else:
+        if rate_rps is None or not rate_rps > 0:
+            raise ValueError("a log without timestamps is replayed at a rate: give --rate R")
+        req = req.take(np.arange(min(len(req), POISSON_REQUESTS)))
+        sized_on = {"window": f"the log's first {len(req):,} requests at {rate_rps:,.3g} req/s (Poisson: the log "
+                              "has no timestamps)", "requests": len(req), "slo_window_s": slo_window_s,
+                    "arrivals": "poisson"}
+    sim = {"router": router, "block_size": block_size, "scheduler": scheduler,
+           "ttft_slo_ms": default_ttft_ms, "tpot_slo_ms": default_tpot_ms, "max_num_seqs": max_num_seqs}
+    s = _Search(req, dep, classes, sim, rate_rps)
+    k0 = max(int(estimate or 1), 1)
+    hi_meet = k0 if s.run(k0).meets else None
+    lo_miss = 0 if hi_meet is not None else k0
+    on = "stretches" if s.pick_stretches(k0) else "window"
+    while True:
+        # the smallest count the stretches do not prove short (a stretch miss is a window miss), then the window
+        if hi_meet is not None and hi_meet - lo_miss <= 2:
+            break   # one count left between a miss and a meet: the window decides it below
+        candidate = _smallest(s, on, lo_miss, hi_meet, k0)
+        if candidate is None:
+            return _infeasible(s, estimate, sized_on, notes, started)
+        if hi_meet is not None and candidate >= hi_meet - 1:
+            break
+        if s.run(candidate).meets:
+            hi_meet = candidate
+            break
+        lo_miss = candidate
+        on = "stretches" if s.pick_stretches(candidate) else "window"
+    # the stretches may overshoot (they are judged pessimistically): bisect on the whole window down to the
+    # largest count it has seen miss, so one replica fewer is a whole-window replay that misses (the proof)
+    lo_miss = max([lo_miss] + [t.replicas for (k, on), t in s.cache.items()
+                               if on == "window" and not t.meets and k < hi_meet])
+    while hi_meet - lo_miss > 1:
+        mid = (lo_miss + hi_meet) // 2
+        if s.run(mid).meets:
+            hi_meet = mid
+        else:
+            lo_miss = mid
+    answer = s.run(hi_meet)
+    one_fewer = s.run(hi_meet - 1) if hi_meet > 1 else None
+    if one_fewer is None:
+        notes.append("one replica meets every class: there is no smaller fleet to replay")
+    sized_on["stretches"] = [
+        {"start_s": a * whatif.traffic_multiplier, "end_s": b * whatif.traffic_multiplier}
+        for a, b in getattr(s, "stretch_span", [])]
+    if sized_on["stretches"]:
+        sized_on["search"] = (f"searched on the {STRETCHES} hardest {STRETCH_S / 60:g}-minute stretches of the "
+                              "window (where the replay's p90s stood furthest above their classes; a fleet is "
+                              "ruled out there when those stretches alone hold more requests over a target than "
+                              "the window's p90 allows), every candidate confirmed on the whole window")
+    return Sizing("simulated", hi_meet, True, estimate, sized_on, answer, one_fewer, list(s.cache.values()),
+                  time.process_time() - started, notes)
+
+
+def _smallest(s: _Search, on: str, lo_miss: int, hi_meet: int | None, k0: int) -> int | None:
+    """The smallest count in (lo_miss, hi_meet] that meets ``on`` (growth then bisection); None: none helps."""
+    lo, hi = lo_miss, hi_meet
+    last: Trial | None = None
+    while hi is None:
+        k = min(max(int(math.ceil(max(lo, 1) * GROWTH)), lo + 1), MAX_REPLICAS)
+        trial = s.run(k, on)
+        if trial.meets:
+            hi = k
+        elif k >= MAX_REPLICAS or (last is not None and k > 2 * k0 + 8 and trial.worst > 0.98 * last.worst):
+            return None
+        else:
+            lo, last = k, trial
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if s.run(mid, on).meets:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _infeasible(s: _Search, estimate: int | None, sized_on: dict[str, Any], notes: list[str],
+                started: float) -> Sizing:
+    trial = max(s.cache.values(), key=lambda t: t.replicas)
+    answer = s.run(trial.replicas)
+    notes.append(f"no fleet size meets every class: {trial.replicas} replicas still miss "
+                 f"(worst p90 {answer.worst:.2f}× its target) and more replicas barely help, so a single request's "
+                 "own latency is above its class: raise TP, trim prompts or loosen the class")
+    return Sizing("simulated", trial.replicas, False, estimate, sized_on, answer, None, list(s.cache.values()),
+                  time.process_time() - started, notes)
+
+
+def pair_classes(frame: pd.DataFrame, ttft_ms: float, tpot_ms: float,
+                 overrides: Mapping[str, tuple[float, float]] | None = None,
+                 pair_source: str = "the default class (--ttft-slo-ms/--tpot-slo-ms)") -> dict[str, SloClass]:
+    """Every product's class: its own ``overrides`` entry, else the TTFT/TPOT pair (the default class)."""
+    corners = resolve_classes(frame, overrides)
+    out = {}
+    for product, cls in corners.items():
+        if product in (overrides or {}) or ALL_PRODUCTS in (overrides or {}):
+            out[product] = cls
+        else:
+            out[product] = SloClass(product, float(ttft_ms), float(tpot_ms), cls.percentile, cls.corner, pair_source)
+    return out
+
+
+def sized_plan(planned: Plan, sizing: Sizing, tp: int) -> Plan:
+    """The analytic ``planned`` with the simulated answer in place of its colocated fleet: replicas, GPUs, cost
+    (linear in GPUs), TTFT/TPOT (the answer's replay), the verdict, and each phase's pressure per replica scaled
+    to the answer's replicas. An analytic sizing leaves the plan as it is."""
+    if sizing.method != "simulated" or sizing.replicas is None or sizing.answer is None:
+        return replace(planned, notes=[*planned.notes, sizing_note(sizing)])
+    k, k0 = int(sizing.replicas), planned.replicas or int(sizing.replicas)
+    factor = k / k0
+    cost = dict(planned.cost)
+    for key in ("colocated_usd_per_hour", "colocated_usd_per_million_output_tokens", "colocated_usd_per_million_tokens"):
+        cost[key] = None if cost.get(key) is None else cost[key] * factor
+    cost["usd_per_hour"] = cost["colocated_usd_per_hour"]
+    cost["usd_per_million_output_tokens"] = cost["colocated_usd_per_million_output_tokens"]
+    cost["usd_per_million_tokens"] = cost["colocated_usd_per_million_tokens"]
+    provenance = {**planned.provenance, "ttft_ms": "simulated", "tpot_ms": "simulated", "gpus": "simulated",
+                  "cost": "simulated"}
+    return replace(
+        planned, replicas=k, gpus={**planned.gpus, "colocated": k * tp}, cost=cost, meets_slo=sizing.meets,
+        ttft_ms=Percentiles(**sizing.answer.ttft_ms), tpot_ms=Percentiles(**sizing.answer.tpot_ms),
+        prefill=replace(planned.prefill, utilization=planned.prefill.utilization / factor),
+        decode=replace(planned.decode, utilization=planned.decode.utilization / factor),
+        provenance=provenance, notes=[*planned.notes, sizing_note(sizing)])
+
+
+def sizing_note(sizing: Sizing) -> str:
+    """One sentence: how the fleet was sized, on what, and the proof that one replica fewer misses."""
+    if sizing.method != "simulated":
+        return f"fleet size: {sizing.label} ({sizing.sized_on.get('window')}); not replayed"
+    fewer = sizing.one_fewer
+    proof = ("" if fewer is None else
+             f"; {fewer.replicas} replica(s) miss ({fewer.verdict()['verdict']}: TTFT p90 "
+             f"{_fmt(fewer.ttft_ms['p90'])}, TPOT p90 {_fmt(fewer.tpot_ms['p90'])})")
+    head = (f"fleet size simulated: {sizing.replicas} replica(s) meet every product's p90 class on "
+            if sizing.meets else f"fleet size simulated: no size meets every class up to {sizing.replicas} on ")
+    return (head + f"{sizing.sized_on.get('window')} (analytic estimate {sizing.estimate}){proof}; "
+            f"{len(sizing.trials)} replays, {sizing.cpu_s:.1f} s CPU")
+
+
+def _fmt(ms: float | None) -> str:
+    return "n/a" if ms is None else f"{ms:,.0f} ms"
+
+
+def fleet_answer(workload: Workload, dep: Deployment, frame: pd.DataFrame | None, *, whatif: WhatIf = WhatIf(),
+                 ttft_slo_ms: float = 1000.0, tpot_slo_ms: float = 50.0,
+                 classes: Mapping[str, SloClass] | None = None, gpu_hour_usd: float | None = None,
+                 method: str = "simulated", slo_window_s: float = DEFAULT_SLO_WINDOW_S,
+                 router: str | None = None, block_size: int | None = None,
+                 ) -> tuple[Plan, Sizing, Plan, dict[str, Any] | None]:
+    """The one sizing function behind every fleet size: ``(plan with the answer, sizing, analytic plan, routed)``.
+
+    The analytic plan (with the reuse ``router`` keeps, when given) is the estimate and the search's start; with
+    ``method="simulated"`` and the log's rows (``frame``) the answer is the smallest fleet whose replay meets
+    every class (``classes``: None gives every product the TTFT/TPOT pair). ``routed``: the router's block.
+    """
+    if method not in METHODS:
+        raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    routed = None
+    if router:
+        estimate, routed = plan_with_router(workload, frame, dep, router, whatif, ttft_slo_ms, tpot_slo_ms,
+                                            gpu_hour_usd, block_size=block_size)
+    else:
+        estimate = plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+    if method == "analytic":
+        sizing = analytic_sizing(estimate.replicas, estimate.meets_slo,
+                                 "analytic estimate (--method analytic): a queue at the peak-minute rate")
+    elif frame is None:
+        sizing = analytic_sizing(estimate.replicas, estimate.meets_slo,
+                                 "analytic estimate: no rows to replay (a fixed --isl/--osl shape, or a log read as "
+                                 "a sketch with --engine dask)")
+    else:
+        if classes is None:
+            classes = pair_classes(frame, ttft_slo_ms, tpot_slo_ms)
+        if not (math.isfinite(slo_window_s) and slo_window_s > 0):
+            raise ValueError(f"--slo-window must be a positive duration, got {slo_window_s!r}")
+        try:
+            sizing = size_fleet(frame, dep, classes, estimate=estimate.replicas, whatif=whatif,
+                                slo_window_s=slo_window_s, rate_rps=workload.rate_rps * whatif.traffic_multiplier,
+                                router=router or "round_robin", block_size=block_size,
+                                default_ttft_ms=ttft_slo_ms, default_tpot_ms=tpot_slo_ms)
+        except ValueError as exc:   # the log cannot be replayed on this deployment (a request beyond the KV pool)
+            sizing = analytic_sizing(estimate.replicas, estimate.meets_slo,
+                                     f"analytic estimate: the log cannot be replayed on this deployment ({exc})")
+    return sized_plan(estimate, sizing, dep.tp), sizing, estimate, routed

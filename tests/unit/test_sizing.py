@@ -1,0 +1,145 @@
+"""One answer to "how many GPUs" (issue #27): the fleet `plan` prints is the smallest whose replay of the log meets
+every product's class, one replica fewer shown missing; the default deployment is the checkpoint the team runs.
+
+On the real Azure 2023 traces (whole: the code trace is 8,819 requests, the conversation trace 19,366; each sizing
+replays them a few times, about 10 s of CPU each).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shapeviz.cli import main
+from shapeviz.cli.plan import plan_text
+
+AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
+AZURE_CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
+# the issue's deployment: Llama-3.1-70B on H100 in FP8 (the old default, now given explicitly), TP2
+ISSUE_DEPLOYMENT = ("--model", "llama-3.1-70b", "--gpu", "h100", "--precision", "fp8")
+
+
+def _run(capsys: pytest.CaptureFixture[str], command: str, *argv: str) -> dict[str, Any]:
+    assert main([command, *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_bursty_code_trace_is_sized_by_replay_and_one_fewer_misses(traces: Path, capsys) -> None:
+    log = str(traces / AZURE_CODE)
+    doc = _run(capsys, "plan", log, *ISSUE_DEPLOYMENT)
+    assert doc["method"] == "simulated" and doc["deployment_detail"]["tp"] == 2
+    # the analytic queue at a steady peak rate says 3; the log's bursts need more (the issue measured about 8)
+    assert doc["estimate"]["replicas"] == 3
+    assert 7 <= doc["replicas"] <= 9 and doc["gpus"]["colocated"] == 2 * doc["replicas"]
+    assert doc["meets_slo"] and doc["products"]["AzureLLMInferenceTrace_code"]["meets"]
+    assert doc["sized_on"]["whole_log"] and doc["sized_on"]["requests"] == 8_819
+    fewer = doc["one_fewer"]
+    assert fewer["replicas"] == doc["replicas"] - 1 and fewer["meets"] is False
+    # the user's own check: `simulate` of the log on the planned fleet meets both p90s; on one fewer it misses
+    for replicas, meets in ((doc["replicas"], True), (fewer["replicas"], False)):
+        sim = _run(capsys, "simulate", log, *ISSUE_DEPLOYMENT, "--tp", "2", "--replicas", str(replicas))
+        p90s = (sim["ttft_ms"]["p90"] <= 1000.0, sim["tpot_ms"]["p90"] <= 50.0)
+        assert all(p90s) is meets, (replicas, sim["ttft_ms"], sim["tpot_ms"])
+    # the cost follows the answer, and the text says how it was found
+    assert doc["cost"]["usd_per_hour"] == pytest.approx(doc["gpus"]["colocated"] * doc["cost"]["usd_per_gpu_hour"])
+    text = plan_text(doc)
+    assert f"{doc['replicas']} × TP2" in text and "simulated" in text and f"one fewer ({fewer['replicas']})" in text
+
+
+def test_poisson_conversation_trace_keeps_todays_answer(traces: Path, capsys) -> None:
+    doc = _run(capsys, "plan", str(traces / AZURE_CONV), *ISSUE_DEPLOYMENT)
+    # Poisson arrivals: the queue estimate and the replay agree (within one replica), and the replay proves it
+    assert doc["method"] == "simulated"
+    assert abs(doc["replicas"] - doc["estimate"]["replicas"]) <= 1
+    assert doc["meets_slo"] and doc["one_fewer"]["meets"] is False
+
+
+def test_analytic_method_is_the_estimate_labelled_so(traces: Path, capsys) -> None:
+    doc = _run(capsys, "plan", str(traces / AZURE_CODE), *ISSUE_DEPLOYMENT, "--method", "analytic")
+    assert doc["method"] == "analytic" and "estimate" in doc["method_label"]
+    assert doc["replicas"] == doc["estimate"]["replicas"] == 3 and doc["one_fewer"] is None
+    assert "not replayed" in " ".join(doc["notes"])
+
+
+def test_slo_window_is_the_busiest_stretch_of_that_length(traces: Path, capsys) -> None:
+    log = str(traces / AZURE_CODE)
+    doc = _run(capsys, "plan", log, *ISSUE_DEPLOYMENT, "--slo-window", "10m")
+    on = doc["sized_on"]
+    assert on["slo_window_s"] == 600 and not on["whole_log"] and "busiest" in on["window"]
+    assert on["end_s"] - on["start_s"] == pytest.approx(600.0)
+    # the busiest ten minutes hold more requests than the log's average ten minutes (8,819 in 57 minutes)
+    assert on["requests"] > 8_819 / 5.7
+    assert doc["one_fewer"]["replicas"] == doc["replicas"] - 1 and doc["one_fewer"]["meets"] is False
+    assert main(["plan", log, "--slo-window", "soon"]) == 2
+    assert "--slo-window" in capsys.readouterr().err
+
+
+def test_default_precision_is_the_checkpoints_and_fp8_is_a_priced_lever(capsys) -> None:
+    shape = ("--isl", "2000", "--osl", "400", "--rate", "10", "--model", "qwen3-32b", "--gpu", "h100")
+    doc = _run(capsys, "plan", *shape)
+    assert doc["deployment_detail"]["precision"] == "bf16" and "checkpoint" in doc["precision_source"]
+    (fp8,) = [lever for lever in doc["precision_levers"] if lever["precision"] == "fp8"]
+    assert fp8["gpus_saved"] > 0 and fp8["usd_per_hour_saved"] > 0 and "estimate" in fp8["label"]
+    chosen = _run(capsys, "plan", *shape, "--precision", "fp8")
+    assert chosen["deployment_detail"]["precision"] == "fp8" and chosen["precision_source"] == "set by user (--precision)"
+    assert chosen["precision_levers"] == [] and chosen["gpus"]["colocated"] < doc["gpus"]["colocated"]
+
+
+def test_the_logs_model_column_chooses_the_model(traces: Path, tmp_path: Path, capsys) -> None:
+    # the first 500 rows of the Azure code trace, with a model column as a gateway log has it
+    frame = pd.read_csv(traces / AZURE_CODE, nrows=500)
+    frame["model"] = "Qwen/Qwen3-32B"
+    log = tmp_path / "gateway.csv"
+    frame.to_csv(log, index=False)
+    doc = _run(capsys, "plan", str(log), "--gpu", "h100", "--method", "analytic")
+    assert doc["deployment_detail"]["model"] == "qwen3-32b"
+    assert "model column" in doc["model_source"] and "Qwen/Qwen3-32B" in doc["model_source"]
+    told = _run(capsys, "plan", str(log), "--gpu", "h100", "--method", "analytic", "--model", "llama-3.1-8b")
+    assert told["deployment_detail"]["model"] == "llama-3.1-8b" and told["model_source"] == "set by user (--model)"
+
+
+def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_path: Path, capsys) -> None:
+    # the first 20 minutes of the Azure code trace (to keep the three sizings quick); the default deployment
+    frame = pd.read_csv(traces / AZURE_CODE)
+    stamps = pd.to_datetime(frame["TIMESTAMP"])
+    log = tmp_path / "code_20min.csv"
+    frame[stamps < stamps.iloc[0] + pd.Timedelta(minutes=20)].to_csv(log, index=False)
+    argv = (str(log), "--gpu", "h100")
+    planned = _run(capsys, "plan", *argv)
+    replicas = planned["replicas"]
+    assert planned["method"] == "simulated" and replicas > planned["estimate"]["replicas"]
+    config = _run(capsys, "config", *argv, "--layout", "colocated")
+    assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == replicas
+    assert config["settings"]["pools"]["colocated"]["replicas"]["why"].startswith("simulated")
+    assert config["method"] == "simulated" and config["one_fewer"]["replicas"] == replicas - 1
+    out = tmp_path / "report"
+    assert main(["report", *argv, "--out", str(out)]) == 0
+    capsys.readouterr()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["plan_after"]["replicas"] == replicas
+    table = pd.read_csv(out / "capacity_plan.csv")
+    row = table[table["figure"] == "replicas (colocated)"].iloc[0]
+    assert (float(row["before"]), float(row["after"]), row["source"]) == (replicas, replicas, "simulated")
+    memo = (out / "report.html").read_text()
+    assert f"fleet size simulated: {replicas} replica(s) meet every product" in memo
+
+
+
+def test_autoscaling_windows_are_sized_at_their_busiest_minute(traces: Path) -> None:
+    # the bursty Azure code trace in 5-minute windows: each window holds the replicas its busiest minute needs
+    from shapeviz.fleet.autoscale import traffic_windows
+    from shapeviz.ingest import load_log
+    from shapeviz.physics.steps import Deployment
+    from shapeviz.serving.planner import Workload, plan
+
+    frame = load_log(traces / AZURE_CODE).frame
+    dep = Deployment("llama-3.1-70b", "h100", "fp8", None, 2)
+    tw = traffic_windows(frame, dep, window_s=300)
+    at_mean = np.ceil(tw.window_rps / tw.sizing_rps - 1e-9)
+    assert (tw.window_need >= at_mean).all() and (tw.window_need > at_mean).any()
+    # hold-at-peak is then at least the plan of the whole log at its peak-minute rate (it capped below it before)
+    assert tw.window_need.max() >= plan(Workload.from_frame(frame), dep).replicas
