@@ -30,7 +30,8 @@ def test_a_small_kv_pool_is_what_the_plan_sizes_with(capsys):
     default = _json(capsys, ["plan", *SHAPE, "--rate", "20"])
     small = _json(capsys, ["plan", *SHAPE, "--rate", "20", "--kv-cache-tokens", "20000"])
     assert small["deployment_detail"]["kv_pool_tokens_per_replica"] == 20000
-    assert default["deployment_detail"]["kv_pool_tokens_per_replica"] > 1_000_000
+    # the default pool of 4 x H100 under the BF16 checkpoint's weights (the native precision is the default)
+    assert default["deployment_detail"]["kv_pool_tokens_per_replica"] > 400_000
     assert "--kv-cache-tokens 20,000" in small["deployment_detail"]["kv_pool_source"]
     # ten 2.2k-token sequences fill 20k tokens: the batch is KV-capped, so more replicas are needed
     assert small["replicas"] > default["replicas"]
@@ -49,7 +50,7 @@ def test_the_simulator_replays_on_the_pool_the_user_set(capsys):
     default = _json(capsys, argv)
     small = _json(capsys, argv + ["--kv-cache-tokens", "20000"])
     assert small["settings"]["kv_pool_tokens_per_replica"] == 20000
-    assert default["settings"]["kv_pool_tokens_per_replica"] > 1_000_000
+    assert default["settings"]["kv_pool_tokens_per_replica"] > 400_000   # BF16 weights, the native default
     # a pool of nine sequences caps the running batch: requests queue for KV and wait
     assert small["queue_ms"]["p90"] > 10 * max(default["queue_ms"]["p90"], 1.0)
     assert small["kv_peak_share"] <= 1.0
