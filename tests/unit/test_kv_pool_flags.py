@@ -46,7 +46,7 @@ def test_gpu_memory_utilization_leaves_the_pool_vllm_would(capsys):
 
 
 def test_the_simulator_replays_on_the_pool_the_user_set(capsys):
-    argv = ["simulate", *SHAPE, "--rate", "8", "--replicas", "1", "--requests", "300"]
+    argv = ["simulate", *SHAPE, "--rate", "5", "--replicas", "1", "--requests", "300"]   # under the BF16 default pool, 8 req/s queues already
     default = _json(capsys, argv)
     small = _json(capsys, argv + ["--kv-cache-tokens", "20000"])
     assert small["settings"]["kv_pool_tokens_per_replica"] == 20000
