@@ -1,7 +1,7 @@
 """The Capacity page's per-product SLO classes, what each product gets, and the "Fleet design" section.
 
 Classes default to each product's corner (published ranges); the user edits them in a table. The design runs on
-request, with a progress bar, and is cached per log, classes, GPU types and model. Everything here is simulated.
+request, with a progress bar, and is held per log, classes, GPU types and model. Everything here is simulated.
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from components.widgets import chart, run_on_click, table
+from components.progress import held
+from components.widgets import badge, chart, run_on_click, table
 from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
 from shapeviz.fleet.prices import gpu_prices
 from shapeviz.ingest import LoadedLog
@@ -26,6 +27,8 @@ from shapeviz.text import md_literal
 
 CLASSES_KEY = "fleet_slo_classes"     # {digest: {product: (ttft_ms, tpot_ms)}}
 DESIGN_KEY = "fleet_design_run"
+RESULTS_KEY = "fleet_design_results"   # {settings: design document}, bounded
+GPUS_KEY = "fleet_gpus_chosen"
 FLEET_DESIGN_KEY = "fleet_design_chosen"   # {digest, design}: the report bundle carries it
 DEFAULT_GPUS = ("h100-sxm", "h200", "b200", "l40s")
 PAGE_SEARCH_REQUESTS = DEFAULT_SEARCH_REQUESTS
@@ -75,15 +78,24 @@ def render_product_outcomes(requests: pd.DataFrame, classes: dict[str, SloClass]
     chart(product_latency_figure(requests, classes), key="fleet_product_distributions")
 
 
-@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner=False)
-def _design(digest: str, classes_key: tuple, gpus: tuple, model: str, traffic: float, _log: LoadedLog,
-            _classes: dict[str, SloClass], _progress: Any) -> dict[str, Any]:
+def _design(settings: tuple, log: LoadedLog, classes: dict[str, SloClass]) -> dict[str, Any]:
+    # Uncached, with its own bar: the result is held per settings by `held` (a cached function must not write
+    # into a bar made outside it; its replay on the next full rerun would raise).
     from shapeviz.serving.planner import WhatIf
 
-    prices, _ = gpu_prices(gpus)
-    return design_fleet(_log.frame, _classes, gpus=list(gpus), prices=prices, model=model,
-                        whatif=WhatIf(traffic_multiplier=traffic), search_requests=PAGE_SEARCH_REQUESTS,
-                        progress=_progress)
+    _digest, _classes_key, gpus, model, traffic = settings
+    bar = st.progress(0.0, text="Designing…")
+
+    def progress(stage: str, detail: str = "", fraction: float | None = None) -> None:
+        bar.progress(min(max(fraction or 0.0, 0.0), 1.0), text=f"{stage}: {detail}")
+
+    try:
+        prices, _ = gpu_prices(gpus)
+        return design_fleet(log.frame, classes, gpus=list(gpus), prices=prices, model=model,
+                            whatif=WhatIf(traffic_multiplier=traffic), search_requests=PAGE_SEARCH_REQUESTS,
+                            progress=progress)
+    finally:
+        bar.empty()
 
 
 def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass], model: str,
@@ -94,7 +106,10 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
                "(FCFS or earliest-deadline first), a pool per product or corner, a prefill/decode split across GPU "
                "types, or GPU types mixed by prompt size (an integer program). Prices: the dated list prices in "
                "data/gpu_prices.csv (assumed for your account).")
-    gpus = st.multiselect("GPU types to choose from", list_gpus(), default=list(DEFAULT_GPUS), key="fleet_gpus")
+    # The choice outlives a visit to another page (Streamlit drops the state of a widget that was not drawn).
+    gpus = st.multiselect("GPU types to choose from", list_gpus(), key="fleet_gpus",
+                          default=st.session_state.get(GPUS_KEY, list(DEFAULT_GPUS)))
+    st.session_state[GPUS_KEY] = gpus
     if not gpus:
         st.info("Pick at least one GPU type.")
         return None
@@ -104,18 +119,11 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
                         state_key=DESIGN_KEY):
         st.caption(f"Searches the busiest {PAGE_SEARCH_REQUESTS:,} requests of your log; takes tens of seconds.")
         return None
-    bar = st.progress(0.0, text="Designing…")
-
-    def progress(stage: str, detail: str = "", fraction: float | None = None) -> None:
-        bar.progress(min(max(fraction or 0.0, 0.0), 1.0), text=f"{stage}: {detail}")
-
     try:
-        doc = _design(digest, classes_key, tuple(gpus), model, traffic, log, classes, progress)
+        doc = held(RESULTS_KEY, settings, lambda: _design(settings, log, classes), max_entries=4)
     except ValueError as exc:
-        bar.empty()
         st.error(f"Fleet design: {md_literal(exc)}", icon=":material/error:")
         return None
-    bar.empty()
     entries = list(doc["designs"])
     if doc["baseline"] is not None and all(e["family"] != "shared_fcfs" for e in entries):
         entries.append(doc["baseline"])
@@ -135,8 +143,8 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
     if doc.get("note"):
         st.warning(md_literal(doc["note"]), icon=":material/warning:")
     table(pd.DataFrame(rows), **{"$/hour": st.column_config.NumberColumn(format="$%.2f")})
-    st.badge("simulated", color="violet", help="Every design was replayed by the discrete-event simulator, and "
-                                               "again with another seed.")
+    badge("simulated")
+    st.caption("Every design was replayed by the discrete-event simulator, and again with another seed.")
     s = doc["search"]
     st.caption(f"{s['simulations']} simulations of {s['requests']:,} requests ({s['cpu_s']:,.0f} s CPU). "
                f"Pruned: {len(s['pruned'])} candidate(s) the analytic plan ruled out.")
