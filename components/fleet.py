@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from components.progress import held
+from components.sidebar import SPECULATIVE, Settings
 from components.widgets import badge, chart, run_on_click, table
 from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
 from shapeviz.fleet.prices import gpu_prices
@@ -98,14 +99,35 @@ def _design(settings: tuple, log: LoadedLog, classes: dict[str, SloClass]) -> di
         bar.empty()
 
 
-def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass], model: str,
-                        traffic: float) -> dict[str, Any] | None:
+def levers_taken(settings: Settings) -> str:
+    """Which of the sidebar's levers the fleet design takes and which it leaves out, naming those that are set."""
+    from shapeviz.physics import get_model
+
+    left_out = []
+    if settings.trim_input or settings.trim_output:
+        left_out.append(f"trims (input {settings.trim_input:.0%}, output {settings.trim_output:.0%})")
+    left_out.append(f"the prefix-cache hit ({settings.cache_hit:.0%})" if settings.cache_hit else "the prefix-cache hit")
+    left_out.append("speculative decoding" + (f" ({SPECULATIVE[settings.speculative]})"
+                                               if settings.speculative != "none" else ""))
+    kv = "same as the weights" if settings.kv_precision is None else settings.kv_precision.upper()
+    left_out.append(f"the sidebar's precision ({settings.precision.upper()} weights, KV cache {kv}), GPU and "
+                    "GPUs per replica")
+    traffic = f", Traffic ×{settings.traffic:g}" if settings.traffic != 1 else ""
+    return (f"Takes: the model ({get_model(settings.model).name}){traffic}, each product's SLO class and the GPU "
+            f"types below, FP8 weights on every GPU type and its own tensor-parallel sizes. Leaves out: "
+            f"{', '.join(left_out)}: every request is served as the log has it.")
+
+
+def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass],
+                        settings: Settings) -> dict[str, Any] | None:
     """The "Fleet design" section: GPU types to choose from, a run button, the designs side by side."""
+    model, traffic = settings.model, settings.traffic
     st.subheader("Fleet design")
     st.caption("The cheapest set of pools whose simulated p90s meet every product's class: one shared pool "
                "(FCFS or earliest-deadline first), a pool per product or corner, a prefill/decode split across GPU "
                "types, or GPU types mixed by prompt size (an integer program). Prices: the dated list prices in "
                "data/gpu_prices.csv (assumed for your account).")
+    st.caption(md_literal(levers_taken(settings)))
     # The choice outlives a visit to another page (Streamlit drops the state of a widget that was not drawn).
     gpus = st.multiselect("GPU types to choose from", list_gpus(), key="fleet_gpus",
                           default=st.session_state.get(GPUS_KEY, list(DEFAULT_GPUS)))

@@ -28,6 +28,8 @@ from shapeviz.text import md_literal
 
 REPLAY_MAX_REQUESTS = 60_000   # the replay runs on the page up to this many requests (seconds, not minutes)
 REPLAY_KEY = "fleet_time_replay"
+MINIMUM_FLEET = ("Every window needs one replica, the minimum fleet: no policy can scale below it, so every policy "
+                 "saves 0% against the peak by construction. Raise Traffic × to see the policies part.")
 
 
 @st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner="Planning every window…")
@@ -94,6 +96,8 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
                                  "GPU-hours": st.column_config.NumberColumn(format="%.1f"),
                                  "cost ($)": st.column_config.NumberColumn(format="dollar")})
     badge("estimated")
+    if int(peak.windows["replicas_needed"].max()) <= 1:
+        st.info(MINIMUM_FLEET, icon=":material/info:")
     st.caption(f"Hold at peak: {peak.baseline_gpu_hours:,.1f} GPU-hours over the log; every window held at exactly "
                f"its own minimum: {peak.lower_bound_gpu_hours:,.1f} (no policy can do better without missing). "
                "Attainment here is estimated minute by minute; replay a policy below to measure it request by request.")

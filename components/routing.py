@@ -33,6 +33,9 @@ from shapeviz.text import md_literal
 
 RUN_KEY = "compare_routers_run"
 ROUTER_KEY = "capacity_router"
+SINGLE_REPLICA = ("Today's fleet is one replica: every router sends every request to the same cache, so the "
+                  "four rows at today's fleet are identical by construction. Routers differ from two replicas on: "
+                  "see the chart and the GPUs each needs to meet the SLOs.")
 RESULTS_KEY = "compare_routers_results"   # {settings: (curve, summary, ideal hit ratio)}, bounded
 
 
@@ -74,6 +77,8 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
         st.caption("Four routers × five fleet sizes plus the smallest fleet meeting the SLOs; takes tens of seconds.")
         return False
     st.caption(f"At {rate_rps:,.2f} req/s on {replicas} replicas.")
+    if replicas <= 1:
+        st.info(SINGLE_REPLICA, icon=":material/info:")
     try:
         curve, summary, ideal = held(RESULTS_KEY, settings, lambda: _compare(settings, log))
     except ValueError as exc:
@@ -101,7 +106,7 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
                "holds copies of the same prefixes. Affinity keeps them on one replica, so N small caches act as one "
                "large one. The prefix-aware rule is SGLang router's cache_aware (load guard: in-flight requests "
                "max − min > 64 and max > 1.5 × min → least loaded).")
-    cite = router_citation(summary)
+    cite = router_citation(summary, choice)
     if cite:
         for rec in cite_simulated([r for r in recommendations if r.lever == "prefix_cache"], {"prefix_cache": cite}):
             st.markdown(f"- **{LEVER_LABELS[rec.lever]}** ({md_literal(rec.scope)}): {md_literal(rec.reason)}")

@@ -149,8 +149,7 @@ def _routers() -> bool:
 
 
 def _fleet_design() -> bool:
-    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, dep.model.id,
-                                 sidebar.settings().traffic)
+    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, sidebar.settings())
     if design is not None:
         st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
     return st.session_state.get(DESIGN_KEY) is not None  # clicked once: a traffic step redraws its result or button
