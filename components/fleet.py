@@ -51,7 +51,8 @@ def edit_classes(digest: str, log: LoadedLog) -> dict[str, SloClass]:
         "TTFT p90 target (ms)": [saved.get(p, (c.ttft_ms, c.tpot_ms))[0] for p, c in defaults.items()],
         "TPOT p90 target (ms)": [saved.get(p, (c.ttft_ms, c.tpot_ms))[1] for p, c in defaults.items()],
     })
-    st.markdown("**SLO class of each product** (defaults: the upper end of its corner's published p95 range)")
+    st.markdown("**SLO class of each product** (p90 targets; defaults: the upper end of its corner's published "
+                "planner range)")
     edited = st.data_editor(rows, hide_index=True, disabled=["product", "corner"], key=f"fleet_classes_{digest}",
                             column_config={"TTFT p90 target (ms)": st.column_config.NumberColumn(min_value=1.0),
                                            "TPOT p90 target (ms)": st.column_config.NumberColumn(min_value=0.1)})

@@ -21,7 +21,7 @@ from shapeviz.fleet.autoscale import (
 )
 from shapeviz.fleet.growth import Growth, parse_growth, project
 from shapeviz.ingest import LoadedLog
-from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure
+from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure, time_axis
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf
 from shapeviz.text import md_literal
@@ -111,7 +111,11 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         counts = missed["reason"].value_counts()
         st.markdown(f"**{POLICY_LABELS[choice]} misses {len(missed)} of {tw.n_windows} windows:** "
                     + "; ".join(f"{int(c)} × {REASONS[k]}" for k, c in counts.items() if k in REASONS))
-        table(missed[["start", "rate_rps", "replicas", "replicas_needed", "attainment", "reason"]].head(50))
+        shown = missed[["start", "rate_rps", "replicas", "replicas_needed", "attainment", "reason"]].head(50)
+        to_x, elapsed = time_axis(chosen.windows["start"])
+        if elapsed:   # offsets from the log's start: elapsed time, as the log has it, not a date in 1970
+            shown = shown.assign(start=to_x(shown["start"]).round(2)).rename(columns={"start": elapsed})
+        table(shown)
     else:
         st.markdown(f"**{POLICY_LABELS[choice]} misses no window** (estimated).")
     for note in chosen.notes:

@@ -20,6 +20,7 @@ from shapeviz.outputs.report.replay import Replay
 from shapeviz.physics import Deployment
 from shapeviz.recommend import LEVER_LABELS
 from shapeviz.serving import WhatIf, Workload
+from shapeviz.text import phase_phrase
 
 
 # --- figures with user strings made inert --------------------------------------------------------------------
@@ -192,7 +193,7 @@ def _decision(m: _Memo) -> str:
     lines = [
         f"<p><strong>Mostly {_e(shape)} traffic</strong> ({o.request_share[o.dominant_shape]:.0%} of requests; "
         f"p50 {_e(fmt_tokens(o.input['p50']))} in / {_e(fmt_tokens(o.output['p50']))} out). "
-        f"Its GPU-time is <strong>{_e(o.phase)}</strong>-dominated ({o.prefill_gpu_share:.0%} prefill) on "
+        f"Its GPU-time is <strong>{_e(phase_phrase(o.phase).replace('**', ''))}</strong> ({o.prefill_gpu_share:.0%} prefill) on "
         f"{_e(m.deployment.describe())}, so {_e(_FIRST_METRIC.get(o.phase, ''))}. {_tag('measured')} {_tag('estimated')}</p>",
     ]
 
