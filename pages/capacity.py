@@ -16,6 +16,7 @@ from components.simulate import render_simulation
 from components.speculative import speculative_section
 from components.widgets import MISSING, badge, chart, lazy_expander, table
 from shapeviz.outputs.figures import load_curve_figure, pressure_figure
+from shapeviz.outputs.report.html import whatif_words
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf, Workload, load_curve
 from shapeviz.serving.compare import WhatIfComparison, compare_deployments, compare_whatif, winners
@@ -79,6 +80,8 @@ def _headline() -> None:
     on_fleet = {"before": cmp.on_fleet.loc["before"], "after": cmp.on_fleet.loc["after"]}
 
     st.subheader(f"Before → after the what-if, on today's fleet ({fleet * dep.tp} GPUs)")
+    st.caption(f"The what-if: {whatif_words(now.whatif)}." if not now.whatif.is_identity
+               else "The what-if: no lever moved, so before and after are the same plan.")
     row1 = st.columns([1, 1, 1.35, 1.35])  # "1,048 / 6,066" needs more room than "42%"
     for col, phase, help_text in (
         (row1[0], "prefill", "Busy share of each replica's time spent prefilling."),

@@ -261,8 +261,8 @@ def _numeric_timestamps(values: np.ndarray, column: str, unit: str | None, relat
                     relative_unit)
     # whatever the unit, values before 2001 are offsets from the start of a trace, not wall-clock times
     if magnitude * _UNIT_TO_NS[unit] < RELATIVE_BEFORE_NS:
-        notes.append(f"timestamp: {column!r} holds relative offsets ({unit} from the log's start), shown as "
-                     "elapsed time")
+        notes.append(f"timestamp: {column!r} holds relative offsets, read as {unit} from the log's start (shown as "
+                     "elapsed time)")
     else:
         notes.append(f"timestamp: {column!r} read as epoch {unit} (UTC)")
     with np.errstate(invalid="ignore", over="ignore"):

@@ -7,7 +7,7 @@ import re
 from streamlit.testing.v1 import AppTest
 
 from shapeviz.serving import slo_range
-from tests.app.dashboard import CAPACITY, open_app
+from tests.app.dashboard import CAPACITY, open_app, open_page
 
 BURSTGPT_SESSIONS = "burstgpt/burstgpt3_slice.csv"
 
@@ -40,3 +40,13 @@ def test_a_reuse_estimated_from_sessions_is_offered_not_applied(trace) -> None:
     ttft = at.number_input(key="ttft_slo_ms").value
     assert (f"TTFT {ttft:,.0f} ms is looser" in hint) == (ttft > hi)
     assert (f"TTFT {ttft:,.0f} ms is tighter" in hint) == (ttft < lo)
+
+
+def test_the_headline_lists_the_levers_in_force() -> None:
+    at = open_page(timeout=600)
+    assert "The what-if: no lever moved, so before and after are the same plan." in [c.value for c in at.caption]
+    at.slider(key="trim_input_pct").set_value(20).run()
+    at.run()   # a lever step reruns the live fragments alone: the whole page once more
+    at.slider(key="traffic").set_value(1.5).run()
+    said = [c.value.replace("\\", "") for c in at.caption if c.value.startswith("The what-if")]
+    assert said == ["The what-if: input trimmed 20%, traffic ×1.5."], said
