@@ -107,7 +107,7 @@ def levers_taken(settings: Settings) -> str:
     left_out = []
     if settings.trim_input or settings.trim_output:
         left_out.append(f"trims (input {settings.trim_input:.0%}, output {settings.trim_output:.0%})")
-    left_out.append(f"the prefix-cache hit ({settings.cache_hit:.0%})" if settings.cache_hit else "the prefix-cache hit")
+    left_out.append("the prefix-cache hit" + (f" ({settings.cache_hit:.0%})" if settings.cache_hit else ""))
     left_out.append("speculative decoding" + (f" ({SPECULATIVE[settings.speculative]})"
                                                if settings.speculative != "none" else ""))
     kv = "same as the weights" if settings.kv_precision is None else settings.kv_precision.upper()

@@ -52,7 +52,8 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> b
     # Like with like: the log's latencies judge the plan only when the log was served by the planned deployment
     # (the user says so); otherwise they are shown as what they are, without a verdict.
     judged_log = bool(from_log) and st.checkbox(
-        f"This log was served by the planned deployment ({md_literal(dep.describe())})", key=f"measured-log-is-plan-{key}",
+        f"This log was served by the planned deployment ({md_literal(dep.describe())})",
+        key=f"measured-log-is-plan-{key}",
         help="Tick it only when the log's requests ran on this model, engine and GPU: then the plan is judged "
              "against the log's latencies. Otherwise they are another fleet's and say nothing about the plan.")
     if from_log and not judged_log:

@@ -237,8 +237,8 @@ def agents(facts: Facts) -> list[Recommendation]:
         recs.append(Recommendation(
             "prefix_cache", "ttft", s.scope,
             f"{_who(s)} {why}{_prefix_clause(hit, facts.prefix_method)}: its KV grows every round, so later rounds "
-            "are slower and dearer than the first, and the shared system prompts and tool schemas re-prefilled each time are what a prefix "
-            "cache saves.",
+            "are slower and dearer than the first, and the shared system prompts and tool schemas re-prefilled each "
+            "time are what a prefix cache saves.",
             s.share_of_gpu * (1.0 if known else max(corner_gpu, corner_req))))
     return recs
 

@@ -8,6 +8,7 @@ per request, its ``created`` time and ``usage`` token counts from the trace).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,7 +29,6 @@ PAGES = {"Shape": "Workload shape", "Clusters": None, "Sessions & prefix cache":
 BURSTGPT = "burstgpt/burstgpt3_slice.csv"
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
 OPENAI_ROWS = 2_000
-NOT_CLICKED = ("PNG", "CSV")   # downloads: nothing on the page changes (the PNGs have a test of their own)
 
 Trace = Callable[[str], Path]
 
@@ -60,8 +60,10 @@ def _click_every_button(app: Dashboard) -> list[str]:
     while True:
         fresh = None
         for control in app.main.get_by_role("button").all() + app.main.get_by_role("switch").all():
-            label = (control.get_attribute("aria-label") or control.inner_text()).strip()
-            if label and label not in clicked and label not in NOT_CLICKED and control.is_enabled() \
+            # a button's text starts with its icon's name ("play_arrow"): its label is the last line
+            label = (control.get_attribute("aria-label") or control.inner_text()).strip().splitlines()[-1:]
+            label = label[0].strip() if label else ""
+            if label and label not in clicked and control.is_enabled() \
                     and control.is_visible() and not _in_widget(control):
                 fresh = (label, control)
                 break
@@ -69,21 +71,25 @@ def _click_every_button(app: Dashboard) -> list[str]:
             return clicked
         label, control = fresh
         clicked.append(label)
+        started = time.monotonic()
         control.evaluate("e => e.scrollIntoView({block: 'center'})")   # never under the app's sticky header
         control.click(timeout=RERUN_MS, force=True)   # a switch's label lies over its input
         app.page.wait_for_timeout(300)   # the click's rerun starts before settle() looks
         expect(app.page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning",
                                                                     timeout=BUILD_MS)
         _healthy(app, f"after clicking {label!r}")
+        print(f"{label}: {time.monotonic() - started:.1f} s")   # shown with -s or on a failure
 
 
 def _in_widget(control) -> bool:
     # Buttons that belong to a widget (an expander's header, a chart's toolbar, a table's menu, a selectbox, an
-    # uploader) are not the page's own actions.
+    # uploader, a number's −/+ steps) are not the page's own actions; downloads change nothing on the page (the
+    # PNGs and CSVs have tests of their own).
     return bool(control.evaluate(
         "e => !!e.closest('[data-testid=stExpander] summary, .modebar, [data-testid=stDataFrame], "
         "[data-testid=stDataFrameResizable], [data-testid=stSelectbox], [data-testid=stMultiSelect], "
-        "[data-testid=stFileUploader], [data-testid=stElementToolbar], [data-testid=stTooltipIcon]')"))
+        "[data-testid=stFileUploader], [data-testid=stElementToolbar], [data-testid=stTooltipIcon], "
+        "[data-testid=stNumberInput], [data-testid=stDownloadButton]')"))
 
 
 def _choose(app: Dashboard, label: str, option: str) -> None:
