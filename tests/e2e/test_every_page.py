@@ -94,10 +94,13 @@ def _in_widget(control) -> bool:
 
 def _choose(app: Dashboard, label: str, option: str) -> None:
     """Pick ``option`` in the sidebar selectbox ``label``."""
-    box = app.sidebar.get_by_test_id("stSelectbox").filter(has_text=label)
-    box.click(timeout=RERUN_MS)
-    app.page.get_by_role("option", name=option, exact=True).click(timeout=RERUN_MS)
-    expect(box.get_by_role("combobox")).to_have_value(option, timeout=RERUN_MS)
+    app.settle()
+    combo = app.sidebar.get_by_role("combobox", name=label, exact=True)
+    combo.evaluate("e => e.scrollIntoView({block: 'center'})")
+    combo.click(timeout=RERUN_MS)
+    combo.press_sequentially(option)   # as a keyboard user picks: type to filter, Enter to choose
+    combo.press("Enter")
+    expect(combo).to_have_value(option, timeout=RERUN_MS)
 
 
 @pytest.mark.parametrize("log", ["demo", "burstgpt", "openai"])
