@@ -224,30 +224,33 @@ def _show_slo_hint(shape: str) -> None:
     if slot is None:
         return
     lo_ttft, hi_ttft, lo_tpot, hi_tpot = slo_range(shape)
-    slot.caption(f"Recommended for **{shape}** traffic (p95, published planner ranges): TTFT "
-                 f"{lo_ttft:,.0f}–{hi_ttft:,.0f} ms, TPOT {lo_tpot:,.0f}–{hi_tpot:,.0f} ms.")
+    slot.caption(sidebar.slo_hint(shape, (lo_ttft, hi_ttft), (lo_tpot, hi_tpot),
+                                  float(st.session_state["ttft_slo_ms"]), float(st.session_state["tpot_slo_ms"])))
 
 
 LOGGED_CACHE_PCT = "_logged_cache_pct"
 
 
 def _sync_cache_default(digest: str, analysis: Analysis, w: Workload) -> None:
-    """The measured prefix-hit ratio becomes the what-if default, once per dataset.
+    """The log's own prefix-hit ratio becomes the what-if default, once per dataset.
 
     When the log reports cached tokens, the default is the share it reports, so the default what-if is the log
-    as it is. Otherwise it is the reuse the log shows potential for (block hashes, sessions), so the default
-    what-if shows what turning the prefix cache on would save.
+    as it is; with block hashes it is the reuse they show. A reuse estimated from sessions is not applied: it is
+    offered beside the slider, one click away (a lever nobody set never moves the plan).
     """
-    if st.session_state.get("_cache_default_for") == digest:
-        return
-    st.session_state["_cache_default_for"] = digest
-    logged = w.mean(w.cached_tokens) / max(w.mean(w.input_tokens), 1e-12)
-    measured = logged if logged > 0 else analysis.prefix.hit_ratio_tokens
-    value = int(round(100 * measured)) if measured is not None else 0
-    st.session_state[LOGGED_CACHE_PCT] = value if logged > 0 else None
-    if value != st.session_state.get("cache_hit_pct"):
-        st.session_state[sidebar.PENDING_CACHE_HIT] = value
-        st.rerun()  # the sidebar slider was drawn with the old value
+    prefix = analysis.prefix
+    if st.session_state.get("_cache_default_for") != digest:
+        st.session_state["_cache_default_for"] = digest
+        logged = w.mean(w.cached_tokens) / max(w.mean(w.input_tokens), 1e-12)
+        estimated = logged <= 0 and prefix.method == "session_estimate"
+        measured = logged if logged > 0 else None if estimated else prefix.hit_ratio_tokens
+        value = int(round(100 * measured)) if measured is not None else 0
+        st.session_state[LOGGED_CACHE_PCT] = int(round(100 * logged))   # "as logged": 0 when it reports none
+        if value != st.session_state.get("cache_hit_pct"):
+            st.session_state[sidebar.PENDING_CACHE_HIT] = value
+            st.rerun()  # the sidebar slider was drawn with the old value
+    if prefix.method == "session_estimate" and prefix.hit_ratio_tokens is not None:
+        sidebar.offer_cache_estimate(int(round(100 * prefix.hit_ratio_tokens)), "the log's sessions")
 
 
 def _mapping_editor_for_failed_upload() -> None:

@@ -1,7 +1,7 @@
 """The Capacity page's per-product SLO classes, what each product gets, and the "Fleet design" section.
 
 Classes default to each product's corner (published ranges); the user edits them in a table. The design runs on
-request, with a progress bar, and is cached per log, classes, GPU types and model. Everything here is simulated.
+request, with a progress bar, and is held per log, classes, GPU types and model. Everything here is simulated.
 """
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from components.widgets import chart, run_on_click, table
+from components.progress import held
+from components.sidebar import SPECULATIVE, Settings
+from components.widgets import badge, chart, run_on_click, table
 from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
 from shapeviz.fleet.prices import gpu_prices
 from shapeviz.ingest import LoadedLog
@@ -27,6 +29,8 @@ from shapeviz.text import md_literal
 
 CLASSES_KEY = "fleet_slo_classes"     # {digest: {product: (ttft_ms, tpot_ms)}}
 DESIGN_KEY = "fleet_design_run"
+RESULTS_KEY = "fleet_design_results"   # {settings: design document}, bounded
+GPUS_KEY = "fleet_gpus_chosen"
 FLEET_DESIGN_KEY = "fleet_design_chosen"   # {digest, design}: the report bundle carries it
 DEFAULT_GPUS = ("h100-sxm", "h200", "b200", "l40s")
 PAGE_SEARCH_REQUESTS = DEFAULT_SEARCH_REQUESTS
@@ -49,7 +53,8 @@ def edit_classes(digest: str, log: LoadedLog) -> dict[str, SloClass]:
         "TPOT p90 target (ms)": [saved.get(p, (c.ttft_ms, c.tpot_ms))[1] for p, c in defaults.items()],
     })
     st.subheader("SLO class of each product")
-    st.caption("Defaults: the upper end of its corner's published p95 range. Edit a target to set your own.")
+    st.caption("p90 targets. Defaults: the upper end of its corner's published planner range. Edit a target to set "
+               "your own.")
     edited = st.data_editor(rows, hide_index=True, disabled=["product", "corner"], key=f"fleet_classes_{digest}",
                             column_config={"TTFT p90 target (ms)": st.column_config.NumberColumn(min_value=1.0),
                                            "TPOT p90 target (ms)": st.column_config.NumberColumn(min_value=0.1)})
@@ -77,26 +82,59 @@ def render_product_outcomes(requests: pd.DataFrame, classes: dict[str, SloClass]
     chart(product_latency_figure(requests, classes), key="fleet_product_distributions")
 
 
-@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner=False)
-def _design(digest: str, classes_key: tuple, gpus: tuple, model: str, traffic: float, _log: LoadedLog,
-            _classes: dict[str, SloClass], _progress: Any) -> dict[str, Any]:
+def _design(settings: tuple, log: LoadedLog, classes: dict[str, SloClass]) -> dict[str, Any]:
+    # Uncached, with its own bar: the result is held per settings by `held` (a cached function must not write
+    # into a bar made outside it; its replay on the next full rerun would raise).
     from shapeviz.serving.planner import WhatIf
 
-    prices, _ = gpu_prices(gpus)
-    return design_fleet(_log.frame, _classes, gpus=list(gpus), prices=prices, model=model,
-                        whatif=WhatIf(traffic_multiplier=traffic), search_requests=PAGE_SEARCH_REQUESTS,
-                        progress=_progress)
+    _digest, _classes_key, gpus, model, traffic = settings
+    bar = st.progress(0.0, text="Designing…")
+
+    def progress(stage: str, detail: str = "", fraction: float | None = None) -> None:
+        bar.progress(min(max(fraction or 0.0, 0.0), 1.0), text=f"{stage}: {detail}")
+
+    try:
+        prices, _ = gpu_prices(gpus)
+        return design_fleet(log.frame, classes, gpus=list(gpus), prices=prices, model=model,
+                            whatif=WhatIf(traffic_multiplier=traffic), search_requests=PAGE_SEARCH_REQUESTS,
+                            progress=progress)
+    finally:
+        bar.empty()
 
 
-def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass], model: str,
-                        traffic: float) -> dict[str, Any] | None:
+def levers_taken(settings: Settings) -> str:
+    """Which of the sidebar's levers the fleet design takes and which it leaves out, naming those that are set."""
+    from shapeviz.physics import get_model
+
+    left_out = []
+    if settings.trim_input or settings.trim_output:
+        left_out.append(f"trims (input {settings.trim_input:.0%}, output {settings.trim_output:.0%})")
+    left_out.append("the prefix-cache hit" + (f" ({settings.cache_hit:.0%})" if settings.cache_hit else ""))
+    left_out.append("speculative decoding" + (f" ({SPECULATIVE[settings.speculative]})"
+                                               if settings.speculative != "none" else ""))
+    kv = "same as the weights" if settings.kv_precision is None else settings.kv_precision.upper()
+    left_out.append(f"the sidebar's precision ({settings.precision.upper()} weights, KV cache {kv}), GPU and "
+                    "GPUs per replica")
+    traffic = f", Traffic ×{settings.traffic:g}" if settings.traffic != 1 else ""
+    return (f"Takes: the model ({get_model(settings.model).name}){traffic}, each product's SLO class and the GPU "
+            f"types below, FP8 weights on every GPU type and its own tensor-parallel sizes. Leaves out: "
+            f"{', '.join(left_out)}: every request is served as the log has it.")
+
+
+def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass],
+                        settings: Settings) -> dict[str, Any] | None:
     """The "Fleet design" section: GPU types to choose from, a run button, the designs side by side."""
+    model, traffic = settings.model, settings.traffic
     st.subheader("Fleet design")
     st.caption("The cheapest set of pools whose simulated p90s meet every product's class: one shared pool "
                "(FCFS or earliest-deadline first), a pool per product or corner, a prefill/decode split across GPU "
                "types, or GPU types mixed by prompt size (an integer program). Prices: the dated list prices in "
                "data/gpu_prices.csv (assumed for your account).")
-    gpus = st.multiselect("GPU types to choose from", list_gpus(), default=list(DEFAULT_GPUS), key="fleet_gpus")
+    st.caption(md_literal(levers_taken(settings)))
+    # The choice outlives a visit to another page (Streamlit drops the state of a widget that was not drawn).
+    gpus = st.multiselect("GPU types to choose from", list_gpus(), key="fleet_gpus",
+                          default=st.session_state.get(GPUS_KEY, list(DEFAULT_GPUS)))
+    st.session_state[GPUS_KEY] = gpus
     if not gpus:
         st.info("Pick at least one GPU type.")
         return None
@@ -106,18 +144,11 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
                         state_key=DESIGN_KEY):
         st.caption(f"Searches the busiest {PAGE_SEARCH_REQUESTS:,} requests of your log; takes tens of seconds.")
         return None
-    bar = st.progress(0.0, text="Designing…")
-
-    def progress(stage: str, detail: str = "", fraction: float | None = None) -> None:
-        bar.progress(min(max(fraction or 0.0, 0.0), 1.0), text=f"{stage}: {detail}")
-
     try:
-        doc = _design(digest, classes_key, tuple(gpus), model, traffic, log, classes, progress)
+        doc = held(RESULTS_KEY, settings, lambda: _design(settings, log, classes), max_entries=4)
     except ValueError as exc:
-        bar.empty()
         st.error(f"Fleet design: {md_literal(exc)}", icon=":material/error:")
         return None
-    bar.empty()
     entries = list(doc["designs"])
     if doc["baseline"] is not None and all(e["family"] != "shared_fcfs" for e in entries):
         entries.append(doc["baseline"])
@@ -137,8 +168,8 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
     if doc.get("note"):
         st.warning(md_literal(doc["note"]), icon=":material/warning:")
     table(pd.DataFrame(rows), **{"$/hour": st.column_config.NumberColumn(format="$%.2f")})
-    st.badge("simulated", color="violet", help="Every design was replayed by the discrete-event simulator, and "
-                                               "again with another seed.")
+    badge("simulated")
+    st.caption("Every design was replayed by the discrete-event simulator, and again with another seed.")
     s = doc["search"]
     st.caption(f"{s['simulations']} simulations of {s['requests']:,} requests ({s['cpu_s']:,.0f} s CPU). "
                f"Pruned: {len(s['pruned'])} candidate(s) the analytic plan ruled out.")

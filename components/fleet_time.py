@@ -21,13 +21,15 @@ from shapeviz.fleet.autoscale import (
 )
 from shapeviz.fleet.growth import Growth, parse_growth, project
 from shapeviz.ingest import LoadedLog
-from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure
+from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure, time_axis
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf
 from shapeviz.text import md_literal
 
 REPLAY_MAX_REQUESTS = 60_000   # the replay runs on the page up to this many requests (seconds, not minutes)
 REPLAY_KEY = "fleet_time_replay"
+MINIMUM_FLEET = ("Every window needs one replica, the minimum fleet: no policy can scale below it, so every policy "
+                 "saves 0% against the peak by construction. Raise Traffic × to see the policies part.")
 
 
 @st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner="Planning every window…")
@@ -94,6 +96,8 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
                                  "GPU-hours": st.column_config.NumberColumn(format="%.1f"),
                                  "cost ($)": st.column_config.NumberColumn(format="dollar")})
     badge("estimated")
+    if int(peak.windows["replicas_needed"].max()) <= 1:
+        st.info(MINIMUM_FLEET, icon=":material/info:")
     st.caption(f"Hold at peak: {peak.baseline_gpu_hours:,.1f} GPU-hours over the log; every window held at exactly "
                f"its own minimum: {peak.lower_bound_gpu_hours:,.1f} (no policy can do better without missing). "
                "Attainment here is estimated minute by minute; replay a policy below to measure it request by request.")
@@ -107,7 +111,11 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         counts = missed["reason"].value_counts()
         st.markdown(f"**{POLICY_LABELS[choice]} misses {len(missed)} of {tw.n_windows} windows:** "
                     + "; ".join(f"{int(c)} × {REASONS[k]}" for k, c in counts.items() if k in REASONS))
-        table(missed[["start", "rate_rps", "replicas", "replicas_needed", "attainment", "reason"]].head(50))
+        shown = missed[["start", "rate_rps", "replicas", "replicas_needed", "attainment", "reason"]].head(50)
+        to_x, elapsed = time_axis(chosen.windows["start"])
+        if elapsed:   # offsets from the log's start: elapsed time, as the log has it, not a date in 1970
+            shown = shown.assign(start=to_x(shown["start"]).round(2)).rename(columns={"start": elapsed})
+        table(shown)
     else:
         st.markdown(f"**{POLICY_LABELS[choice]} misses no window** (estimated).")
     for note in chosen.notes:

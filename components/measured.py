@@ -38,26 +38,38 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> b
     st.subheader("Plan vs measured")
     st.caption("Run the load test of the report bundle (aiperf or guidellm) against the deployment, then drop the "
                "result files here: aiperf's profile_export_aiperf.json or its per-request profile_export.jsonl, "
-               "guidellm's JSON report. A log with ttft_ms/tpot_ms columns is compared as well.")
+               "guidellm's JSON report. A log's own TTFT/TPOT are shown too, and judge the plan only when the log was "
+               "served by the planned deployment.")
     uploads = st.file_uploader("Load-test results (JSON)", type=["json", "jsonl"], accept_multiple_files=True,
                                key=f"measured-{key}")
-    levels = []
+    levels = []   # load tests of the planned fleet: judged against the plan
     for f in uploads or []:
         try:
             levels.extend(parse_result(f.getvalue(), f.name))
         except ValueError as exc:
             st.error(md_literal(exc), icon=":material/error:")  # upload names are the user's: one literal line
     from_log = log_levels(ctx.frame, source=ctx.dataset.label)
-    levels.extend(from_log)
+    # Like with like: the log's latencies judge the plan only when the log was served by the planned deployment
+    # (the user says so); otherwise they are shown as what they are, without a verdict.
+    judged_log = bool(from_log) and st.checkbox(
+        f"This log was served by the planned deployment ({md_literal(dep.describe())})",
+        key=f"measured-log-is-plan-{key}",
+        help="Tick it only when the log's requests ran on this model, engine and GPU: then the plan is judged "
+             "against the log's latencies. Otherwise they are another fleet's and say nothing about the plan.")
+    if from_log and not judged_log:
+        _log_latencies(from_log, log_models(ctx.frame), dep.model.name)
+    if judged_log:
+        levels.extend(from_log)
     if not levels:
-        st.caption("No results yet.")
-        return False
+        if not from_log:
+            st.caption("No results yet.")
+        return bool(from_log)
     if after is None:
         after = compare_whatif(w, dep, ctx.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd).after
     reference = read_plan_reference(plan_reference(w, dep, after, whatif=ctx.whatif, ttft_slo_ms=s.ttft_slo_ms,
                                                    tpot_slo_ms=s.tpot_slo_ms))
-    notes = ["the log's latencies are those of the fleet that served it; the plan's are for the planned fleet"] \
-        if from_log else []
+    notes = ["the log's latencies are judged against the plan because you said the log was served by the planned "
+             "deployment"] if judged_log else []
     doc = check_document(reference, levels, notes)
     for line in doc["verdict"] or ["No level has both a measured and a planned figure (beyond the knee the plan "
                                    "saturates)."]:
@@ -77,3 +89,34 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> b
     for note in doc["notes"]:
         st.caption(md_literal(note))
     return True
+
+
+MODELS_NAMED = 5   # a log of many models names the first few and counts the rest
+
+
+def log_models(frame: pd.DataFrame) -> list[str]:
+    """The models a log names (most requests first), or none when it has no model column."""
+    if "model" not in frame.columns:
+        return []
+    return [str(m) for m in frame["model"].dropna().astype(str).value_counts().index]
+
+
+def _log_latencies(levels: list, models: list[str], planned: str) -> None:
+    """The log's own latencies per rate band, with no verdict: they are the fleet's that served the log."""
+    named = ", ".join(models[:MODELS_NAMED]) + (f" and {len(models) - MODELS_NAMED} more"
+                                                 if len(models) > MODELS_NAMED else "")
+    others = [m for m in models if m.lower() not in (planned.lower(), planned.lower().replace(" ", "-"))]
+    served = (f"served by {named}, not the planned {planned}" if others
+              else "served by the fleet that logged them")
+    st.markdown(f"**Your log's own latencies** ({md_literal(served)}): what they are, not a verdict on the plan; "
+                "tick the box above if the planned deployment served them.")
+    table(pd.DataFrame({
+        "level": [lv.label for lv in levels],
+        "req/s": [lv.rate_rps for lv in levels],
+        "requests": [lv.requests for lv in levels],
+        "TTFT p50 (ms)": [lv.ttft_p50_ms for lv in levels], "TTFT p90 (ms)": [lv.ttft_p90_ms for lv in levels],
+        "TPOT p50 (ms)": [lv.tpot_p50_ms for lv in levels], "TPOT p90 (ms)": [lv.tpot_p90_ms for lv in levels],
+    }), **{c: st.column_config.NumberColumn(format="%.0f") for c in ("TTFT p50 (ms)", "TTFT p90 (ms)")},
+        **{c: st.column_config.NumberColumn(format="%.1f") for c in ("TPOT p50 (ms)", "TPOT p90 (ms)")},
+        **{"req/s": st.column_config.NumberColumn(format="%.2f")})
+    badge("measured")

@@ -7,14 +7,16 @@ batch, but the browser needs a few frames a second, not a hundred messages.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import streamlit as st
 
 from shapeviz.progress import Progress
 
 MIN_INTERVAL_S = 0.25
+T = TypeVar("T")
 
 
 @contextmanager
@@ -35,3 +37,22 @@ def progress_bar(first: str) -> Iterator[Progress]:
         yield report
     finally:
         bar.empty()
+
+
+def held(store: str, key: Hashable, compute: Callable[[], T], max_entries: int = 8) -> T:
+    """``compute()`` once per ``key`` in this session, its result held in ``st.session_state[store]``.
+
+    For long work that draws a progress bar made outside it: a cached function must not write into such a bar
+    (a cache hit replays the write into a bar that no longer exists), so the work runs uncached, with its bar, and
+    its result is kept here, keyed by content (a log's digest and the settings), the oldest dropped past
+    ``max_entries``. An exception is not held: the next run tries again.
+    """
+    results: dict[Hashable, T] = st.session_state.setdefault(store, {})
+    if key in results:
+        results[key] = results.pop(key)   # the most recently used goes last
+        return results[key]
+    value = compute()
+    results[key] = value
+    while len(results) > max_entries:
+        results.pop(next(iter(results)))
+    return value

@@ -1,7 +1,7 @@
 """The Capacity page's "Routers and prefix caches" section: the reuse each router keeps, its TTFT and GPUs.
 
 Each replica keeps its own prefix cache in its KV pool, so the router decides how much of the log's reuse the
-fleet really gets. Simulated once per (log, deployment, what-if, rate, fleet, SLOs) on request and cached; drawn
+fleet really gets. Simulated once per (log, deployment, what-if, rate, fleet, SLOs) on request and held; drawn
 only for logs with block hashes or sessions (otherwise the sidebar's prefix-cache share stays an assumption).
 """
 from __future__ import annotations
@@ -11,7 +11,8 @@ from dataclasses import astuple
 import pandas as pd
 import streamlit as st
 
-from components.widgets import chart, run_on_click, table
+from components.progress import held
+from components.widgets import badge, chart, run_on_click, table
 from shapeviz.analyses.prefix import has_hashes
 from shapeviz.analyses.sessions import has_sessions
 from shapeviz.fleet.routing import (
@@ -32,14 +33,24 @@ from shapeviz.text import md_literal
 
 RUN_KEY = "compare_routers_run"
 ROUTER_KEY = "capacity_router"
+SINGLE_REPLICA = ("Today's fleet is one replica: every router sends every request to the same cache, so the "
+                  "four rows at today's fleet are identical by construction. Routers differ from two replicas on: "
+                  "see the chart and the GPUs each needs to meet the SLOs.")
+RESULTS_KEY = "compare_routers_results"   # {settings: (curve, summary, ideal hit ratio)}, bounded
 
 
-@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner=False)
-def _routers(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, replicas: int, ttft_slo_ms: float,
-             tpot_slo_ms: float, _log: LoadedLog, _progress=None) -> tuple[pd.DataFrame, pd.DataFrame, float | None]:
-    requests = reuse_window(_log.frame, WhatIf(*whatif))
-    curve, summary = router_table(requests, dep, rate_rps, replicas, ttft_slo_ms, tpot_slo_ms, progress=_progress)
-    return curve, summary, ideal_hit_ratio(requests)
+def _compare(settings: tuple, log: LoadedLog) -> tuple[pd.DataFrame, pd.DataFrame, float | None]:
+    # Uncached, with its own bar: the result is held per settings by `held` (a cached function must not write
+    # into a bar made outside it; its replay on the next full rerun would raise).
+    _digest, dep, whatif, rate_rps, replicas, ttft_slo_ms, tpot_slo_ms = settings
+    bar = st.progress(0.0, text="Simulating the routers…")
+    try:
+        requests = reuse_window(log.frame, WhatIf(*whatif))
+        curve, summary = router_table(requests, dep, rate_rps, replicas, ttft_slo_ms, tpot_slo_ms,
+                                      progress=lambda f: bar.progress(f, text="Simulating the routers…"))
+        return curve, summary, ideal_hit_ratio(requests)
+    finally:
+        bar.empty()
 
 
 def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float, replicas: int,
@@ -66,15 +77,13 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
         st.caption("Four routers × five fleet sizes plus the smallest fleet meeting the SLOs; takes tens of seconds.")
         return False
     st.caption(f"At {rate_rps:,.2f} req/s on {replicas} replicas.")
-    bar = st.progress(0.0, text="Simulating the routers…")
+    if replicas <= 1:
+        st.info(SINGLE_REPLICA, icon=":material/info:")
     try:
-        curve, summary, ideal = _routers(*settings, log,
-                                         _progress=lambda f: bar.progress(f, text="Simulating the routers…"))
+        curve, summary, ideal = held(RESULTS_KEY, settings, lambda: _compare(settings, log))
     except ValueError as exc:
-        bar.empty()
         st.error(f"Simulation: {md_literal(exc)}", icon=":material/error:")
         return True
-    bar.empty()
     row = summary.set_index("router").loc[choice]
     cols = st.columns(4)
     cols[0].metric("Prefix hit ratio", dash(row["hit_ratio_tokens"], "{:.0%}"),
@@ -83,7 +92,7 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
     cols[2].metric("GPUs meeting the SLOs", "cannot meet" if pd.isna(row["gpus"]) else f"{int(row['gpus'])}")
     cols[3].metric("One shared cache, unbounded", dash(ideal, "{:.0%}"),
                    help="The same requests through one cache that never evicts: the ceiling of any router.")
-    st.badge("simulated", color="violet", help="From the discrete-event simulator, not measured.")
+    badge("simulated")
     table(pd.DataFrame({
         "router": summary["label"],
         f"hit ratio on {replicas} replicas": [dash(v, "{:.1%}") for v in summary["hit_ratio_tokens"]],
@@ -97,7 +106,7 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
                "holds copies of the same prefixes. Affinity keeps them on one replica, so N small caches act as one "
                "large one. The prefix-aware rule is SGLang router's cache_aware (load guard: in-flight requests "
                "max − min > 64 and max > 1.5 × min → least loaded).")
-    cite = router_citation(summary)
+    cite = router_citation(summary, choice)
     if cite:  # the lever once, with every scope it was recommended for (its reasons are on the Shape page)
         for lever, scopes in by_lever(r for r in recommendations if r.lever == "prefix_cache"):
             where = ", ".join("all traffic" if s == "overall" else s for s in scopes)

@@ -68,6 +68,7 @@ class Settings:
 
 PENDING_CACHE_HIT = "_pending_cache_hit_pct"
 SLO_HINT_SLOT = "_slo_hint_slot"
+CACHE_OFFER_SLOT = "_cache_offer_slot"
 WHATIF_FRAGMENT = "whatif"                 # the key of a page's main what-if fragment
 _LIVE = "_whatif_live_fragments"           # this page's what-if fragments that show what the levers move
 
@@ -79,6 +80,33 @@ def _on_whatif_step() -> None:
     live = st.session_state.get(_LIVE)
     if live:
         st.rerun(scope=sorted(live))
+
+
+def _set_cache_hit(pct: int) -> None:
+    st.session_state["cache_hit_pct"] = pct
+
+
+def offer_cache_estimate(pct: int, source: str) -> None:
+    """A one-click what-if under the prefix-cache slider: set it to an estimated hit ratio (unless it is there)."""
+    slot = st.session_state.get(CACHE_OFFER_SLOT)
+    if slot is None or st.session_state.get("cache_hit_pct") == pct:
+        return
+    slot.button(f"Try {pct}% (estimated from {source})", key="cache_hit_estimate", icon=":material/science:",
+                on_click=_set_cache_hit, args=(pct,),
+                help="An estimate, not a measurement: each turn of a session is assumed to reuse the previous "
+                     "turn's context. Applied only when you click.")
+
+
+def slo_hint(shape: str, ttft_ms: tuple[float, float], tpot_ms: tuple[float, float], ttft_slo_ms: float,
+             tpot_slo_ms: float) -> str:
+    """The recommended SLO ranges for the log's shape, read as the p90 targets the app plans for, and where the
+    SLOs set sit against them."""
+    text = (f"Recommended for **{shape}** traffic (published planner ranges, planned here as p90 targets): TTFT "
+            f"{ttft_ms[0]:,.0f}–{ttft_ms[1]:,.0f} ms, TPOT {tpot_ms[0]:,.0f}–{tpot_ms[1]:,.0f} ms.")
+    outside = [f"{name} {value:,.0f} ms is {'looser' if value > hi else 'tighter'} than that"
+               for name, value, (lo, hi) in (("TTFT", ttft_slo_ms, ttft_ms), ("TPOT", tpot_slo_ms, tpot_ms))
+               if not lo <= value <= hi]
+    return text + (f" The SLOs set: {'; '.join(outside)}." if outside else "")
 
 
 def whatif_fragment(draw: Callable[[], bool | None], key: str = WHATIF_FRAGMENT) -> None:
@@ -204,6 +232,8 @@ def render_whatif() -> None:
                            "replica whatever the router. Defaults to what the log shows when it carries block "
                            "hashes, cached-token counts or sessions; with hashes or sessions the Capacity page "
                            "simulates the reuse each router really keeps on per-replica caches.")
+    # Filled by the page when the log's sessions give a reuse estimate: offered, never applied unasked.
+    st.session_state[CACHE_OFFER_SLOT] = st.sidebar.empty()
     st.sidebar.slider("Traffic ×", 0.25, 10.0, key="traffic", step=0.25, on_change=_on_whatif_step)
     with st.sidebar.expander("Deployment", expanded=True):
         st.selectbox("Model", list_models(), key="model", format_func=lambda m: get_model(m).name,

@@ -14,7 +14,8 @@ PROVENANCE: dict[str, tuple[str, str, str]] = {
     "measured": ("measured", "green", "Measured from your log."),
     "estimated": ("estimated", "blue", "Estimated by the capacity model (calibrated on published measurements)."),
     "assumed": ("assumed", "orange", "An assumption: a default or a value you set."),
-    "simulated": ("simulated", "violet", "Simulated: your log's own requests replayed on the fleet."),
+    "simulated": ("simulated", "violet", "From the discrete-event simulator replaying requests of your log, not "
+                                         "measured."),
 }
 
 MISSING = "—"  # what a missing value reads as, in every metric and table
@@ -22,7 +23,7 @@ PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "
 
 
 def badge(kind: str) -> None:
-    """A small coloured label: measured / estimated / assumed."""
+    """A small coloured label: measured / estimated / assumed / simulated."""
     label, color, help_text = PROVENANCE[kind]
     st.badge(label, color=color, help=help_text)  # type: ignore[arg-type]
 

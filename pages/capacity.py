@@ -17,6 +17,7 @@ from components.simulate import render_simulation
 from components.speculative import speculative_section
 from components.widgets import MISSING, badge, chart, lazy_expander, table
 from shapeviz.outputs.figures import load_curve_figure, pressure_figure
+from shapeviz.outputs.report.html import whatif_words
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf, Workload, load_curve
 from shapeviz.serving.compare import WhatIfComparison, compare_deployments, compare_whatif, winners
@@ -80,6 +81,8 @@ def _headline() -> None:
     on_fleet = {"before": cmp.on_fleet.loc["before"], "after": cmp.on_fleet.loc["after"]}
 
     st.subheader(f"Before → after the what-if, on today's fleet ({fleet * dep.tp} GPUs)")
+    st.caption(f"The what-if: {whatif_words(now.whatif)}." if not now.whatif.is_identity
+               else "The what-if: no lever moved, so before and after are the same plan.")
     row1 = st.columns([1, 1, 1.35, 1.35])  # "1,048 / 6,066" needs more room than "42%"
     for col, phase, help_text in (
         (row1[0], "prefill", "Busy share of each replica's time spent prefilling."),
@@ -154,8 +157,7 @@ def _routers() -> bool:
 
 
 def _fleet_design() -> bool:
-    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, dep.model.id,
-                                 sidebar.settings().traffic)
+    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, sidebar.settings())
     if design is not None:
         st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
     return st.session_state.get(DESIGN_KEY) is not None  # clicked once: a traffic step redraws its result or button

@@ -118,7 +118,7 @@ def _recommendations(profile: ShapeProfile, clusters: ClusterResult, prefix: Pre
     if prefix.hit_ratio_tokens is not None:
         hit = {p: d["hit_ratio_tokens"] for p, d in prefix.per_product.items() if d.get("hit_ratio_tokens") is not None}
         hit[OVERALL] = prefix.hit_ratio_tokens
-    return recommend(profile, clusters, prefix_hit_ratio=hit,
+    return recommend(profile, clusters, prefix_hit_ratio=hit, prefix_method=prefix.method,
                      agent_products=[p for p, a in agents.items() if a.is_agent])
 
 

@@ -81,7 +81,7 @@ class Thresholds:
     disaggregate_mass: float = 0.25
     # Share of a scope's GPU-time in the reasoning corner from which output tokens are called the cost line.
     reasoning_gpu_share: float = 0.30
-    # A measured prefix-hit potential below this does not pay for a prefix cache.
+    # A prefix-hit potential (measured, simulated or estimated) below this does not pay for a prefix cache.
     min_prefix_hit: float = 0.05
 
     def __post_init__(self) -> None:
@@ -99,6 +99,7 @@ class Facts:
     prefix_hit_ratio: float | Mapping[str, float] | None = None  # overall, or per product (key "overall" too)
     agent_products: frozenset[str] = field(default_factory=frozenset)
     thresholds: Thresholds = field(default_factory=Thresholds)
+    prefix_method: str | None = None   # how the prefix-hit ratio was found (PrefixReuse.method): its wording
 
     def scopes(self) -> list[ShapeStats]:
         """Overall, then each product when there are several (one product is the overall scope again)."""
@@ -128,8 +129,18 @@ def _shape_text(stats: ShapeStats) -> str:
     return f"p50 {stats.input['p50']:,.0f} in / {stats.output['p50']:,.0f} out"
 
 
-def _prefix_clause(hit: float | None) -> str:
-    return "" if hit is None else f", with a measured prefix-hit potential of {_pct(hit)}"
+# How a prefix-hit figure is named, by how it was found: only a figure the log reports is "measured".
+PREFIX_WORDING = {
+    "reported_cached_tokens": "a measured prefix-hit ratio of {} (the cached tokens the log reports)",
+    "block_hashes": "a prefix-hit potential of {} (simulated from the log's block hashes)",
+    "session_estimate": "an estimated prefix-hit potential of {} (each turn of a session assumed to reuse the last)",
+}
+
+
+def _prefix_clause(hit: float | None, method: str | None = None) -> str:
+    if hit is None:
+        return ""
+    return ", with " + PREFIX_WORDING.get(method or "", "a prefix-hit potential of {}").format(_pct(hit))
 
 
 def prefill_heavy(facts: Facts) -> list[Recommendation]:
@@ -145,8 +156,8 @@ def prefill_heavy(facts: Facts) -> list[Recommendation]:
         hit = facts.prefix_hit(s.scope)
         if hit is None or hit >= facts.thresholds.min_prefix_hit:
             recs.append(Recommendation("prefix_cache", "ttft", s.scope,
-                                       f"{head}{_prefix_clause(hit)}: every prompt token served from a prefix "
-                                       "cache is prefill not computed.", weight))
+                                       f"{head}{_prefix_clause(hit, facts.prefix_method)}: every prompt token "
+                                       "served from a prefix cache is prefill not computed.", weight))
         recs.append(Recommendation("trim_input", "ttft", s.scope,
                                    f"{head}: input tokens are the bill, so better retrieval, summarisation or "
                                    f"shorter prompts cut TTFT and GPUs (input p90 {s.input['p90']:,.0f}).", weight))
@@ -226,9 +237,9 @@ def agents(facts: Facts) -> list[Recommendation]:
                "corner")
         recs.append(Recommendation(
             "prefix_cache", "ttft", s.scope,
-            f"{_who(s)} {why}{_prefix_clause(hit)}: its KV grows every round, so later rounds are slower and dearer "
-            "than the first, and the shared system prompts and tool schemas re-prefilled each time are what a prefix "
-            "cache saves.",
+            f"{_who(s)} {why}{_prefix_clause(hit, facts.prefix_method)}: its KV grows every round, so later rounds "
+            "are slower and dearer than the first, and the shared system prompts and tool schemas re-prefilled each "
+            "time are what a prefix cache saves.",
             s.share_of_gpu * (1.0 if known else max(corner_gpu, corner_req))))
     return recs
 
@@ -322,6 +333,7 @@ def recommend(
     agent_products: Iterable[str] = (),
     thresholds: Thresholds = Thresholds(),
     rules: Iterable[Rule] = RULES,
+    prefix_method: str | None = None,
 ) -> list[Recommendation]:
     """The planner's levers for this log, strongest first (by share of GPU-time touched, then rule order)."""
     if not isinstance(profile, ShapeProfile):
@@ -331,7 +343,7 @@ def recommend(
         raise ValueError(f"prefix_hit_ratio={prefix_hit_ratio!r} must be a fraction in [0, 1]")
     if isinstance(agent_products, str):
         agent_products = (agent_products,)  # one name, not its letters
-    facts = Facts(profile, clusters, prefix_hit_ratio, frozenset(agent_products), thresholds)
+    facts = Facts(profile, clusters, prefix_hit_ratio, frozenset(agent_products), thresholds, prefix_method)
     best: dict[tuple[str, str], tuple[int, Recommendation]] = {}
     position = 0
     for rule in rules:

@@ -153,16 +153,20 @@ def ideal_hit_ratio(requests: Requests) -> float | None:
     return hit / total if total else None
 
 
-def router_citation(table: pd.DataFrame) -> str | None:
-    """The sentence the prefix-cache recommendation cites: the best router's simulated reuse and GPUs vs round-robin."""
+def router_citation(table: pd.DataFrame, router: str | None = None) -> str | None:
+    """The sentence the prefix-cache recommendation cites: ``router``'s simulated reuse and GPUs vs round-robin
+    (the router the user selected; without one, the router needing the fewest GPUs)."""
     if table.empty or table["hit_ratio_tokens"].isna().all() or (table["source"] != table["source"].iloc[0]).any():
         return None
     if table["source"].iloc[0] not in ("block_hashes", "sessions"):
         return None
     rr = table.loc[table["router"] == "round_robin"]
-    ranked = table.assign(_g=table["gpus"].astype("float64").fillna(np.inf)).sort_values(
-        ["_g", "hit_ratio_tokens"], ascending=[True, False])
-    best = ranked.iloc[0]
+    if router is not None and (table["router"] == router).any():
+        best = table.loc[table["router"] == router].iloc[0]
+    else:
+        ranked = table.assign(_g=table["gpus"].astype("float64").fillna(np.inf)).sort_values(
+            ["_g", "hit_ratio_tokens"], ascending=[True, False])
+        best = ranked.iloc[0]
     k = int(best["replicas_today"])
     text = (f"simulated: the {best['label']} router keeps {best['hit_ratio_tokens']:.0%} of prompt tokens cached "
             f"on {k} replicas")

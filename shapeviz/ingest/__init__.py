@@ -15,7 +15,7 @@ from pyarrow import ArrowException
 
 from shapeviz.ingest.columns import ALIAS_TABLE, ALIASES, detect_columns
 from shapeviz.ingest.errors import IngestError
-from shapeviz.ingest.frame import REASONS, LoadedLog, LoadReport, build_frame, combine
+from shapeviz.ingest.frame import REASONS, LoadedLog, LoadReport, build_frame, combine, relative_times
 from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
 from shapeviz.ingest.readers import display_name
 from shapeviz.ingest.stream import read_table_streamed
@@ -23,7 +23,7 @@ from shapeviz.ingest.stream import read_table_streamed
 INTERNAL = "unexpected error"
 
 __all__ = ["load_log", "combine", "detect_columns", "LoadedLog", "LoadReport", "IngestError", "Limits",
-           "DEFAULT_LIMITS", "ALIASES", "ALIAS_TABLE", "REASONS", "INTERNAL"]
+           "DEFAULT_LIMITS", "ALIASES", "ALIAS_TABLE", "REASONS", "INTERNAL", "relative_times"]
 
 
 def load_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None,

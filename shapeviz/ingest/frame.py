@@ -238,6 +238,17 @@ def _in_ns_range(parsed: pd.Series) -> pd.Series:
         return parsed.where(inside).astype("datetime64[ns, UTC]")
 
 
+# A time before 2001-09-09 (1e18 ns since 1970) is an offset from the start of a trace (BurstGPT's seconds,
+# Mooncake's milliseconds), kept in the canonical frame as that many seconds after 1970-01-01 UTC.
+RELATIVE_BEFORE_NS = 10**18
+
+
+def relative_times(times: pd.Series) -> bool:
+    """True when a timestamp column holds offsets from the trace's start (stored after 1970-01-01), not dates."""
+    known = pd.to_datetime(times, utc=True).dropna() if len(times) else times
+    return bool(len(known)) and int(known.max().value) < RELATIVE_BEFORE_NS
+
+
 def _numeric_timestamps(values: np.ndarray, column: str, unit: str | None, relative_unit: str,
                         notes: list[str]) -> pd.Series:
     finite = values[np.isfinite(values)]
@@ -249,8 +260,9 @@ def _numeric_timestamps(values: np.ndarray, column: str, unit: str | None, relat
         unit = next((u for u, floor in (("ns", 1e17), ("us", 1e14), ("ms", 1e11), ("s", 1e9)) if magnitude >= floor),
                     relative_unit)
     # whatever the unit, values before 2001 are offsets from the start of a trace, not wall-clock times
-    if magnitude * _UNIT_TO_NS[unit] < 1e18:
-        notes.append(f"timestamp: {column!r} holds relative offsets, read as {unit} from 1970-01-01 00:00 UTC")
+    if magnitude * _UNIT_TO_NS[unit] < RELATIVE_BEFORE_NS:
+        notes.append(f"timestamp: {column!r} holds relative offsets, read as {unit} from the log's start (shown as "
+                     "elapsed time)")
     else:
         notes.append(f"timestamp: {column!r} read as epoch {unit} (UTC)")
     with np.errstate(invalid="ignore", over="ignore"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,7 @@ from shapeviz.analyses.shapes import (
     Corners,
     classify_codes,
 )
+from shapeviz.ingest import relative_times
 from shapeviz.plotstyle import FONT, PALETTE, fit_header, header, integer_axis, log_axis
 from shapeviz.workload import binning
 
@@ -545,19 +546,30 @@ def speculative_figure(curve: pd.DataFrame, tpot_slo_ms: float, current_rps: flo
                       height=height)
 
 
+def time_axis(times: pd.Series) -> tuple[Callable[[pd.Series], pd.Series], str | None]:
+    """How to draw times as the log has them: ``(to_x, axis title)``. Dates stay dates; offsets from the trace's
+    start (``ingest.relative_times``) become elapsed minutes or hours, never dates in 1970."""
+    if not relative_times(times):
+        return (lambda t: t), None
+    hours = float(pd.to_datetime(times, utc=True).max().value) / 1e9 >= 2 * 3600
+    scale, title = (3600, "hours from the log's start") if hours else (60, "minutes from the log's start")
+    return (lambda t: pd.to_datetime(t, utc=True).astype("int64") / 1e9 / scale), title
+
+
 def rate_figure(rates: pd.DataFrame, colors: dict[str, str] | None = None, height: int = 320) -> go.Figure:
     """Request rate over time per product (stacked), from ``capacity.rate_over_time``."""
     products = [str(p) for p in rates["product"].unique()]
     colors = colors or product_colors(products)
+    to_x, x_title = time_axis(rates["timestamp"])
     fig = go.Figure()
     for name in products:
         sub = rates[rates["product"] == name]
         fig.add_trace(go.Scatter(
-            x=sub["timestamp"], y=sub["rate_rps"], mode="lines", stackgroup="rate", name=name,
+            x=to_x(sub["timestamp"]), y=sub["rate_rps"], mode="lines", stackgroup="rate", name=name,
             line=dict(width=0.5, color=colors.get(name, "#888")),
             hovertemplate=f"{_escape(name)}: %{{y:.2f}} req/s<extra></extra>",
         ))
-    fig.update_layout(template="plotly_white", font=FONT, yaxis_title="requests / s")
+    fig.update_layout(template="plotly_white", font=FONT, yaxis_title="requests / s", xaxis_title=x_title)
     return fit_header(fig, "Request rate over time", height=height)
 
 
@@ -672,23 +684,26 @@ def fleet_over_time_figure(windows: dict[str, pd.DataFrame], labels: Mapping[str
     """
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.4, 0.6])
     first = next(iter(windows.values()))
-    fig.add_trace(go.Scatter(x=first["start"], y=first["rate_rps"], mode="lines", name="request rate",
+    to_x, x_title = time_axis(first["start"])
+    fig.add_trace(go.Scatter(x=to_x(first["start"]), y=first["rate_rps"], mode="lines", name="request rate",
                              line=dict(color="#444", width=1.2, shape="hv"),
                              hovertemplate="%{y:.2f} req/s<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=first["start"], y=first["replicas_needed"], mode="lines", name="needed (each window)",
+    fig.add_trace(go.Scatter(x=to_x(first["start"]), y=first["replicas_needed"], mode="lines",
+                             name="needed (each window)",
                              line=dict(color="#444", width=1, dash="dot", shape="hv"),
                              hovertemplate="%{y} replicas needed<extra></extra>"), row=2, col=1)
     for policy, frame in windows.items():
         name = (labels or {}).get(policy, policy)
         color = POLICY_COLORS.get(policy, "#888")
         dash_style, width = POLICY_LINES.get(policy, ("solid", 1.8))
-        fig.add_trace(go.Scatter(x=frame["start"], y=frame["replicas"], mode="lines", name=name,
+        fig.add_trace(go.Scatter(x=to_x(frame["start"]), y=frame["replicas"], mode="lines", name=name,
                                  line=dict(color=color, width=width, dash=dash_style, shape="hv"),
                                  hovertemplate=f"{name}: %{{y}} replicas ({gpus_per_replica} GPUs each)<extra></extra>"),
                       row=2, col=1)
         missed = frame[frame["missed"]]
         if len(missed):
-            fig.add_trace(go.Scatter(x=missed["start"], y=missed["replicas"], mode="markers", name=f"{name}: missed",
+            fig.add_trace(go.Scatter(x=to_x(missed["start"]), y=missed["replicas"], mode="markers",
+                                     name=f"{name}: missed",
                                      marker=dict(color=color, symbol="x", size=7), showlegend=False,
                                      hovertemplate=f"{name}: missed window<extra></extra>"), row=2, col=1)
     fig.update_layout(**LIGHT)
@@ -698,6 +713,8 @@ def fleet_over_time_figure(windows: dict[str, pd.DataFrame], labels: Mapping[str
                + [float(np.nanmax(first["replicas_needed"])) if len(first) else 1.0])
     fig.update_yaxes(title_text="replicas", row=2, col=1, **integer_axis(most), **LIGHT_AXIS)
     fig.update_xaxes(**LIGHT_AXIS)
+    if x_title:
+        fig.update_xaxes(title_text=x_title, row=2, col=1)
     return fit_header(fig, "Traffic and replicas over time", height=height)
 
 

@@ -49,7 +49,7 @@ from shapeviz.outputs.figures import (
     rate_figure,
 )
 from shapeviz.outputs.report.csv import safe_csv_bytes
-from shapeviz.outputs.report.html import _Memo, _whatif_words, inert_figure, memo_html
+from shapeviz.outputs.report.html import _Memo, inert_figure, memo_html, whatif_words
 from shapeviz.outputs.report.png import figures_to_png
 from shapeviz.outputs.report.replay import replay_jsonl, replay_trace, replay_vidur_csv
 from shapeviz.outputs.report.tables import (
@@ -170,7 +170,7 @@ def _readme(files: Sequence[str], m: _Memo, notes: Sequence[str], deploy: Any = 
         "======================",
         f"Log: {m.log.report.source} ({m.log.report.rows_kept:,} requests kept of {m.log.report.rows_read:,} read)",
         f"Deployment: {m.deployment.describe()}",
-        f"What-if: {_whatif_words(m.whatif)}",
+        f"What-if: {whatif_words(m.whatif)}",
         f"SLOs (p90): TTFT {m.ttft_slo_ms:,.0f} ms, TPOT {m.tpot_slo_ms:,.0f} ms",
         "",
         "Files",

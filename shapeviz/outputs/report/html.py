@@ -20,6 +20,7 @@ from shapeviz.outputs.report.replay import Replay
 from shapeviz.physics import Deployment
 from shapeviz.recommend import LEVER_LABELS
 from shapeviz.serving import WhatIf, Workload
+from shapeviz.text import phase_phrase
 
 
 # --- figures with user strings made inert --------------------------------------------------------------------
@@ -149,7 +150,8 @@ def _html_table(frame: pd.DataFrame, formats: Mapping[str, Callable[[Any], str]]
     return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
-def _whatif_words(whatif: WhatIf) -> str:
+def whatif_words(whatif: WhatIf) -> str:
+    """The levers in force, in words ("input trimmed 20%, traffic ×1.5"), or "no change": one wording everywhere."""
     parts = []
     if whatif.trim_input:
         parts.append(f"input trimmed {whatif.trim_input:.0%}")
@@ -195,7 +197,7 @@ def _decision(m: _Memo) -> str:
     lines = [
         f"<p><strong>Mostly {_e(shape)} traffic</strong> ({o.request_share[o.dominant_shape]:.0%} of requests; "
         f"p50 {_e(fmt_tokens(o.input['p50']))} in / {_e(fmt_tokens(o.output['p50']))} out). "
-        f"Its GPU-time is <strong>{_e(o.phase)}</strong>-dominated ({o.prefill_gpu_share:.0%} prefill) on "
+        f"Its GPU-time is <strong>{_e(phase_phrase(o.phase).replace('**', ''))}</strong> ({o.prefill_gpu_share:.0%} prefill) on "
         f"{_e(m.deployment.describe())}, so {_e(_FIRST_METRIC.get(o.phase, ''))}. {_tag('measured')} {_tag('estimated')}</p>",
     ]
 
@@ -209,7 +211,7 @@ def _decision(m: _Memo) -> str:
     lines.append(
         f"<p><strong>GPUs: {_e(_num(gb))} → {_e(_num(ga))}</strong>{_e(delta)}. Today's load, "
         f"{_e(_num(b['rate_rps'], 2))} req/s ({_e(b['rate_source'])}), on {_e(_num(gb))} GPUs {verdict(b)}; "
-        f"after the what-if ({_e(_whatif_words(m.whatif))}), {_e(_num(ga))} GPUs {verdict(a)} "
+        f"after the what-if ({_e(whatif_words(m.whatif))}), {_e(_num(ga))} GPUs {verdict(a)} "
         f"(TTFT p90 ≤ {_e(_num(m.ttft_slo_ms))} ms, TPOT p90 ≤ {_e(_num(m.tpot_slo_ms))} ms). Cost "
         f"{_e(_usd(b['cost']['usd_per_hour']))} → {_e(_usd(a['cost']['usd_per_hour']))} per hour. {_tag('estimated')}</p>"
     )
@@ -292,7 +294,7 @@ def _assumptions(m: _Memo) -> str:
         ("SLOs (p90)", f"TTFT {m.ttft_slo_ms:,.0f} ms, TPOT {m.tpot_slo_ms:,.0f} ms ({a['slo']['source']})"),
         ("price", f"${a['usd_per_gpu_hour']:,.2f} per GPU-hour ({a['price_source']})"),
         ("request rate", f"{a['rate_rps']:,.3g} req/s after the what-if; {a['rate_note']}"),
-        ("what-if", _whatif_words(m.whatif)),
+        ("what-if", whatif_words(m.whatif)),
         ("queueing", a["queueing"]),
         ("KV transfer (disaggregated)", f"{a['kv_transfer_gbps']:g} GB/s"),
     ]
@@ -333,7 +335,7 @@ def memo_html(m: _Memo) -> str:
     t = m.tables
     sections = [
         f"<header><h1>Capacity memo</h1><p class=\"sub\">{_e(report.source)} · {report.rows_kept:,} requests · "
-        f"{_e(m.deployment.describe())} · what-if: {_e(_whatif_words(m.whatif))}</p></header>",
+        f"{_e(m.deployment.describe())} · what-if: {_e(whatif_words(m.whatif))}</p></header>",
         "<h2 id=\"decision\">Decision</h2>" + _decision(m),
         "<h2 id=\"figures\">Key figures</h2>" + _key_figures(m),
         "<h2 id=\"plane\">The workload shape</h2>" + _chart("plane", m.figures["plane"], m.captions["plane"]),

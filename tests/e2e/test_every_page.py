@@ -1,0 +1,138 @@
+"""Every page in any order, in a real browser: every button of the Capacity page clicked, every other page visited
+and the Capacity page visited again, the sidebar's unrelated settings changed; no exception anywhere, ever.
+
+Run on the demo and on two uploads made from real traces: a BurstGPT slice as it is published (CSV, relative
+timestamps, sessions) and an OpenAI usage JSONL written here from the Azure code trace's rows (one response object
+per request, its ``created`` time and ``usage`` token counts from the trace).
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.needs import require_module  # noqa: E402  (skips locally, fails under CI=true)
+
+require_module("playwright.sync_api", "the playwright package drives the browser tests")
+
+from dashboard import BUILD_MS, FIRST_LOAD_MS, RERUN_MS, Dashboard, OpenDashboard  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+CAPACITY = "Capacity what-if"
+PAGES = {"Shape": "Workload shape", "Clusters": None, "Sessions & prefix cache": None, "Report": None}
+BURSTGPT = "burstgpt/burstgpt3_slice.csv"
+AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
+OPENAI_ROWS = 1_000
+
+Trace = Callable[[str], Path]
+
+
+def _openai_usage(trace: Trace) -> bytes:
+    """The first rows of the Azure code trace as an OpenAI chat-completions usage export (JSONL)."""
+    rows = pd.read_csv(trace(AZURE_CODE), nrows=OPENAI_ROWS)
+    created = pd.to_datetime(rows["TIMESTAMP"]).astype("int64") // 10**9
+    lines = [json.dumps({"id": f"chatcmpl-{i}", "object": "chat.completion", "created": int(t), "model": "gpt-4o",
+                         "usage": {"prompt_tokens": int(p), "completion_tokens": int(c),
+                                   "total_tokens": int(p) + int(c)}})
+             for i, (t, p, c) in enumerate(zip(created, rows["ContextTokens"], rows["GeneratedTokens"]))]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _healthy(app: Dashboard, where: str) -> None:
+    """No traceback box and no error text anywhere on the page (sidebar included)."""
+    app.settle()
+    if app.exceptions.count():
+        raise AssertionError(f"{where}: an exception is shown: {app.exceptions.first.inner_text()[:600]}")
+    text = app.page.get_by_test_id("stApp").inner_text()
+    for word in ("Traceback", "Error:", "Exception"):
+        assert word not in text, f"{where}: the page says {word!r}: …{text[max(0, text.find(word) - 200):][:600]}"
+
+
+def _click_every_button(app: Dashboard) -> list[str]:
+    """Click each button and switch of the page once, as it appears (a result can bring new ones); their labels."""
+    clicked: list[str] = []
+    while True:
+        fresh = None
+        for control in app.main.get_by_role("button").all() + app.main.get_by_role("switch").all():
+            # a button's text starts with its icon's name ("play_arrow"): its label is the last line
+            label = (control.get_attribute("aria-label") or control.inner_text()).strip().splitlines()[-1:]
+            label = label[0].strip() if label else ""
+            if label and label not in clicked and control.is_enabled() \
+                    and control.is_visible() and not _in_widget(control):
+                fresh = (label, control)
+                break
+        if fresh is None:
+            return clicked
+        label, control = fresh
+        clicked.append(label)
+        started = time.monotonic()
+        control.evaluate("e => e.scrollIntoView({block: 'center'})")   # never under the app's sticky header
+        control.click(timeout=RERUN_MS, force=True)   # a switch's label lies over its input
+        app.page.wait_for_timeout(300)   # the click's rerun starts before settle() looks
+        expect(app.page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning",
+                                                                    timeout=BUILD_MS)
+        _healthy(app, f"after clicking {label!r}")
+        print(f"{label}: {time.monotonic() - started:.1f} s")   # shown with -s or on a failure
+
+
+def _in_widget(control) -> bool:
+    # Buttons that belong to a widget (an expander's header, a chart's toolbar, a table's menu, a selectbox, an
+    # uploader, a number's −/+ steps) are not the page's own actions; downloads change nothing on the page (the
+    # PNGs and CSVs have tests of their own).
+    return bool(control.evaluate(
+        "e => !!e.closest('[data-testid=stExpander] summary, .modebar, [data-testid=stDataFrame], "
+        "[data-testid=stDataFrameResizable], [data-testid=stSelectbox], [data-testid=stMultiSelect], "
+        "[data-testid=stFileUploader], [data-testid=stElementToolbar], [data-testid=stTooltipIcon], "
+        "[data-testid=stNumberInput], [data-testid=stDownloadButton]')"))
+
+
+def _choose(app: Dashboard, label: str, option: str) -> None:
+    """Pick ``option`` in the sidebar selectbox ``label``."""
+    app.settle()
+    combo = app.sidebar.get_by_role("combobox", name=label, exact=True)
+    combo.evaluate("e => e.scrollIntoView({block: 'center'})")
+    combo.click(timeout=RERUN_MS)
+    combo.press_sequentially(option)   # as a keyboard user picks: type to filter, Enter to choose
+    combo.press("Enter")
+    expect(combo).to_have_value(option, timeout=RERUN_MS)
+
+
+@pytest.mark.parametrize("log", ["demo", "burstgpt", "openai"])
+def test_no_page_ever_shows_an_exception(open_dashboard: OpenDashboard, trace: Trace, log: str) -> None:
+    app = open_dashboard()
+    if log == "burstgpt":
+        app.upload_path(trace(BURSTGPT))
+    elif log == "openai":
+        app.upload("openai_usage.jsonl", _openai_usage(trace), "application/jsonl")
+    if log != "demo":
+        expect(app.sidebar.get_by_role("radio", name="Your upload")).to_be_checked(timeout=FIRST_LOAD_MS)
+    _healthy(app, "the Shape page")
+    app.go(CAPACITY)
+    # the page may rerun once more (the log's own prefix-cache share becomes the slider's value): its last section
+    # drawn, every button is there
+    expect(app.main.get_by_role("button", name="Compare all deployments")).to_be_visible(timeout=FIRST_LOAD_MS)
+    _healthy(app, CAPACITY)
+    clicked = _click_every_button(app)
+    assert "Design the fleet" in clicked and "Compare all deployments" in clicked, clicked
+    designs = app.main.get_by_text("re-seeded replay")   # a column of the design table: a result, not a button
+    expect(designs.first).to_be_attached(timeout=RERUN_MS)
+    for link, title in PAGES.items():
+        app.go(link, title)
+        _healthy(app, link)
+        _click_every_button(app)
+        app.go(CAPACITY)
+        _healthy(app, f"{CAPACITY}, back from {link}")
+        expect(designs.first).to_be_attached(timeout=RERUN_MS)   # the result held, not lost on the way
+    _choose(app, "Speculative decoding", "EAGLE-3 head")
+    _healthy(app, "after turning on speculative decoding")
+    _choose(app, "KV cache", "fp8")
+    _healthy(app, "after setting the KV cache to FP8")
+    app.go("Shape", "Workload shape")
+    app.go(CAPACITY)
+    _healthy(app, f"{CAPACITY} after the sidebar changes")
