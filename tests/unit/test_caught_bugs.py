@@ -112,7 +112,9 @@ def test_every_autoscaling_policy_saves_against_hold_at_peak(traces: Path) -> No
     dep = default_deployment()
     for name in (AZURE_CONV, AZURE_CODE):
         table = compare_policies(traffic_windows(load_log(traces / name).frame, dep)).set_index("policy")
-        for policy in ("utilization", "slo", "schedule"):
+        # windows sized at their busiest minute (issue 27): the schedule learned from a single hour has no
+        # quieter hour of day to fall back to on the conversation trace, so it is held to a saving on the day below
+        for policy in ("utilization", "slo"):
             assert table.loc[policy, "saving"] > 0.05, (name, policy, table.loc[policy, "saving"])
     day = compare_policies(traffic_windows(generate(20_000, seed=0), dep)).set_index("policy")
     assert day.loc["schedule", "saving"] > 1 / 3 and day.loc["utilization", "saving"] > 1 / 3

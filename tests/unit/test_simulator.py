@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.cli import main
+from shapeviz.cli import build_parser, main
+from shapeviz.cli.plan import deployment_from_args, resolve_model
 from shapeviz.ingest import load_log
 from shapeviz.physics import default_deployment
 from shapeviz.physics.steps import (
@@ -306,9 +307,12 @@ def test_simulate_command_on_every_real_trace(trace, capsys, relative) -> None:
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["method"] == "simulated" and 0 < doc["requests"] <= 300
-    dep = default_deployment()
-    assert doc["settings"]["deployment"] == dep.describe()
     frame = load_log(path).frame
+    # the default deployment is the one a team runs: the default (or the log's) model at its checkpoint's precision
+    args = build_parser().parse_args(["simulate", str(path)])
+    dep, _ = deployment_from_args(args, resolve_model(args, frame)[0])
+    assert dep.precision == dep.model.checkpoint_precision
+    assert doc["settings"]["deployment"] == dep.describe()
     settings = doc["settings"]   # a log without timestamps runs Poisson at its workload's rate
     direct = simulate(frame, dep, arrivals=settings["arrivals"], rate_rps=settings["rate_rps"],
                       replicas=settings["replicas"], requests=300).summary()

@@ -93,7 +93,8 @@ def test_an_overloaded_staged_log_is_saturated_in_its_top_stages(staged_log, cap
 # --- per-stage results --------------------------------------------------------------------------------------------
 def test_simulate_reports_each_stage_beside_a_benchmarks_table(staged_log, capsys):
     path = staged_log["path"].iloc[0]
-    args = ["simulate", path, "--model", "llama-3.1-8b", "--tp", "1", "--replicas", "2", "--tpot-slo-ms", "6"]
+    args = ["simulate", path, "--model", "llama-3.1-8b", "--precision", "fp8", "--tp", "1", "--replicas", "2",
+            "--tpot-slo-ms", "6"]
     assert main(args + ["--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     stages = d["stages"]
