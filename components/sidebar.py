@@ -25,7 +25,7 @@ DEFAULTS: dict[str, object] = {
     "traffic": 1.0,
     "model": "llama-3.1-70b",
     "gpu": "h100-sxm",
-    "precision": "fp8",
+    "precision": "bf16",    # the default model's checkpoint, what a team serves; FP8/FP4 are levers (issue 27)
     "kv_precision": "same",
     "tp": "auto",
     "layout": "tp",
@@ -200,16 +200,15 @@ def _fit_deployment_choices() -> None:
     """Keep the precision and layout valid for the chosen model and GPU (before their widgets are drawn)."""
     model, gpu = get_model(str(st.session_state["model"])), str(st.session_state["gpu"])
     if st.session_state.get("precision") not in precisions_for(model, gpu):
-        st.session_state["precision"] = model.native_precision or "fp8"
+        st.session_state["precision"] = model.checkpoint_precision
     if not model.is_moe:
         st.session_state["layout"] = "tp"
 
 
 def _on_model_change() -> None:
-    # A model that ships in its own format (gpt-oss: MXFP4) opens in it; the others keep the user's choice.
-    native = get_model(str(st.session_state["model"])).native_precision
-    if native:
-        st.session_state["precision"] = native
+    # A model opens at its checkpoint's precision (BF16, gpt-oss MXFP4, DeepSeek-V3 FP8): what a team serves, as
+    # the command line plans it; a lower precision is a lever the user picks.
+    st.session_state["precision"] = get_model(str(st.session_state["model"])).checkpoint_precision
 
 
 def _on_speculative_change() -> None:

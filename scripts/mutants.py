@@ -134,6 +134,14 @@ def _copy(root: Path, files: list[str], dest: Path, skip: str | None = None) -> 
         if rel != skip:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / rel, dest / rel)
+    # numba's on-disk cache of the compiled simulator loop (~20 s of CPU to build) is valid for a copy whose source
+    # keeps its size and mtime (copy2), so a mutant elsewhere reuses it; a mutated module compiles its own
+    for cached in root.glob("shapeviz/**/__pycache__/*.nb[ic]"):
+        source = cached.parent.parent / (cached.name.split(".")[0] + ".py")
+        if source.is_file() and str(source.relative_to(root)) != skip:
+            target = dest / cached.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(cached, target)
 
 
 def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path) -> subprocess.CompletedProcess:

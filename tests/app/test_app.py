@@ -128,14 +128,16 @@ def test_the_user_sets_k_on_the_clusters_page_and_it_holds_across_pages() -> Non
 
 
 def test_kv_cache_precision_is_set_on_its_own() -> None:
-    """FP8 weights with a BF16 KV cache: a session's KV per token doubles, the weights stay FP8."""
+    """BF16 weights (the checkpoint's, the default) with an FP8 KV cache: a session's KV per token halves, the
+    weights stay BF16."""
     at = open_app()
+    assert at.selectbox(key="precision").value == "bf16"
     at.switch_page("pages/sessions.py").run()
-    assert any("Llama-3.1-70B at FP8 KV: 160 KiB per token" in c.value for c in at.caption)
-    at.selectbox(key="kv_precision").set_value("bf16").run()
-    assert not at.exception, at.exception
     assert any("Llama-3.1-70B at BF16 KV: 320 KiB per token" in c.value for c in at.caption)
-    assert at.selectbox(key="precision").value == "fp8"
+    at.selectbox(key="kv_precision").set_value("fp8").run()
+    assert not at.exception, at.exception
+    assert any("Llama-3.1-70B at FP8 KV: 160 KiB per token" in c.value for c in at.caption)
+    assert at.selectbox(key="precision").value == "bf16"
 
 
 TRACES = [

@@ -19,6 +19,7 @@ from shapeviz.physics.steps import Deployment
 from shapeviz.serving.prefix_cache import PrefixCache, routing_constants
 from shapeviz.serving.products import SloClass, product_outcomes, resolve_classes
 from shapeviz.serving.routers import PrefixAware
+from shapeviz.serving import simulator
 from shapeviz.serving.simulator import Requests, simulate
 from shapeviz.workload import synth
 from shapeviz.workload.synth import generate
@@ -58,7 +59,8 @@ def test_the_reseeded_check_replays_other_requests_than_the_search(design: dict[
 
 
 # --- the deadline scheduler is not shortest-prompt-first --------------------------------------------------------
-def test_deadline_meets_a_tight_class_of_long_prompts_where_fcfs_and_shortest_first_miss() -> None:
+@pytest.mark.parametrize("loop", ["compiled", "python"])
+def test_deadline_meets_a_tight_class_of_long_prompts_where_fcfs_and_shortest_first_miss(monkeypatch, loop) -> None:
     """RAG (6,000-token prompts, TTFT 1.6 s) shares one H100×4 replica with chat (800-token prompts, TTFT 8 s) at
     7 requests/s: earliest deadline first meets RAG's class; FCFS does not; shortest prompt first starves RAG,
     serving it later than FCFS (the README's claim about a RAG product)."""
@@ -73,6 +75,8 @@ def test_deadline_meets_a_tight_class_of_long_prompts_where_fcfs_and_shortest_fi
     target = np.where(is_rag, 1600.0, 8000.0)
     req = Requests(inp, out, np.zeros(n, dtype=np.int64), arrival, product, ttft_target_ms=target)
     dep = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 4)
+    # both event loops schedule: the compiled one (no prefix caches) and the Python one (prefix caches, pools)
+    monkeypatch.setattr(simulator, "COMPILED", loop == "compiled")
     res = {s: product_outcomes(simulate(req, dep, arrivals="trace", scheduler=s).requests, classes)
            for s in ("fcfs", "priority", "deadline")}
     assert res["deadline"]["rag"]["meets"] and res["deadline"]["chat"]["meets"]

@@ -18,6 +18,7 @@ from shapeviz.physics.steps import (
     prefill_time_s,
 )
 from shapeviz.serving.planner import WhatIf, Workload
+from shapeviz.serving import simulator
 from shapeviz.serving.simulator import (
     Requests,
     fixed_requests,
@@ -133,8 +134,11 @@ def test_more_replicas_share_the_load() -> None:
     assert rr.summary()["tpot_ms"]["mean"] < one["tpot_ms"]["mean"]
 
 
-def test_least_tokens_router_balances_tokens_where_round_robin_cannot() -> None:
-    """Long and short prompts in turn on two replicas: round-robin sends every long prompt to the same replica."""
+@pytest.mark.parametrize("loop", ["compiled", "python"])
+def test_least_tokens_router_balances_tokens_where_round_robin_cannot(monkeypatch, loop) -> None:
+    """Long and short prompts in turn on two replicas: round-robin sends every long prompt to the same replica
+    (in both event loops: the compiled one and the Python one that prefix caches take)."""
+    monkeypatch.setattr(simulator, "COMPILED", loop == "compiled")
     n = 400
     inp = np.where(np.arange(n) % 2 == 0, 8000, 200)
     req = Requests(inp, np.full(n, 100), np.zeros(n, dtype=np.int64), np.arange(n) * 0.25)
