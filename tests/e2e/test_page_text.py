@@ -37,7 +37,7 @@ EMPHASISED_IF_RENDERED = {"bold", "it", "report", "m", *(f"s{i}" for i in range(
 def _hostile_log() -> bytes:
     """Two products split across corners, mostly on one model: mixed-product and mixed-pool warnings name them."""
     rng = np.random.default_rng(7)
-    n = 600
+    n = 1200   # 600 a product: enough requests for the mixed flag's test of modes (500 at least)
     product = np.repeat(HOSTILE_PRODUCTS, n // 2)
     # The first product is bimodal (long-in/short-out and short-in/long-out), the second sits in the chat corner.
     long_in = rng.random(n) < 0.5
@@ -74,7 +74,7 @@ def _assert_nothing_rendered(app: Dashboard, where: str) -> None:
 def test_names_from_a_log_are_shown_as_typed(open_dashboard: OpenDashboard) -> None:
     app = open_dashboard()
     app.upload(HOSTILE_FILE, _hostile_log())
-    expect(app.metric("Requests")).to_have_text("600", timeout=FIRST_LOAD_MS)
+    expect(app.metric("Requests")).to_have_text("1,200", timeout=FIRST_LOAD_MS)
     app.settle()
     expect(app.main.get_by_test_id("stAlertContentWarning").first).to_be_visible(timeout=RERUN_MS)
     text = app.main.inner_text().replace(JOINER, "")
