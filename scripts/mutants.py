@@ -144,20 +144,24 @@ def _copy(root: Path, files: list[str], dest: Path, skip: str | None = None) -> 
             shutil.copy2(cached, target)
 
 
-def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path) -> subprocess.CompletedProcess:
-    # no xdist (one process per mutant) and no hypothesis plugin (its @given tests run without it): loading the two
-    # costs ~1 s CPU of a mutant's ~3 s
-    cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "no:xdist",
+def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path,
+            workers: int = 1) -> subprocess.CompletedProcess:
+    # no xdist for a mutant (one process per mutant, two mutants at once) and no hypothesis plugin (its @given tests
+    # run without it): loading the two costs ~1 s CPU of a mutant's ~3 s. The baseline, one long run of every named
+    # test, takes two processes instead (~110 s alone on two cores).
+    parallel = ["-n", str(workers)] if workers > 1 else ["-p", "no:xdist"]
+    cmd = [python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *parallel,
            "-p", "no:hypothesispytest", *tests]
     return subprocess.run(cmd, cwd=cwd, env=_env(root), capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
-def baseline(mutants: list[Mutant], root: Path, files: list[str], python: str = sys.executable) -> tuple[bool, str]:
+def baseline(mutants: list[Mutant], root: Path, files: list[str], python: str = sys.executable,
+             workers: int = 2) -> tuple[bool, str]:
     """Every test the mutants name, once, on an unmutated copy: a test that fails there would 'kill' any mutant."""
     tests = sorted({t for m in mutants for t in m.tests})
     with tempfile.TemporaryDirectory(prefix="mutant-baseline-") as tmp:
         _copy(root, files, Path(tmp))
-        proc = _pytest(python, tests, Path(tmp), root)
+        proc = _pytest(python, tests, Path(tmp), root, workers=workers)
     return proc.returncode == 0, _tail(proc.stdout + proc.stderr)
 
 
@@ -244,7 +248,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     files = tree_files(root)
     start = time.perf_counter()
     if args.baseline:
-        ok, detail = baseline(mutants, root, files)
+        ok, detail = baseline(mutants, root, files, workers=max(1, args.jobs))
         if not ok:
             print(f"the named tests fail on the unmutated code, so no mutant can be judged:\n{detail}")
             return 1
