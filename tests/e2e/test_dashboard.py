@@ -92,6 +92,9 @@ def test_a_trim_step_redraws_a_shown_result_and_never_leaves_it_stale(open_dashb
     # stays as it is.
     app = open_dashboard()
     app.go("Capacity what-if")
+    # settled first: the headline reruns the page once its replayed fleet is ready, and a click during that rerun
+    # can be lost
+    app.settle()
     compare = app.main.get_by_role("button", name="Compare all deployments")
     compare.click()
     verdict = app.main.get_by_text(re.compile(r"configurations meet both SLOs"))
