@@ -50,7 +50,7 @@ def supports(dep: Deployment, max_num_seqs: int) -> bool:
 
 
 # the functions numba compiles, callees before callers (each caller is typed against the compiled callees)
-_COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_heap_push", "_heap_pop", "_mixed_step", "_loop")
+_COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_grow_queue", "_heap_push", "_heap_pop", "_mixed_step", "_loop")
 
 
 @lru_cache(maxsize=1)
@@ -191,6 +191,19 @@ def _swap(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, i: int, j: int) -> None
     k1[i], k1[j] = k1[j], k1[i]
     k2[i], k2[j] = k2[j], k2[i]
     v[i], v[j] = v[j], v[i]
+
+
+def _grow_queue(qk1, qk2, qv, r: int, n: int) -> None:
+    """Double replica ``r``'s waiting heap (its two keys and values), keeping its ``n`` entries."""
+    grown1 = np.zeros(2 * n)
+    grown2 = np.zeros(2 * n, dtype=np.int64)
+    grownv = np.zeros(2 * n, dtype=np.int64)
+    grown1[:n] = qk1[r]
+    grown2[:n] = qk2[r]
+    grownv[:n] = qv[r]
+    qk1[r] = grown1
+    qk2[r] = grown2
+    qv[r] = grownv
 
 
 def _heap_push(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, size: int, a: float, b: int, value: int) -> None:
@@ -376,15 +389,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             replica[rid] = r
             n = qn[r]
             if n == qk1[r].size:
-                grown1 = np.zeros(2 * n)
-                grown2 = np.zeros(2 * n, dtype=np.int64)
-                grownv = np.zeros(2 * n, dtype=np.int64)
-                grown1[:n] = qk1[r]
-                grown2[:n] = qk2[r]
-                grownv[:n] = qv[r]
-                qk1[r] = grown1
-                qk2[r] = grown2
-                qv[r] = grownv
+                _grow_queue(qk1, qk2, qv, r, n)
             if scheduler == 0:
                 order += 1
                 _heap_push(qk1[r], qk2[r], qv[r], n, 0.0, order, rid)
@@ -508,15 +513,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 count[k] = m - 1
                 n = qn[k]
                 if n == qk1[k].size:
-                    grown1 = np.zeros(2 * n)
-                    grown2 = np.zeros(2 * n, dtype=np.int64)
-                    grownv = np.zeros(2 * n, dtype=np.int64)
-                    grown1[:n] = qk1[k]
-                    grown2[:n] = qk2[k]
-                    grownv[:n] = qv[k]
-                    qk1[k] = grown1
-                    qk2[k] = grown2
-                    qv[k] = grownv
+                    _grow_queue(qk1, qk2, qv, k, n)
                 if scheduler == 0:
                     order += 1
                     _heap_push(qk1[k], qk2[k], qv[k], n, -1.0, -order, rid)
