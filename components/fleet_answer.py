@@ -53,16 +53,20 @@ def wait_all(timeout: float) -> None:
 def answer_line(sizing: Sizing, tp: int) -> str:
     """The headline sentence of a simulated sizing (markdown; the log's text shown literally)."""
     window = md_literal(sizing.sized_on.get("window", ""))
-    if not sizing.meets:
+    if not sizing.meets_others:
         return (f"**No fleet size meets every product's p90 class** up to {sizing.replicas} × TP{tp} on {window}: "
                 + md_literal("; ".join(sizing.notes)))
-    text = (f"**Simulated: {sizing.replicas} × TP{tp} = {sizing.replicas * tp} GPUs** meet every product's p90 "
-            f"class on {window} (the estimate said {sizing.estimate})")
+    text = (f"**Simulated: {sizing.replicas} × TP{tp} = {sizing.replicas * tp} GPUs** meet every "
+            f"{'' if sizing.meets else 'other '}product's p90 class on {window} (the estimate said {sizing.estimate})")
     fewer = sizing.one_fewer
     if fewer is not None:
         text += (f"; {fewer.replicas} replica(s) miss (TTFT p90 {fewer.ttft_ms['p90'] or 0:,.0f} ms, "
                  f"TPOT p90 {fewer.tpot_ms['p90'] or 0:,.0f} ms)")
-    return text + "."
+    text += "."
+    for u in sizing.unreachable:   # named, with why and the levers: the fleet above is sized for the others
+        text += (f" **No fleet size serves {md_literal(u['product'])}** on this deployment: {md_literal(u['why'])}. "
+                 f"Levers: {md_literal(u['levers'])}.")
+    return text
 
 
 def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,

@@ -224,6 +224,7 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     document["sized_on"] = sized["sized_on"]
     document["one_fewer"] = sized["one_fewer"]
     document["sizing"] = sized
+    document["unreachable"] = sized["unreachable"]   # products no fleet size serves here, and why
     document["estimate"] = {"label": "estimate: analytic queue at the peak-minute rate", "replicas": estimate.replicas,
                             "gpus": estimate.gpus.get("colocated"), "ttft_ms": result_ms(estimate.ttft_ms),
                             "tpot_ms": result_ms(estimate.tpot_ms), "meets_slo": estimate.meets_slo}
@@ -372,7 +373,13 @@ def plan_text(document: dict[str, Any]) -> str:
                      + f" at ${c['usd_per_gpu_hour']:,.2f}/GPU-hour ({d['assumptions']['price_source']})")
     if d.get("speculative"):
         lines.append(d["speculative"]["summary"])
-    lines.append("SLOs met" if d["meets_slo"] else "SLOs NOT met")
+    unreachable = (d.get("sizing") or {}).get("unreachable") or []
+    if unreachable and d["sizing"].get("meets_others"):
+        lines.append(f"SLOs met for every product but {', '.join(u['product'] for u in unreachable)}, which no "
+                     "fleet size serves on this deployment:")
+    else:
+        lines.append("SLOs met" if d["meets_slo"] else "SLOs NOT met")
+    lines.extend(f"  {u['product']}: {u['why']} (levers: {u['levers']})" for u in unreachable)
     if d.get("products"):
         lines.append("products, each against its own SLO class "
                      f"({'simulated' if d.get('method') == 'simulated' else 'analytic'}):")

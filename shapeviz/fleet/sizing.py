@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from shapeviz.fleet.routing import plan_with_router
-from shapeviz.physics.steps import Deployment, request_gpu_seconds
+from shapeviz.physics.steps import Deployment, decode_step_s, prefill_time_s, request_gpu_seconds
 from shapeviz.plain import json_safe
 from shapeviz.serving.planner import MAX_REPLICAS, Percentiles, Phase, Plan, WhatIf, Workload, plan
 from shapeviz.serving.products import (
@@ -62,11 +62,14 @@ class Trial:
     cpu_s: float
 
     def verdict(self) -> dict[str, Any]:
-        """The JSON of a trial: its p90s per product, overall, and whether every class is met."""
+        """The JSON of a trial: its p90s per product, overall, and whether every class is met (``meets``: every
+        class a fleet size can meet; a product no size can serve is named as such)."""
+        missing = [n for n, o in self.products.items() if not o.get("meets", True)]
         return json_safe({
             "replicas": self.replicas, "meets": self.meets,
-            "verdict": "meets every class" if self.meets else "misses: " + ", ".join(
-                n for n, o in self.products.items() if not o.get("meets", True)),
+            "verdict": ("meets every class" if not missing else
+                        "meets every other class; no size serves: " + ", ".join(missing) if self.meets
+                        else "misses: " + ", ".join(missing)),
             "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms,
             "products": {n: {k: o.get(k) for k in ("requests", "ttft_p90_ms", "tpot_p90_ms", "meets", "attainment")}
                          for n, o in self.products.items()},
@@ -87,6 +90,14 @@ class Sizing:
     trials: list[Trial] = field(default_factory=list)
     cpu_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # products whose class no replica count meets on this deployment (a request's own latency is above it);
+    # the fleet is sized for the rest, and ``meets`` is then False
+    unreachable: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def meets_others(self) -> bool:
+        """Every class a fleet size can meet is met (all of them when none is unreachable)."""
+        return self.meets or (bool(self.unreachable) and self.answer is not None and self.answer.meets)
 
     @property
     def label(self) -> str:
@@ -104,6 +115,7 @@ class Sizing:
             "simulations": [{"replicas": t.replicas, "on": t.on, "meets": t.meets, "worst_ratio": t.worst,
                              "cpu_s": t.cpu_s} for t in self.trials],
             "cpu_s": self.cpu_s, "notes": list(self.notes),
+            "unreachable": list(self.unreachable), "meets_others": self.meets_others,
         })
 
 
@@ -256,6 +268,44 @@ def _p5090(values: pd.Series) -> dict[str, float | None]:
     return {"p50": stats["p50"], "p90": stats["p90"]}
 
 
+def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, SloClass]) -> list[dict[str, Any]]:
+    """Products whose class no number of replicas meets on ``dep``: the class percentile of a request's own
+    latency, alone on an idle replica (its prefill for TTFT, a decode step at batch one for TPOT), is above the
+    target. More replicas shorten queues, never one prompt's prefill."""
+    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+    n_in = np.asarray(req.input_tokens, dtype=np.float64)
+    n_out = np.asarray(req.output_tokens, dtype=np.float64)
+    prefill_ms = prefill_time_s(dep, n_in, np.asarray(req.cached_tokens, dtype=np.float64)) * 1000.0
+    out = []
+    for name in sorted(set(product.tolist())):
+        cls = classes.get(name) or classes.get(ALL_PRODUCTS)
+        if cls is None:
+            continue
+        mine = product == name
+        q = cls.percentile
+        alone = float(np.percentile(prefill_ms[mine], q))
+        prompt = float(np.percentile(n_in[mine], q))
+        if alone > cls.ttft_ms:
+            out.append({"product": name, "metric": "ttft", "percentile": q, "target_ms": cls.ttft_ms,
+                        "alone_ms": alone, "input_tokens": prompt,
+                        "why": (f"its p{q} prefill alone takes {alone:,.0f} ms (p{q} prompt {prompt:,.0f} tokens) on "
+                                f"{dep.describe()}, above its TTFT class of {cls.ttft_ms:,.0f} ms: more replicas "
+                                "shorten the queue, never one prompt's prefill"),
+                        "levers": "more GPUs per replica (TP), trimmed or cached prompts, or a looser TTFT class"})
+            continue
+        decoding = mine & (n_out > 1)
+        if decoding.any():
+            step = decode_step_s(dep, 1.0, n_in[decoding] + n_out[decoding] / 2.0) * 1000.0
+            alone = float(np.percentile(np.broadcast_to(step, (int(decoding.sum()),)), q))
+            if alone > cls.tpot_ms:
+                out.append({"product": name, "metric": "tpot", "percentile": q, "target_ms": cls.tpot_ms,
+                            "alone_ms": alone, "input_tokens": prompt,
+                            "why": (f"its p{q} decode step alone (batch one) takes {alone:,.1f} ms on "
+                                    f"{dep.describe()}, above its TPOT class of {cls.tpot_ms:,.0f} ms"),
+                            "levers": "more GPUs per replica (TP), lower-precision weights, or a looser TPOT class"})
+    return out
+
+
 def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloClass], *, estimate: int | None,
                whatif: WhatIf = WhatIf(), slo_window_s: float = DEFAULT_SLO_WINDOW_S, rate_rps: float | None = None,
                router: str = "round_robin", block_size: int | None = None, scheduler: str = "fcfs",
@@ -297,7 +347,17 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
                     "arrivals": "poisson"}
     sim = {"router": router, "block_size": block_size, "scheduler": scheduler,
            "ttft_slo_ms": default_ttft_ms, "tpot_slo_ms": default_tpot_ms, "max_num_seqs": max_num_seqs}
-    s = _Search(req, dep, classes, sim, rate_rps)
+    # a product no size can serve is named, and the fleet is sized for the others (its requests still load it)
+    unreachable = unreachable_classes(req, dep, classes)
+    out_of_reach = {u["product"] for u in unreachable}
+    judged = {name: cls for name, cls in classes.items() if name not in out_of_reach}
+    for u in unreachable:
+        notes.append(f"no fleet size meets {u['product']}'s class: {u['why']}; sized for the other products "
+                     f"({u['levers']})")
+    if unreachable and not (set(_names(req)) - out_of_reach):
+        return Sizing("simulated", estimate, False, estimate, sized_on, notes=notes, unreachable=unreachable,
+                      cpu_s=time.process_time() - started)
+    s = _Search(req, dep, judged, sim, rate_rps)
     k0 = max(int(estimate or 1), 1)
     hi_meet = k0 if s.run(k0).meets else None
     lo_miss = 0 if hi_meet is not None else k0
@@ -308,7 +368,7 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
             break   # one count left between a miss and a meet: the window decides it below
         candidate = _smallest(s, on, lo_miss, hi_meet, k0)
         if candidate is None:
-            return _infeasible(s, estimate, sized_on, notes, started)
+            return _infeasible(s, estimate, sized_on, notes, started, classes, unreachable)
         if hi_meet is not None and candidate >= hi_meet - 1:
             break
         if s.run(candidate).meets:
@@ -326,7 +386,7 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
             hi_meet = mid
         else:
             lo_miss = mid
-    answer = s.run(hi_meet)
+    answer = _judged_on_all(s, s.run(hi_meet), classes)
     one_fewer = s.run(hi_meet - 1) if hi_meet > 1 else None
     if one_fewer is None:
         notes.append("one replica meets every class: there is no smaller fleet to replay")
@@ -338,8 +398,21 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
                               "window (where the replay's p90s stood furthest above their classes; a fleet is "
                               "ruled out there when those stretches alone hold more requests over a target than "
                               "the window's p90 allows), every candidate confirmed on the whole window")
-    return Sizing("simulated", hi_meet, True, estimate, sized_on, answer, one_fewer, list(s.cache.values()),
-                  time.process_time() - started, notes)
+    return Sizing("simulated", hi_meet, not unreachable, estimate, sized_on, answer, one_fewer,
+                  list(s.cache.values()), time.process_time() - started, notes, unreachable)
+
+
+def _names(req: Requests) -> list[str]:
+    return sorted(set(req.product.astype(str).tolist())) if req.product is not None else [ALL_PRODUCTS]
+
+
+def _judged_on_all(s: _Search, trial: Trial, classes: Mapping[str, SloClass]) -> Trial:
+    """``trial`` (a whole-window replay) with every product judged against its class, those no size can serve
+    included (they miss; ``meets`` stays the verdict on the others)."""
+    frame = s.frames.get((trial.replicas, "window"))
+    if frame is None or len(classes) == len(s.classes):
+        return trial
+    return replace(trial, products=product_outcomes(frame, classes))
 
 
 def _smallest(s: _Search, on: str, lo_miss: int, hi_meet: int | None, k0: int) -> int | None:
@@ -365,14 +438,16 @@ def _smallest(s: _Search, on: str, lo_miss: int, hi_meet: int | None, k0: int) -
 
 
 def _infeasible(s: _Search, estimate: int | None, sized_on: dict[str, Any], notes: list[str],
-                started: float) -> Sizing:
+                started: float, classes: Mapping[str, SloClass], unreachable: list[dict[str, Any]]) -> Sizing:
     trial = max(s.cache.values(), key=lambda t: t.replicas)
     answer = s.run(trial.replicas)
-    notes.append(f"no fleet size meets every class: {trial.replicas} replicas still miss "
-                 f"(worst p90 {answer.worst:.2f}× its target) and more replicas barely help, so a single request's "
-                 "own latency is above its class: raise TP, trim prompts or loosen the class")
-    return Sizing("simulated", trial.replicas, False, estimate, sized_on, answer, None, list(s.cache.values()),
-                  time.process_time() - started, notes)
+    missing = [n for n, o in answer.products.items() if not o.get("meets", True)]
+    notes.append(f"no fleet size meets {', '.join(missing) or 'every class'}: {trial.replicas} replicas still miss "
+                 f"(worst p90 {answer.worst:.2f}× its target) and more replicas barely help, so those requests' "
+                 "own latency (with the batch they share) is above their class: raise TP, trim prompts or loosen "
+                 "the class")
+    return Sizing("simulated", trial.replicas, False, estimate, sized_on, _judged_on_all(s, answer, classes), None,
+                  list(s.cache.values()), time.process_time() - started, notes, unreachable)
 
 
 def pair_classes(frame: pd.DataFrame, ttft_ms: float, tpot_ms: float,
@@ -421,10 +496,20 @@ def sizing_note(sizing: Sizing) -> str:
     proof = ("" if fewer is None else
              f"; {fewer.replicas} replica(s) miss ({fewer.verdict()['verdict']}: TTFT p90 "
              f"{_fmt(fewer.ttft_ms['p90'])}, TPOT p90 {_fmt(fewer.tpot_ms['p90'])})")
-    head = (f"fleet size simulated: {sizing.replicas} replica(s) meet every product's p90 class on "
-            if sizing.meets else f"fleet size simulated: no size meets every class up to {sizing.replicas} on ")
+    if sizing.meets:
+        head = f"fleet size simulated: {sizing.replicas} replica(s) meet every product's p90 class on "
+    elif sizing.meets_others:
+        head = (f"fleet size simulated: {sizing.replicas} replica(s) meet every other product's p90 class "
+                f"({unreachable_words(sizing)}) on ")
+    else:
+        head = f"fleet size simulated: no size meets every class up to {sizing.replicas} on "
     return (head + f"{sizing.sized_on.get('window')} (analytic estimate {sizing.estimate}){proof}; "
             f"{len(sizing.trials)} replays, {sizing.cpu_s:.1f} s CPU")
+
+
+def unreachable_words(sizing: Sizing) -> str:
+    """The products no fleet size serves on the deployment, and why, in one clause ("" when there are none)."""
+    return "; ".join(f"no size serves {u['product']}: {u['why']}" for u in sizing.unreachable)
 
 
 def _fmt(ms: float | None) -> str:

@@ -143,3 +143,26 @@ def test_autoscaling_windows_are_sized_at_their_busiest_minute(traces: Path) -> 
     assert (tw.window_need >= at_mean).all() and (tw.window_need > at_mean).any()
     # hold-at-peak is then at least the plan of the whole log at its peak-minute rate (it capped below it before)
     assert tw.window_need.max() >= plan(Workload.from_frame(frame), dep).replicas
+
+
+def test_a_product_no_size_can_serve_is_named_and_the_rest_is_sized(tmp_path: Path, capsys) -> None:
+    # a chat product beside an agent whose 120k-token prompts take longer to prefill than its 1 s TTFT class
+    rng = np.random.default_rng(0)
+    n_chat, n_agent = 900, 60
+    stamps = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(np.sort(rng.uniform(0, 600, n_chat + n_agent)), "s")
+    product = rng.permutation(["chat"] * n_chat + ["agent"] * n_agent)
+    frame = pd.DataFrame({"timestamp": stamps, "product": product,
+                          "input_tokens": np.where(product == "agent", 120_000, rng.integers(200, 2_000, product.size)),
+                          "output_tokens": rng.integers(50, 400, product.size)})
+    log = tmp_path / "two_products.csv"
+    frame.to_csv(log, index=False)
+    doc = _run(capsys, "plan", str(log), "--gpu", "h100", "--map", "product=product")
+    (agent,) = doc["unreachable"]
+    assert agent["product"] == "agent" and agent["metric"] == "ttft" and agent["alone_ms"] > 1000.0
+    assert "prefill alone" in agent["why"] and "120,000" in agent["why"]
+    # the fleet is sized for the chat product: it meets its class there, and one replica fewer misses it
+    assert doc["sizing"]["meets_others"] and not doc["meets_slo"]
+    assert doc["products"]["chat"]["meets"] and not doc["products"]["agent"]["meets"]
+    assert doc["one_fewer"] is None or doc["one_fewer"]["products"]["chat"]["meets"] is False
+    text = plan_text(doc)
+    assert "SLOs met for every product but agent" in text and "no size meets every class" not in text
