@@ -42,6 +42,14 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
         return future
 
 
+def sizing_of(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
+              tpot_slo_ms: float, gpu_hour_usd: float) -> Sizing:
+    """The one sizing of ``dep`` for this log and settings, waited for: for the page's own deployment it is the
+    headline's (the same key), so Compare deployments shows the headline's fleet, not a second answer."""
+    key = (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd))
+    return submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd).result()
+
+
 def wait_all(timeout: float) -> None:
     """Block until every sizing started so far is done (tests; the page never waits)."""
     with _LOCK:

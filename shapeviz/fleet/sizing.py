@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from shapeviz.fleet.routing import plan_with_router
-from shapeviz.physics.steps import Deployment, decode_step_s, prefill_time_s, request_gpu_seconds
+from shapeviz.physics.catalogue import get_gpu, get_model
+from shapeviz.physics.steps import Deployment, decode_step_s, prefill_time_s, request_gpu_seconds, smallest_tp
 from shapeviz.plain import json_safe
 from shapeviz.serving.planner import MAX_REPLICAS, Percentiles, Phase, Plan, WhatIf, Workload, plan
 from shapeviz.serving.products import (
@@ -39,6 +40,8 @@ from shapeviz.serving.products import (
 from shapeviz.serving.simulator import Requests, latency_stats, requests_from_frame, simulate
 
 METHODS = ("simulated", "analytic")
+DEFAULT_MODEL = "llama-3.1-70b"  # when neither the user nor the log's model column names a catalogue model
+DEFAULT_GPU = "h100-sxm"
 DEFAULT_SLO_WINDOW_S = 3600.0    # "meets" is judged on the log's busiest hour (the whole log when shorter)
 STRETCH_S = 300.0                # the hardest stretches are five-minute stretches of the window...
 LEAD_S = 60.0                    # ...each replayed after the minute before it (its backlog), not counted
@@ -117,6 +120,69 @@ class Sizing:
             "cpu_s": self.cpu_s, "notes": list(self.notes),
             "unreachable": list(self.unreachable), "meets_others": self.meets_others,
         })
+
+
+def log_model(frame: Any) -> tuple[str | None, str]:
+    """The catalogue model the log's ``model`` column names (the most requested one), and where it came from.
+
+    Names are shown literally (they are the log's text); a name the catalogue does not know is skipped."""
+    if frame is None:
+        return None, "no log rows to read a model from"
+    if "model" not in frame.columns:
+        return None, "the log has no model column"
+    counts = frame["model"].astype(str).value_counts()
+    known: dict[str, int] = {}
+    names: dict[str, str] = {}
+    for name, n in counts.items():
+        try:
+            model = get_model(str(name)).id
+        except ValueError:
+            continue
+        known[model] = known.get(model, 0) + int(n)
+        names.setdefault(model, str(name))
+    if not known:
+        return None, f"the log's model column names no catalogue model ({', '.join(map(repr, counts.index[:3]))})"
+    best = max(known, key=known.__getitem__)
+    others = log_models(frame)
+    others = {p: m for p, m in others.items() if m is not None and m != best}
+    return best, (f"the log's model column ({names[best]!r}, {known[best]:,} of {int(counts.sum()):,} requests)"
+                  + (f"; products on other models, planned here on {best} (plan each on its own model for its "
+                     f"pool): {', '.join(f'{p} ({m})' for p, m in sorted(others.items()))}" if others else ""))
+
+
+def log_models(frame: pd.DataFrame) -> dict[str, str | None]:
+    """Each product's catalogue model: the one its rows' ``model`` column names most (None: none it knows)."""
+    if frame is None or "model" not in frame.columns or "product" not in frame.columns:
+        return {}
+    out: dict[str, str | None] = {}
+    pairs = frame.groupby(["product", "model"], observed=True).size()
+    for product in pairs.index.get_level_values(0).unique():
+        known: dict[str, int] = {}
+        for name, n in pairs.loc[product].items():
+            try:
+                model = get_model(str(name)).id
+            except ValueError:
+                continue
+            known[model] = known.get(model, 0) + int(n)
+        out[str(product)] = max(known, key=known.__getitem__) if known else None
+    return out
+
+
+def checkpoint_precision_source(dep: Deployment) -> str:
+    """Where a precision nobody chose comes from: the model's own checkpoint."""
+    return (f"the checkpoint's own precision ({str(dep.precision).upper()}, what a team serves without "
+            "quantising)")
+
+
+def default_deployment_for(frame: pd.DataFrame | None, gpu: str = DEFAULT_GPU) -> tuple[Deployment, str, str]:
+    """The deployment ``plan`` uses when none is given: the log's model (else the default model) at its
+    checkpoint's precision on the smallest TP that holds it; ``(deployment, model source, precision source)``."""
+    found, why = log_model(frame)
+    model = get_model(found or DEFAULT_MODEL)
+    source = why if found else f"shapeviz default ({why})"
+    precision = model.checkpoint_precision
+    dep = Deployment(model, get_gpu(gpu), precision, None, smallest_tp(model, gpu, precision))
+    return dep, source, checkpoint_precision_source(dep)
 
 
 def analytic_sizing(replicas: int | None, meets: bool, why: str) -> Sizing:
@@ -557,3 +623,53 @@ def fleet_answer(workload: Workload, dep: Deployment, frame: pd.DataFrame | None
             sizing = analytic_sizing(estimate.replicas, estimate.meets_slo,
                                      f"analytic estimate: the log cannot be replayed on this deployment ({exc})")
     return sized_plan(estimate, sizing, dep.tp), sizing, estimate, routed
+
+
+COMPARE_SIZED = 3   # the comparison's cheapest estimates that are sized by replaying the log (besides the current)
+
+
+def size_comparison(table: pd.DataFrame, model: str, size: Any, *, current: Deployment | None = None,
+                    keep: int = COMPARE_SIZED) -> pd.DataFrame:
+    """``serving.compare.compare_deployments``' table with its ``keep`` cheapest estimates that meet (and the row
+    of ``current``, the page's deployment) sized the way the headline is: ``size(dep) -> Sizing`` (the one
+    sizing function, ``fleet_answer``). Those rows say ``method`` "simulated" with the replayed GPUs, p90s, cost
+    (the estimate's, scaled by GPUs), ``estimate_gpus``, ``meets_others`` and ``no_size_serves`` (the products
+    no size serves on that deployment, ``unreachable_classes``); the others stay estimates (replaying every
+    configuration would take a replay search each)."""
+    out = table.copy()
+    if out.empty:
+        return out
+    out["estimate_gpus"] = out["gpus"]
+    out["one_fewer_meets"] = None
+    out["meets_others"] = out["meets_slo"]
+    out["no_size_serves"] = ""
+    order = out[out["meets_slo"].astype(bool)].sort_values("usd_per_million_tokens").index[:keep].tolist()
+    mine = None
+    if current is not None:
+        same = out.index[(out["gpu_id"] == current.gpu.id) & (out["precision"] == current.precision)
+                         & (out["tp"] == current.tp) & (out["ep"] == current.ep)
+                         & (out["attention_dp"] == current.attention_dp)].tolist()
+        mine = same[0] if same else None
+        order = ([mine] if mine is not None else []) + [i for i in order if i != mine]
+    for i in order:
+        row = out.loc[i]
+        # the page's own row is sized on the page's own deployment: the headline's answer, not a second one
+        dep = current if i == mine else Deployment(model, row["gpu_id"], row["precision"], tp=int(row["tp"]),
+                                                   ep=int(row["ep"]), attention_dp=bool(row["attention_dp"]))
+        sizing: Sizing = size(dep)
+        if sizing.method != "simulated" or sizing.replicas is None or sizing.answer is None:
+            continue
+        gpus = int(sizing.replicas) * int(row["tp"])
+        factor = gpus / float(row["gpus"]) if row["gpus"] else float("nan")
+        out.loc[i, "method"] = "simulated"
+        out.loc[i, "gpus"] = gpus
+        out.loc[i, "meets_slo"] = bool(sizing.meets)
+        out.loc[i, "ttft_p90_ms"] = sizing.answer.ttft_ms["p90"]
+        out.loc[i, "tpot_p90_ms"] = sizing.answer.tpot_ms["p90"]
+        for key in ("usd_per_hour", "usd_per_million_tokens"):
+            if row[key] is not None and not pd.isna(row[key]):
+                out.loc[i, key] = float(row[key]) * factor
+        out.loc[i, "one_fewer_meets"] = None if sizing.one_fewer is None else bool(sizing.one_fewer.meets)
+        out.loc[i, "meets_others"] = bool(sizing.meets_others)
+        out.loc[i, "no_size_serves"] = ", ".join(u["product"] for u in sizing.unreachable)
+    return out

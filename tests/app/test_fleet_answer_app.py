@@ -2,6 +2,7 @@
 sizing function, without the page waiting for it (AppTest on the demo)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -30,8 +31,12 @@ def test_headline_shows_the_estimate_then_the_simulated_fleet() -> None:
     assert sizing.method == "simulated" and sizing.estimate is not None
     # the line on the page is that sizing's: its replicas against the estimate, the p90 classes, no pending note
     assert f"{sizing.replicas} × TP" in text and "p90 class" in text
-    assert (f"the estimate said {sizing.estimate}" in text) if sizing.meets else ("No fleet size meets" in text)
+    assert (f"the estimate said {sizing.estimate}" in text) if sizing.meets_others else ("No fleet size meets" in text)
     assert "replaying the log" not in text
+    # the demo's swe-agent prompts cannot meet a 1 s TTFT on any number of replicas: named, with why, the rest sized
+    assert sizing.meets_others and "swe-agent" in {u["product"] for u in sizing.unreachable}
+    shown = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", text)   # what the browser shows of the escaped log text
+    assert "No fleet size serves swe-agent" in shown and "prefill alone" in shown and "every other product" in shown
 
 
 def test_answer_line_says_the_simulated_fleet_and_one_fewer(traces: Path) -> None:

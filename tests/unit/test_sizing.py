@@ -100,6 +100,11 @@ def test_the_logs_model_column_chooses_the_model(traces: Path, tmp_path: Path, c
     assert "model column" in doc["model_source"] and "Qwen/Qwen3-32B" in doc["model_source"]
     told = _run(capsys, "plan", str(log), "--gpu", "h100", "--method", "analytic", "--model", "llama-3.1-8b")
     assert told["deployment_detail"]["model"] == "llama-3.1-8b" and told["model_source"] == "set by user (--model)"
+    # `summary` costs the log's GPU-time on that same default deployment (the log's model, its checkpoint, its TP)
+    summary = _run(capsys, "summary", str(log))
+    planned = doc["deployment_detail"]
+    assert summary["deployment_detail"] == {k: planned[k] for k in ("model", "gpu", "precision", "tp")}
+    assert summary["deployment_detail"]["precision"] == "bf16" and summary["model_source"] == doc["model_source"]
 
 
 def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_path: Path, capsys) -> None:
