@@ -50,6 +50,17 @@ def sizing_of(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: Wha
     return submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd).result()
 
 
+def ready(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
+          gpu_hour_usd: float) -> Sizing | None:
+    """The headline's sizing for these settings when it is done (None while it runs, or never started)."""
+    key = (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd))
+    with _LOCK:
+        future = _RESULTS.get(key)
+    if future is None or not future.done() or future.exception() is not None:
+        return None
+    return future.result()
+
+
 def wait_all(timeout: float) -> None:
     """Block until every sizing started so far is done (tests; the page never waits)."""
     with _LOCK:

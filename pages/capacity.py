@@ -9,6 +9,7 @@ import streamlit as st
 from components import sidebar
 from components.context import PageContext, page_context, rate_chart, workload
 from components.fleet import DESIGN_KEY, FLEET_DESIGN_KEY, edit_classes, render_fleet_design
+from components.fleet_answer import ready as fleet_ready
 from components.fleet_answer import render_answer, sizing_of
 from components.fleet_time import render_traffic_over_time
 from components.measured import plan_vs_measured
@@ -160,7 +161,11 @@ def _routers() -> bool:
 
 
 def _fleet_design() -> bool:
-    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, sidebar.settings())
+    now = sidebar.settings()
+    headline = fleet_ready(ctx.dataset.digest, dep, replace(ctx, settings=now).whatif, now.ttft_slo_ms,
+                           now.tpot_slo_ms, now.gpu_hour_usd)
+    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, now,
+                                 None if headline is None else (headline, dep))
     if design is not None:
         st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
     return st.session_state.get(DESIGN_KEY) is not None  # clicked once: a traffic step redraws its result or button
@@ -197,6 +202,14 @@ def _compare() -> bool:
                 ctx.dataset.digest, frame, w, d, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd),
                 current=dep)
         replayed = int((table_all["method"] == "simulated").sum())
+        for _, r in table_all[table_all["yours"] & (table_all["method"] == "simulated")].iterrows():
+            st.markdown(f"**Yours**: {int(r['gpus'])}× {md_literal(r['gpu'])}, {str(r['precision']).upper()} "
+                        f"{md_literal(r['layout'])}, the headline's simulated answer: "
+                        + ("meets every product's class" if r["meets_slo"] else
+                           f"meets every other class (no size serves: {md_literal(r['no_size_serves'])})"
+                           if r["meets_others"] else "no size meets every class")
+                        + (f" · ${r['usd_per_million_tokens']:,.3f} / 1M tokens at the catalogue price"
+                           if pd.notna(r["usd_per_million_tokens"]) else ""))
         st.caption(f"{replayed} configurations sized by replaying the log, as the headline is (yours and the "
                    f"{COMPARE_SIZED} cheapest estimates that meet): their GPUs, p90s and cost are simulated, and "
                    "only they can win. The other rows are analytic estimates (a replay search for each of "
@@ -219,7 +232,7 @@ def _compare() -> bool:
                          f"${r['usd_per_million_tokens']:,.3f} / 1M tokens")
             if r.get("caveat"):
                 col.caption(f":material/warning: {md_literal(r['caveat'])}")
-    shown = table_all.drop(columns=["gpu_id", "ep", "attention_dp"], errors="ignore")
+    shown = table_all.drop(columns=["gpu_id", "ep", "attention_dp", "yours"], errors="ignore")
     table(shown.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
     badge("simulated" if "method" in table_all and (table_all["method"] == "simulated").any() else "estimated")
     return True

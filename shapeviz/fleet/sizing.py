@@ -206,6 +206,24 @@ def _shift(req: Requests, start_s: float) -> Requests:
     return replace(req, arrival_s=np.asarray(req.arrival_s) - start_s)
 
 
+def _window_requests(frame: pd.DataFrame, whatif: WhatIf, block_size: int | None, lo: float, hi: float,
+                     whole: bool) -> Requests:
+    """The requests arriving in ``[lo, hi]`` (seconds from the first, after the traffic lever), with their prompt
+    blocks, arrivals from the window's start. Blocks are row-local (a session's or the hashes' ids), so a row's
+    are the same whether built from the window's rows or the whole log's; a log whose block size is inferred from
+    its hashes is read whole, so that the inference sees every row."""
+    if whole or (block_size is None and "hash_ids" in frame.columns):
+        req = requests_from_frame(frame, whatif, block_size=block_size)
+        t = np.asarray(req.arrival_s)
+        return _shift(req.take(np.flatnonzero((t >= lo) & (t <= hi))), lo)
+    ts = frame["timestamp"]
+    # the same arithmetic as ``requests_from_frame``'s arrivals, so the window holds the same rows
+    seconds = ((ts - ts.min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64) / whatif.traffic_multiplier
+    rows = np.flatnonzero((seconds >= lo) & (seconds <= hi))
+    req = requests_from_frame(frame.iloc[rows], whatif, block_size=block_size)
+    return _shift(req, float(np.asarray(req.arrival_s)[0]) if len(req) else 0.0)
+
+
 class _Search:
     """The replays of one sizing: cached per (replicas, window or stretches)."""
 
@@ -385,16 +403,16 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
     if not (math.isfinite(slo_window_s) and slo_window_s > 0):
         raise ValueError(f"--slo-window must be a positive number of seconds, got {slo_window_s!r}")
     started = time.process_time()
-    req = requests_from_frame(frame, whatif, block_size=block_size)
-    req = replace(req, ttft_target_ms=ttft_targets_ms(req.product, classes, default_ttft_ms))
+    # the window is chosen on the requests without their prompt blocks; only its rows get blocks (a big log's
+    # blocks are gigabytes: a session's growing context is one block id per 16 tokens of every prompt)
+    quick = requests_from_frame(frame, whatif, reuse=False)
     notes: list[str] = []
-    if req.arrival_s is not None:
+    if quick.arrival_s is not None:
         # the window is an hour of the log's own clock: with the traffic lever it is replayed compressed
-        lo, hi = busiest_window(req, dep, slo_window_s / whatif.traffic_multiplier)
-        t = np.asarray(req.arrival_s)
-        keep = (t >= lo) & (t <= hi)
-        whole = bool(keep.all())
-        req = _shift(req.take(np.flatnonzero(keep)), lo)
+        lo, hi = busiest_window(quick, dep, slo_window_s / whatif.traffic_multiplier)
+        t = np.asarray(quick.arrival_s)
+        whole = bool(((t >= lo) & (t <= hi)).all())
+        req = _window_requests(frame, whatif, block_size, lo, hi, whole)
         span_s = (hi - lo) * whatif.traffic_multiplier
         sized_on = {"window": (f"the whole log ({span_s / 60:,.0f} min of arrivals)" if whole else
                                f"the log's busiest {slo_window_s / 3600:g} h (the most GPU-work), "
@@ -407,10 +425,11 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
     else:
         if rate_rps is None or not rate_rps > 0:
             raise ValueError("a log without timestamps is replayed at a rate: give --rate R")
-        req = req.take(np.arange(min(len(req), POISSON_REQUESTS)))
+        req = requests_from_frame(frame.iloc[:POISSON_REQUESTS], whatif, block_size=block_size)
         sized_on = {"window": f"the log's first {len(req):,} requests at {rate_rps:,.3g} req/s (Poisson: the log "
                               "has no timestamps)", "requests": len(req), "slo_window_s": slo_window_s,
                     "arrivals": "poisson"}
+    req = replace(req, ttft_target_ms=ttft_targets_ms(req.product, classes, default_ttft_ms))
     sim = {"router": router, "block_size": block_size, "scheduler": scheduler,
            "ttft_slo_ms": default_ttft_ms, "tpot_slo_ms": default_tpot_ms, "max_num_seqs": max_num_seqs}
     # a product no size can serve is named, and the fleet is sized for the others (its requests still load it)
@@ -634,7 +653,8 @@ def size_comparison(table: pd.DataFrame, model: str, size: Any, *, current: Depl
     of ``current``, the page's deployment) sized the way the headline is: ``size(dep) -> Sizing`` (the one
     sizing function, ``fleet_answer``). Those rows say ``method`` "simulated" with the replayed GPUs, p90s, cost
     (the estimate's, scaled by GPUs), ``estimate_gpus``, ``meets_others`` and ``no_size_serves`` (the products
-    no size serves on that deployment, ``unreachable_classes``); the others stay estimates (replaying every
+    no size serves on that deployment, ``unreachable_classes``), ``yours`` (the row of ``current``); the others
+    stay estimates (replaying every
     configuration would take a replay search each)."""
     out = table.copy()
     if out.empty:
@@ -643,6 +663,7 @@ def size_comparison(table: pd.DataFrame, model: str, size: Any, *, current: Depl
     out["one_fewer_meets"] = None
     out["meets_others"] = out["meets_slo"]
     out["no_size_serves"] = ""
+    out["yours"] = False
     order = out[out["meets_slo"].astype(bool)].sort_values("usd_per_million_tokens").index[:keep].tolist()
     mine = None
     if current is not None:
@@ -650,6 +671,8 @@ def size_comparison(table: pd.DataFrame, model: str, size: Any, *, current: Depl
                          & (out["tp"] == current.tp) & (out["ep"] == current.ep)
                          & (out["attention_dp"] == current.attention_dp)].tolist()
         mine = same[0] if same else None
+        if mine is not None:
+            out.loc[mine, "yours"] = True
         order = ([mine] if mine is not None else []) + [i for i in order if i != mine]
     for i in order:
         row = out.loc[i]
