@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from components.widgets import badge
-from shapeviz.fleet.sizing import Sizing, fleet_answer
+from shapeviz.fleet.sizing import Sizing, fleet_answer, pressure_reason
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf, Workload
 from shapeviz.text import md_literal
@@ -89,7 +89,7 @@ def answer_line(sizing: Sizing, tp: int) -> str:
 
 
 def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
-                  tpot_slo_ms: float, gpu_hour_usd: float) -> None:
+                  tpot_slo_ms: float, gpu_hour_usd: float, pressure: tuple[float, float] | None = None) -> None:
     """The simulated fleet below the estimate: a line that fills in when the replays are done."""
     if frame is None or "timestamp" not in frame.columns:
         st.caption("The fleet size above is the analytic estimate: this log has no timestamps to replay.")
@@ -107,7 +107,14 @@ def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif:
             st.caption(f"The simulated answer failed: {md_literal(future.exception())}; the estimate stands.")
             return
         left, right = st.columns([0.85, 0.15])
-        left.markdown(answer_line(future.result(), dep.tp))
+        sizing = future.result()
+        left.markdown(answer_line(sizing, dep.tp))
+        if pressure is not None and sizing.replicas and sizing.estimate:
+            # the estimate's pressure per replica, spread over the answer's replicas (as plan's text says it)
+            scale = sizing.estimate / sizing.replicas
+            why = pressure_reason(sizing, pressure[0] * scale, pressure[1] * scale)
+            if why:
+                left.caption(md_literal(why[0].upper() + why[1:] + "."))
         with right:
             badge("simulated")
 

@@ -122,7 +122,8 @@ def _headline() -> None:
                    None if per_m is None else _delta(b["cost"].get("usd_per_million_tokens"), per_m, " $"),
                    delta_color="inverse")
     render_answer(ctx.dataset.digest, ctx.dataset.log.frame if ctx.dataset.sketch is None else None, w, dep,
-                  now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd)
+                  now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
+                  pressure=(after.prefill.utilization, after.decode.utilization))
     left, right = st.columns([0.85, 0.15])
     left.markdown(
         ("Both SLOs are met" + (f" ({md_literal('; '.join(after.notes))})." if after.notes else ".") if after.meets_slo

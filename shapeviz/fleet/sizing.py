@@ -206,6 +206,38 @@ def _shift(req: Requests, start_s: float) -> Requests:
     return replace(req, arrival_s=np.asarray(req.arrival_s) - start_s)
 
 
+BURST_S = 10.0             # the burst a fleet is sized for: the busiest ten seconds of arrivals
+BURSTY = 3.0               # ...at this many times the window's mean rate or more, the answer says so
+LOW_PRESSURE = 0.35        # an answer whose busier phase is under this pressure on average explains itself
+
+
+def burstiness(arrival_s: np.ndarray) -> dict[str, float | None]:
+    """The window's mean arrival rate, its busiest ``BURST_S`` seconds' rate, and their ratio."""
+    if arrival_s.size < 2 or arrival_s[-1] <= arrival_s[0]:
+        return {"mean_rps": None, "busiest_10s_rps": None, "burst_ratio": None}
+    span = float(arrival_s[-1] - arrival_s[0])
+    ends = np.searchsorted(arrival_s, arrival_s + BURST_S, side="left")
+    busiest = float((ends - np.arange(arrival_s.size)).max()) / BURST_S
+    mean = arrival_s.size / span
+    return {"mean_rps": mean, "busiest_10s_rps": busiest, "burst_ratio": busiest / mean}
+
+
+def pressure_reason(sizing: Sizing, prefill_pressure: float, decode_pressure: float) -> str | None:
+    """Why a replayed answer runs its GPUs at low average pressure, with the levers (None when it does not, or
+    when the log is not bursty: then the reason is not known here)."""
+    ratio = sizing.sized_on.get("burst_ratio")
+    if (sizing.method != "simulated" or ratio is None or ratio < BURSTY
+            or max(prefill_pressure, decode_pressure) >= LOW_PRESSURE):
+        return None
+    return (f"the answer runs its GPUs at {prefill_pressure:.0%} prefill / {decode_pressure:.0%} decode pressure on "
+            f"average because it is sized for the log's bursts: its busiest {BURST_S:g} s arrive at "
+            f"{sizing.sized_on['busiest_10s_rps']:,.1f} req/s, {ratio:,.0f}× the window's mean of "
+            f"{sizing.sized_on['mean_rps']:,.2f} req/s, and every request of a burst counts in the p90 (the same "
+            "requests at a steady rate need far fewer replicas: benchmarks/README.md). Levers: a looser TTFT class "
+            "for traffic that arrives in bursts, a queue that lets latency-tolerant requests wait, or FP8 weights "
+            "(priced beside the plan)")
+
+
 def _window_requests(frame: pd.DataFrame, whatif: WhatIf, block_size: int | None, lo: float, hi: float,
                      whole: bool) -> Requests:
     """The requests arriving in ``[lo, hi]`` (seconds from the first, after the traffic lever), with their prompt
@@ -421,7 +453,8 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
                     "start_s": lo * whatif.traffic_multiplier, "end_s": hi * whatif.traffic_multiplier,
                     "slo_window_s": slo_window_s, "whole_log": whole, "requests": len(req),
                     "arrivals": "the log's own timestamps" + (f" compressed {whatif.traffic_multiplier:g}×"
-                                                             if whatif.traffic_multiplier != 1 else "")}
+                                                             if whatif.traffic_multiplier != 1 else ""),
+                    **burstiness(np.asarray(req.arrival_s))}
     else:
         if rate_rps is None or not rate_rps > 0:
             raise ValueError("a log without timestamps is replayed at a rate: give --rate R")
@@ -570,7 +603,9 @@ def sized_plan(planned: Plan, sizing: Sizing, tp: int) -> Plan:
         ttft_ms=Percentiles(**sizing.answer.ttft_ms), tpot_ms=Percentiles(**sizing.answer.tpot_ms),
         prefill=replace(planned.prefill, utilization=planned.prefill.utilization / factor),
         decode=replace(planned.decode, utilization=planned.decode.utilization / factor),
-        provenance=provenance, notes=[*planned.notes, sizing_note(sizing)])
+        provenance=provenance,
+        notes=[*planned.notes, sizing_note(sizing)] + [why for why in [pressure_reason(
+            sizing, planned.prefill.utilization / factor, planned.decode.utilization / factor)] if why])
 
 
 def sizing_note(sizing: Sizing) -> str:

@@ -88,8 +88,9 @@ def test_one_log_gives_one_fleet_on_the_page_in_plan_and_in_compare(traces: Path
     assert "the log has no model column" in shown and "the checkpoint's own precision (BF16" in shown
     fleet_answer.wait_all(timeout=900)
     at.run()
-    # the headline is plan's fleet
+    # the headline is plan's fleet, and it says why its GPUs run at low pressure (the trace's bursts)
     assert f"Simulated: {replicas} × TP{tp} = {replicas * tp} GPUs" in _shown(_text(at))
+    assert "sized for the log's bursts" in _shown(_text(at))
     # Compare deployments replays the page's own deployment with the same sizing: the same fleet again
     next(b for b in at.button if b.label == "Compare all deployments").click().run()
     assert not at.exception, at.exception

@@ -48,6 +48,9 @@ def test_bursty_code_trace_is_sized_by_replay_and_one_fewer_misses(traces: Path,
     assert doc["cost"]["usd_per_hour"] == pytest.approx(doc["gpus"]["colocated"] * doc["cost"]["usd_per_gpu_hour"])
     text = plan_text(doc)
     assert f"{doc['replicas']} × TP2" in text and "simulated" in text and f"one fewer ({fewer['replicas']})" in text
+    # its GPUs then run at low average pressure, and the plan says why: the log's busiest 10 s are >10× its mean
+    assert doc["sized_on"]["burst_ratio"] > 10 and doc["prefill"]["utilization"] < 0.35
+    assert "sized for the log's bursts" in text and "Levers:" in text
 
 
 def test_poisson_conversation_trace_keeps_todays_answer(traces: Path, capsys) -> None:
