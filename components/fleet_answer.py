@@ -72,6 +72,9 @@ def wait_all(timeout: float) -> None:
 def answer_line(sizing: Sizing, tp: int) -> str:
     """The headline sentence of a simulated sizing (markdown; the log's text shown literally)."""
     window = md_literal(sizing.sized_on.get("window", ""))
+    if sizing.answer is None and sizing.unreachable:   # every product out of reach: nothing was replayed
+        return " ".join(f"**No fleet size serves {md_literal(u['product'])}** on this deployment: "
+                        f"{md_literal(u['why'])}. Levers: {md_literal(u['levers'])}." for u in sizing.unreachable)
     if not sizing.meets_others:
         return (f"**No fleet size meets every product's p90 class** up to {sizing.replicas} × TP{tp} on {window}: "
                 + md_literal("; ".join(sizing.notes)))
@@ -116,6 +119,6 @@ def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif:
             if why:
                 left.caption(md_literal(why[0].upper() + why[1:] + "."))
         with right:
-            badge("simulated")
+            badge("simulated" if sizing.method == "simulated" else "estimated")
 
     _line()

@@ -472,8 +472,8 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
     for u in unreachable:
         notes.append(f"no fleet size meets {u['product']}'s class: {u['why']}; sized for the other products "
                      f"({u['levers']})")
-    if unreachable and not (set(_names(req)) - out_of_reach):
-        return Sizing("simulated", estimate, False, estimate, sized_on, notes=notes, unreachable=unreachable,
+    if unreachable and not (set(_names(req)) - out_of_reach):   # nothing left to size: no replay is run
+        return Sizing("analytic", estimate, False, estimate, sized_on, notes=notes, unreachable=unreachable,
                       cpu_s=time.process_time() - started)
     s = _Search(req, dep, judged, sim, rate_rps)
     k0 = max(int(estimate or 1), 1)
@@ -610,6 +610,9 @@ def sized_plan(planned: Plan, sizing: Sizing, tp: int) -> Plan:
 
 def sizing_note(sizing: Sizing) -> str:
     """One sentence: how the fleet was sized, on what, and the proof that one replica fewer misses."""
+    if sizing.answer is None and sizing.unreachable:
+        return (f"fleet size: no size serves any product on this deployment ({unreachable_words(sizing)}); the "
+                f"analytic estimate's {sizing.estimate} replica(s) are shown, not replayed")
     if sizing.method != "simulated":
         return f"fleet size: {sizing.label} ({sizing.sized_on.get('window')}); not replayed"
     fewer = sizing.one_fewer

@@ -134,6 +134,10 @@ def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_p
     assert (float(row["before"]), float(row["after"]), row["source"]) == (replicas, replicas, "simulated")
     memo = (out / "report.html").read_text()
     assert f"fleet size simulated: {replicas} replica(s) meet every product" in memo
+    # growth starts from that fleet: month 0 is the replayed answer, later months its estimate scaled alike
+    grown = _run(capsys, "plan", *argv, "--growth", "0.5", "--months", "2")["growth"]
+    assert grown["replicas_now"] == replicas and grown["months"][0]["replicas"] == replicas
+    assert grown["months"][0]["method"] == "simulated" and grown["months"][2]["replicas"] > replicas
 
 
 
