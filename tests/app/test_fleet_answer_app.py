@@ -45,6 +45,9 @@ def test_headline_shows_the_estimate_then_the_simulated_fleet() -> None:
     assert sizing.meets_others and "swe-agent" in {u["product"] for u in sizing.unreachable}
     shown = _shown(text)
     assert "No fleet size serves swe-agent" in shown and "prefill alone" in shown and "every other product" in shown
+    # the demo's products name four models: the most requested is planned, and the others are named per product
+    assert "Model: the log's model column ('meta-llama/Llama-3.1-70B-Instruct'" in shown
+    assert "ide-autocomplete (llama-3.1-8b)" in shown and "swe-agent (kimi-k2)" in shown
 
 
 def test_answer_line_says_the_simulated_fleet_and_one_fewer(traces: Path) -> None:
