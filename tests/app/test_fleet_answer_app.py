@@ -100,6 +100,13 @@ def test_one_log_gives_one_fleet_on_the_page_in_plan_and_in_compare(traces: Path
     (yours,) = [m.value for m in at.markdown if m.value.startswith("**Yours**")]
     assert _shown(yours).startswith(f"**Yours**: {replicas * tp}× H100 SXM5 80GB, BF16")
     assert "the headline's simulated answer: meets every product's class" in _shown(yours)
+    # the memo the Report page builds carries that same fleet
+    at.switch_page("pages/report.py").run()
+    at.toggle[0].set_value(False).run()
+    next(b for b in at.button if b.label == "Build report bundle").click().run()
+    assert not at.exception, at.exception
+    (memo,) = [_shown(m.value) for m in at.markdown if m.value.startswith("**The memo's fleet**")]
+    assert memo.startswith(f"**The memo's fleet**: {replicas} × ") and f"= {replicas * tp} GPUs (simulated)" in memo
 
 
 def test_the_page_plans_the_model_the_logs_model_column_names(traces: Path) -> None:
