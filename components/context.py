@@ -190,6 +190,7 @@ def page_context() -> PageContext:
     if dataset is None:
         st.info("Upload a request log in the sidebar, or pick the demo or a scenario.")
         st.stop()
+    sidebar.follow_log_model(dataset.digest, dataset.log.frame)   # the log's model column, as `plan` reads it
     try:
         dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp, s.layout)
         if s.speculative != "none":

@@ -14,11 +14,13 @@ from components.progress import held
 from components.sidebar import SPECULATIVE, Settings
 from components.widgets import badge, chart, run_on_click, table
 from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
+from shapeviz.fleet.sizing import Sizing
 from shapeviz.fleet.prices import gpu_prices
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import product_latency_figure
 from shapeviz.outputs.columns import design_family
 from shapeviz.physics.catalogue import get_gpu, list_gpus
+from shapeviz.physics.steps import Deployment
 from shapeviz.serving.products import (
     SloClass,
     default_classes,
@@ -121,10 +123,27 @@ def levers_taken(settings: Settings) -> str:
             f"{', '.join(left_out)}: every request is served as the log has it.")
 
 
+def headline_row(headline: Sizing, dep: Deployment, settings: Settings, classes: dict[str, SloClass],
+                 price_per_gpu_hour: float) -> dict[str, Any]:
+    """The Capacity headline's fleet as a row of the design table: one shared pool of the sidebar's deployment,
+    sized by the one sizing function (``fleet_answer``), priced as the designs are."""
+    gpus = int(headline.replicas or 0) * dep.tp
+    same = all((c.ttft_ms, c.tpot_ms) == (settings.ttft_slo_ms, settings.tpot_slo_ms) for c in classes.values())
+    judged = ("" if same else f" (judged on the sidebar's pair, TTFT {settings.ttft_slo_ms:,.0f} / TPOT "
+              f"{settings.tpot_slo_ms:,.0f} ms, for every product)")
+    return {"design": "The headline: one shared pool of your deployment", "$/hour": gpus * price_per_gpu_hour,
+            "GPUs": f"{gpus}× {dep.gpu.name} ({headline.replicas} × TP{dep.tp}, {str(dep.precision).upper()})",
+            "meets every class": ("yes" if headline.meets else "every other" if headline.meets_others else "NO")
+            + judged,
+            "re-seeded replay": "-", "why": "the Capacity headline's answer (replayed on the log's busiest hour)",
+            "pools": "shared"}
+
+
 def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass],
-                        settings: Settings) -> dict[str, Any] | None:
+                        settings: Settings, headline: tuple[Sizing, Deployment] | None = None) -> dict[str, Any] | None:
     """The "Fleet design" section: GPU types to choose from, a run button, the designs side by side."""
     model, traffic = settings.model, settings.traffic
+    sidebar_settings = settings
     st.subheader("Fleet design")
     st.caption("The cheapest set of pools whose simulated p90s meet every product's class: one shared pool "
                "(FCFS or earliest-deadline first), a pool per product or corner, a prefill/decode split across GPU "
@@ -165,9 +184,18 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         row["why"] = e.get("why", "")
         row["pools"] = e["summary"]
         rows.append(row)
+    if headline is not None and headline[0].replicas:
+        # beside the headline, each design's cost difference from it (the same price list)
+        sizing, dep = headline
+        prices, _ = gpu_prices([dep.gpu.id])
+        first = headline_row(sizing, dep, sidebar_settings, classes, prices[dep.gpu.id])
+        for row in rows:
+            row["vs the headline $/hour"] = row["$/hour"] - first["$/hour"]
+        rows.insert(0, {**first, "vs the headline $/hour": 0.0})
     if doc.get("note"):
         st.warning(md_literal(doc["note"]), icon=":material/warning:")
-    table(pd.DataFrame(rows), **{"$/hour": st.column_config.NumberColumn(format="$%.2f")})
+    table(pd.DataFrame(rows), **{"$/hour": st.column_config.NumberColumn(format="$%.2f"),
+                                 "vs the headline $/hour": st.column_config.NumberColumn(format="$%+.2f")})
     badge("simulated")
     st.caption("Every design was replayed by the discrete-event simulator, and again with another seed.")
     s = doc["search"]

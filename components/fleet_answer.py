@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from components.widgets import badge
-from shapeviz.fleet.sizing import Sizing, fleet_answer
+from shapeviz.fleet.sizing import Sizing, fleet_answer, pressure_reason
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf, Workload
 from shapeviz.text import md_literal
@@ -42,6 +42,25 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
         return future
 
 
+def sizing_of(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
+              tpot_slo_ms: float, gpu_hour_usd: float) -> Sizing:
+    """The one sizing of ``dep`` for this log and settings, waited for: for the page's own deployment it is the
+    headline's (the same key), so Compare deployments shows the headline's fleet, not a second answer."""
+    key = (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd))
+    return submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd).result()
+
+
+def ready(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
+          gpu_hour_usd: float) -> Sizing | None:
+    """The headline's sizing for these settings when it is done (None while it runs, or never started)."""
+    key = (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd))
+    with _LOCK:
+        future = _RESULTS.get(key)
+    if future is None or not future.done() or future.exception() is not None:
+        return None
+    return future.result()
+
+
 def wait_all(timeout: float) -> None:
     """Block until every sizing started so far is done (tests; the page never waits)."""
     with _LOCK:
@@ -53,20 +72,27 @@ def wait_all(timeout: float) -> None:
 def answer_line(sizing: Sizing, tp: int) -> str:
     """The headline sentence of a simulated sizing (markdown; the log's text shown literally)."""
     window = md_literal(sizing.sized_on.get("window", ""))
-    if not sizing.meets:
+    if sizing.answer is None and sizing.unreachable:   # every product out of reach: nothing was replayed
+        return " ".join(f"**No fleet size serves {md_literal(u['product'])}** on this deployment: "
+                        f"{md_literal(u['why'])}. Levers: {md_literal(u['levers'])}." for u in sizing.unreachable)
+    if not sizing.meets_others:
         return (f"**No fleet size meets every product's p90 class** up to {sizing.replicas} × TP{tp} on {window}: "
                 + md_literal("; ".join(sizing.notes)))
-    text = (f"**Simulated: {sizing.replicas} × TP{tp} = {sizing.replicas * tp} GPUs** meet every product's p90 "
-            f"class on {window} (the estimate said {sizing.estimate})")
+    text = (f"**Simulated: {sizing.replicas} × TP{tp} = {sizing.replicas * tp} GPUs** meet every "
+            f"{'' if sizing.meets else 'other '}product's p90 class on {window} (the estimate said {sizing.estimate})")
     fewer = sizing.one_fewer
     if fewer is not None:
         text += (f"; {fewer.replicas} replica(s) miss (TTFT p90 {fewer.ttft_ms['p90'] or 0:,.0f} ms, "
                  f"TPOT p90 {fewer.tpot_ms['p90'] or 0:,.0f} ms)")
-    return text + "."
+    text += "."
+    for u in sizing.unreachable:   # named, with why and the levers: the fleet above is sized for the others
+        text += (f" **No fleet size serves {md_literal(u['product'])}** on this deployment: {md_literal(u['why'])}. "
+                 f"Levers: {md_literal(u['levers'])}.")
+    return text
 
 
 def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
-                  tpot_slo_ms: float, gpu_hour_usd: float) -> None:
+                  tpot_slo_ms: float, gpu_hour_usd: float, pressure: tuple[float, float] | None = None) -> None:
     """The simulated fleet below the estimate: a line that fills in when the replays are done."""
     if frame is None or "timestamp" not in frame.columns:
         st.caption("The fleet size above is the analytic estimate: this log has no timestamps to replay.")
@@ -84,8 +110,15 @@ def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif:
             st.caption(f"The simulated answer failed: {md_literal(future.exception())}; the estimate stands.")
             return
         left, right = st.columns([0.85, 0.15])
-        left.markdown(answer_line(future.result(), dep.tp))
+        sizing = future.result()
+        left.markdown(answer_line(sizing, dep.tp))
+        if pressure is not None and sizing.replicas and sizing.estimate:
+            # the estimate's pressure per replica, spread over the answer's replicas (as plan's text says it)
+            scale = sizing.estimate / sizing.replicas
+            why = pressure_reason(sizing, pressure[0] * scale, pressure[1] * scale)
+            if why:
+                left.caption(md_literal(why[0].upper() + why[1:] + "."))
         with right:
-            badge("simulated")
+            badge("simulated" if sizing.method == "simulated" else "estimated")
 
     _line()

@@ -12,6 +12,7 @@ import streamlit as st
 
 from components import data
 from shapeviz.analyses.shapes import Corners
+from shapeviz.fleet.sizing import DEFAULT_MODEL, log_model
 from shapeviz.ingest import DEFAULT_LIMITS
 from shapeviz.ingest.limits import human_bytes
 from shapeviz.physics import get_gpu, get_model, list_gpus, list_models
@@ -67,6 +68,10 @@ class Settings:
 
 
 PENDING_CACHE_HIT = "_pending_cache_hit_pct"
+PENDING_MODEL = "_pending_model"           # the log's model, applied before the model widget is drawn
+MODEL_SOURCE = "_model_source"             # where the sidebar's model came from, in words
+_MODEL_CHOSEN = "_model_chosen"            # the user picked a model: a new log no longer changes it
+_MODEL_FOR = "_model_followed_for"         # the log whose model column was last read
 SLO_HINT_SLOT = "_slo_hint_slot"
 CACHE_OFFER_SLOT = "_cache_offer_slot"
 WHATIF_FRAGMENT = "whatif"                 # the key of a page's main what-if fragment
@@ -132,6 +137,10 @@ def _init_state() -> None:
     # A page measured the log's prefix-hit ratio: it becomes the slider's value before the slider is drawn.
     if PENDING_CACHE_HIT in st.session_state:
         st.session_state["cache_hit_pct"] = st.session_state.pop(PENDING_CACHE_HIT)
+    # The log named its model: it opens at its checkpoint's precision, as `plan` plans it.
+    if PENDING_MODEL in st.session_state:
+        st.session_state["model"] = st.session_state.pop(PENDING_MODEL)
+        _on_model_change(chosen=False)
     if st.session_state["gpu_hour_usd"] is None:
         st.session_state["gpu_hour_usd"] = float(get_gpu(str(st.session_state["gpu"])).usd_per_gpu_hour or 2.5)
 
@@ -205,10 +214,39 @@ def _fit_deployment_choices() -> None:
         st.session_state["layout"] = "tp"
 
 
-def _on_model_change() -> None:
+def _on_model_change(chosen: bool = True) -> None:
     # A model opens at its checkpoint's precision (BF16, gpt-oss MXFP4, DeepSeek-V3 FP8): what a team serves, as
     # the command line plans it; a lower precision is a lever the user picks.
     st.session_state["precision"] = get_model(str(st.session_state["model"])).checkpoint_precision
+    if chosen:
+        st.session_state[_MODEL_CHOSEN] = True
+        st.session_state[MODEL_SOURCE] = "chosen in the sidebar"
+
+
+def follow_log_model(digest: str, frame: object) -> None:
+    """The log's model column chooses the model, as ``plan`` does, once per log and unless the user picked one
+    (the most requested catalogue model; ``shapeviz.fleet.sizing.log_model``). Reruns when it changes it."""
+    if st.session_state.get(_MODEL_FOR) == digest:
+        return
+    st.session_state[_MODEL_FOR] = digest
+    if st.session_state.get(_MODEL_CHOSEN):
+        return
+    found, why = log_model(frame)
+    st.session_state[MODEL_SOURCE] = why if found else f"shapeviz default ({why})"
+    model = found or DEFAULT_MODEL
+    if model != st.session_state.get("model"):
+        st.session_state[PENDING_MODEL] = model
+        st.rerun()   # the model widget was drawn with the old value
+
+
+def deployment_sources(s: Settings) -> tuple[str, str]:
+    """Where the sidebar's model and precision came from, in words (the log, the user, a default)."""
+    model = get_model(s.model)
+    source = str(st.session_state.get(MODEL_SOURCE) or "shapeviz default")
+    precision = (f"the checkpoint's own precision ({s.precision.upper()}, what a team serves without quantising; "
+                 "FP8/FP4 are levers)" if s.precision == model.checkpoint_precision
+                 else f"chosen in the sidebar (the checkpoint is {model.checkpoint_precision.upper()})")
+    return source, precision
 
 
 def _on_speculative_change() -> None:

@@ -9,13 +9,15 @@ import streamlit as st
 from components import sidebar
 from components.context import PageContext, page_context, rate_chart, workload
 from components.fleet import DESIGN_KEY, FLEET_DESIGN_KEY, edit_classes, render_fleet_design
-from components.fleet_answer import render_answer
+from components.fleet_answer import ready as fleet_ready
+from components.fleet_answer import render_answer, sizing_of
 from components.fleet_time import render_traffic_over_time
 from components.measured import plan_vs_measured
 from components.routing import render_routers
 from components.simulate import render_simulation
 from components.speculative import speculative_section
 from components.widgets import MISSING, badge, chart, lazy_expander, table
+from shapeviz.fleet.sizing import COMPARE_SIZED, size_comparison
 from shapeviz.outputs.figures import load_curve_figure, pressure_figure
 from shapeviz.outputs.report.html import whatif_words
 from shapeviz.physics import Deployment
@@ -31,6 +33,8 @@ st.title("Capacity what-if")
 st.caption(f"{md_literal(dep.describe())} · request rate {w.rate_rps:,.2f} req/s ({md_literal(w.rate_source)}: "
            f"{md_literal(w.rate_note)}) · "
            f"SLOs at p90: TTFT {s.ttft_slo_ms:,.0f} ms, TPOT {s.tpot_slo_ms:,.0f} ms")
+model_source, precision_source = sidebar.deployment_sources(s)
+st.caption(f"Model: {md_literal(model_source)}. Precision: {md_literal(precision_source)}.")
 
 
 def _fmt_ms(v: float | None) -> str:
@@ -118,7 +122,8 @@ def _headline() -> None:
                    None if per_m is None else _delta(b["cost"].get("usd_per_million_tokens"), per_m, " $"),
                    delta_color="inverse")
     render_answer(ctx.dataset.digest, ctx.dataset.log.frame if ctx.dataset.sketch is None else None, w, dep,
-                  now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd)
+                  now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
+                  pressure=(after.prefill.utilization, after.decode.utilization))
     left, right = st.columns([0.85, 0.15])
     left.markdown(
         ("Both SLOs are met" + (f" ({md_literal('; '.join(after.notes))})." if after.notes else ".") if after.meets_slo
@@ -157,7 +162,11 @@ def _routers() -> bool:
 
 
 def _fleet_design() -> bool:
-    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, sidebar.settings())
+    now = sidebar.settings()
+    headline = fleet_ready(ctx.dataset.digest, dep, replace(ctx, settings=now).whatif, now.ttft_slo_ms,
+                           now.tpot_slo_ms, now.gpu_hour_usd)
+    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, now,
+                                 None if headline is None else (headline, dep))
     if design is not None:
         st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
     return st.session_state.get(DESIGN_KEY) is not None  # clicked once: a traffic step redraws its result or button
@@ -186,9 +195,35 @@ def _compare() -> bool:
         return False
     table_all = compare_deployments(w, dep.model.id, whatif=now.whatif, ttft_slo_ms=s.ttft_slo_ms,
                                     tpot_slo_ms=s.tpot_slo_ms)
-    ok = int(table_all["meets_slo"].sum()) if not table_all.empty else 0
+    frame = ctx.dataset.log.frame if ctx.dataset.sketch is None else None
+    if frame is not None and "timestamp" in frame.columns and not table_all.empty:
+        # the same sizing as the headline: its own row is the headline's answer, the cheapest estimates replayed
+        with st.spinner("Replaying the log on your deployment and the cheapest estimates…"):
+            table_all = size_comparison(table_all, dep.model.id, lambda d: sizing_of(
+                ctx.dataset.digest, frame, w, d, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd),
+                current=dep)
+        replayed = int((table_all["method"] == "simulated").sum())
+        for _, r in table_all[table_all["yours"] & (table_all["method"] == "simulated")].iterrows():
+            st.markdown(f"**Yours**: {int(r['gpus'])}× {md_literal(r['gpu'])}, {str(r['precision']).upper()} "
+                        f"{md_literal(r['layout'])}, the headline's simulated answer: "
+                        + ("meets every product's class" if r["meets_slo"] else
+                           f"meets every other class (no size serves: {md_literal(r['no_size_serves'])})"
+                           if r["meets_others"] else "no size meets every class")
+                        + (f" · ${r['usd_per_million_tokens']:,.3f} / 1M tokens at the catalogue price"
+                           if pd.notna(r["usd_per_million_tokens"]) else ""))
+        st.caption(f"{replayed} configurations sized by replaying the log, as the headline is (yours and the "
+                   f"{COMPARE_SIZED} cheapest estimates that meet): their GPUs, p90s and cost are simulated, and "
+                   "only they can win. The other rows are analytic estimates (a replay search for each of "
+                   f"{len(table_all)} configurations would take minutes).")
+    else:
+        st.caption("Every row is an analytic estimate: this log has no timestamps to replay.")
+    ok = int(table_all["meets_slo"].astype(bool).sum()) if not table_all.empty else 0
     st.markdown(f"**{ok} of {len(table_all)} configurations meet both SLOs.**")
     best = winners(table_all)
+    if best and not bool(next(iter(best.values()))["meets_slo"]):
+        st.warning("No replayed configuration meets every product's class; the winners meet every other one "
+                   f"(no size serves: {md_literal(next(iter(best.values()))['no_size_serves'])}: a request's own "
+                   "latency there is above its class; the headline says why).", icon=":material/warning:")
     if best:
         cols = st.columns(len(best))
         for col, (title, r) in zip(cols, best.items()):
@@ -198,8 +233,9 @@ def _compare() -> bool:
                          f"${r['usd_per_million_tokens']:,.3f} / 1M tokens")
             if r.get("caveat"):
                 col.caption(f":material/warning: {md_literal(r['caveat'])}")
-    table(table_all.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
-    badge("estimated")
+    shown = table_all.drop(columns=["gpu_id", "ep", "attention_dp", "yours"], errors="ignore")
+    table(shown.sort_values(["meets_slo", "usd_per_million_tokens"], ascending=[False, True]))
+    badge("simulated" if "method" in table_all and (table_all["method"] == "simulated").any() else "estimated")
     return True
 
 

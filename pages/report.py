@@ -30,6 +30,7 @@ def _bundle(digest: str, settings: tuple, png: bool, _ctx: PageContext, design_k
         ttft_slo_ms=_ctx.settings.ttft_slo_ms, tpot_slo_ms=_ctx.settings.tpot_slo_ms,
         gpu_hour_usd=_ctx.settings.gpu_hour_usd, png=png, analysis=_ctx.analysis,
         workload=workload(_ctx.dataset.digest, _ctx.dataset.log), fleet_design=_design,
+        method="simulated",   # the fleet the Capacity headline gives (a log without timestamps: the estimate)
     )
     return bundle, bundle.zip()
 
@@ -99,6 +100,10 @@ else:
     bundle, zipped = _bundle(ctx.dataset.digest, astuple(s), bool(png), ctx, *_chosen_design())
     for note in bundle.notes:
         st.caption(md_literal(note))
+    after = json.loads(bundle.files["summary.json"])["plan_after"]
+    st.markdown(f"**The memo's fleet**: {after['replicas']} × {md_literal(ctx.deployment.describe())} = "
+                f"{after['gpus']['colocated']} GPUs ({md_literal(after['provenance'].get('gpus', 'estimated'))}), "
+                "the Capacity headline's answer for these settings.")
     _download(st, "shapeviz-report.zip", zipped, f"Download the bundle (zip, {len(zipped) / 1e6:,.1f} MB)",
               primary=True)
     files = bundle.files

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from shapeviz.analyses.clusters import ClusterResult, find_clusters
 from shapeviz.analyses.prefix import PrefixReuse, prefix_reuse_of
@@ -29,6 +29,9 @@ from shapeviz.recommend import Recommendation, recommend
 from shapeviz.workload.distributed import sketch_paths
 from shapeviz.workload.sketch import SketchedLog, merge_all, sketch_log
 from shapeviz.workload.view import WorkloadView, as_view
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -130,26 +133,34 @@ def load_logs(paths: Sequence[str | Path], mapping: dict[str, str] | None = None
 
 def analyze_paths(paths: Sequence[str | Path], mapping: dict[str, str] | None = None, *, engine: str = "embedded",
                   scheduler: str | None = None, workers: int | None = None, progress: Progress = silent,
-                  **kwargs: Any) -> Analysis:
+                  deployment_of: Callable[[pd.DataFrame | None], object] | None = None, **kwargs: Any) -> Analysis:
     """Load and analyse logs: every row while they fit (``sketch.FULL_FRAME_MAX_ROWS``), else from the sketch.
 
     ``engine="dask"`` builds the sketch per partition on a Dask cluster (``scheduler`` address, else a local
-    cluster of ``workers`` processes) and merges on this process.
+    cluster of ``workers`` processes) and merges on this process. ``deployment_of``: the deployment from the
+    loaded rows (None: a sketch), when ``deployment`` is not given (``summary``: the log's model, as ``plan``).
     """
+    def costed(frame: pd.DataFrame | None) -> dict[str, Any]:
+        if deployment_of is None or kwargs.get("deployment") is not None:
+            return kwargs
+        return {**kwargs, "deployment": deployment_of(frame)}
+
     if engine == "dask":
 
         sketch = sketch_paths(paths, mapping=mapping, scheduler=scheduler, workers=workers)
         where = f"the Dask cluster at {scheduler}" if scheduler else "a local Dask cluster"
         return analyze(SketchedLog(sketch, None, [f"{sketch.requests:,} requests: analysed from the workload "
                                                   f"sketch, built per partition on {where}"]),
-                       progress=progress, **kwargs)
+                       progress=progress, **costed(None))
     if engine != "embedded":
         raise ValueError(f"unknown engine {engine!r}: use 'embedded' or 'dask'")
     sketched = [sketch_log(p, mapping=mapping or None, progress=progress) for p in paths]
     if all(s.frame is not None for s in sketched):
         logs = [LoadedLog(s.frame, s.report) for s in sketched]
-        return analyze(logs[0] if len(logs) == 1 else combine(logs), progress=progress, **kwargs)
+        log = logs[0] if len(logs) == 1 else combine(logs)
+        return analyze(log, progress=progress, **costed(log.frame))
     merged = merge_all(s.sketch for s in sketched)
-    return analyze(SketchedLog(merged, None, [n for s in sketched for n in s.notes]), progress=progress, **kwargs)
+    return analyze(SketchedLog(merged, None, [n for s in sketched for n in s.notes]), progress=progress,
+                   **costed(None))
 
 

@@ -63,7 +63,7 @@ def _source(args: argparse.Namespace, mapping: dict[str, str] | None) -> Any:
 def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = None,
                    command: str = "plan") -> dict[str, Any]:
     """The JSON document of ``plan --autoscale`` / ``plan --growth`` / ``simulate --autoscale``."""
-    from shapeviz.cli.plan import deployment_from_args
+    from shapeviz.cli.plan import deployment_from_args, resolve_model
     from shapeviz.fleet.autoscale import (
         Policy,
         compare_policies,
@@ -75,13 +75,17 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
     from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf
 
-    dep, tp_source = deployment_from_args(args)
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     ttft = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
     tpot = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
     if args.window_min is not None and args.window_min < 1:
         raise ValueError(f"--window-min must be at least 1 minute, got {args.window_min}")
     source = _source(args, mapping)
+    import pandas as pd
+
+    # the model the log's model column names, as plan reads it (the deployment plan prints)
+    model_id, _ = resolve_model(args, source if isinstance(source, pd.DataFrame) else None)
+    dep, tp_source = deployment_from_args(args, model_id)
     document: dict[str, Any] = {"command": command, "deployment": dep.describe(), "tp_source": tp_source,
                                 "slo": {"ttft_p90_ms": ttft, "tpot_p90_ms": tpot}}
     if args.autoscale:
@@ -112,11 +116,28 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     output_growth = parse_growth(getattr(args, "output_growth", None))
     if growth or output_growth:
         result = project(source, dep, Growth(growth, output_growth, args.months), whatif=whatif, ttft_slo_ms=ttft,
-                         tpot_slo_ms=tpot, gpu_hour_usd=args.gpu_hour_usd, replicas_now=args.replicas_now)
+                         tpot_slo_ms=tpot, gpu_hour_usd=args.gpu_hour_usd, replicas_now=args.replicas_now,
+                         sized_now=_sized_now(source, dep, whatif, ttft, tpot, args))
         document["growth"] = result.to_dict()
     from shapeviz.plain import json_safe
 
     return json_safe(document)
+
+
+def _sized_now(source: Any, dep: Any, whatif: Any, ttft: float, tpot: float, args: argparse.Namespace) -> int | None:
+    """Today's fleet as ``plan`` sizes it (the one sizing function), for growth's month 0; None from a sketch."""
+    import pandas as pd
+
+    from shapeviz.cli.plan import slo_window_seconds
+    from shapeviz.fleet.sizing import fleet_answer
+    from shapeviz.serving.planner import Workload
+
+    if not isinstance(source, pd.DataFrame) or getattr(args, "method", "simulated") == "analytic":
+        return None
+    _, sizing, _, _ = fleet_answer(Workload.from_frame(source, rate_rps=args.rate), dep, source, whatif=whatif,
+                                   ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=args.gpu_hour_usd,
+                                   slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)))
+    return sizing.replicas if sizing.method == "simulated" and sizing.meets_others else None
 
 
 def fleet_text(document: dict[str, Any]) -> str:

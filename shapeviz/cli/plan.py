@@ -18,40 +18,18 @@ from shapeviz.physics.steps import (
     max_throughput,
     smallest_tp,
 )
-from shapeviz.fleet.sizing import DEFAULT_SLO_WINDOW_S, fleet_answer, pair_classes
+from shapeviz.fleet.sizing import (
+    DEFAULT_MODEL,
+    DEFAULT_SLO_WINDOW_S,
+    checkpoint_precision_source,
+    fleet_answer,
+    log_model,
+    pair_classes,
+)
 from shapeviz.serving.compare import precisions_for
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.serving.products import parse_slo, plan_products
 from shapeviz.workload.distributed import sketch_paths
-
-
-DEFAULT_MODEL = "llama-3.1-70b"
-
-
-def log_model(frame: Any) -> tuple[str | None, str]:
-    """The catalogue model the log's ``model`` column names (the most requested one), and where it came from.
-
-    Names are shown literally (they are the log's text); a name the catalogue does not know is skipped."""
-    if frame is None:
-        return None, "no log rows to read a model from"
-    if "model" not in frame.columns:
-        return None, "the log has no model column"
-    counts = frame["model"].astype(str).value_counts()
-    known: dict[str, int] = {}
-    names: dict[str, str] = {}
-    for name, n in counts.items():
-        try:
-            model = get_model(str(name)).id
-        except ValueError:
-            continue
-        known[model] = known.get(model, 0) + int(n)
-        names.setdefault(model, str(name))
-    if not known:
-        return None, f"the log's model column names no catalogue model ({', '.join(map(repr, counts.index[:3]))})"
-    best = max(known, key=known.__getitem__)
-    others = sorted(set(known) - {best})
-    return best, (f"the log's model column ({names[best]!r}, {known[best]:,} of {int(counts.sum()):,} requests)"
-                  + (f"; other products name {', '.join(others)}: `design` plans a pool per model" if others else ""))
 
 
 def resolve_model(args: argparse.Namespace, frame: Any = None) -> tuple[str, str]:
@@ -68,8 +46,7 @@ def precision_source(args: argparse.Namespace, dep: Deployment) -> str:
     """Where the weight precision came from: the user, or the model's own checkpoint."""
     if getattr(args, "precision", None):
         return "set by user (--precision)"
-    return (f"the checkpoint's own precision ({dep.precision.upper()}, what a team serves without quantising); "
-            "FP8/FP4 are levers, priced in `precision_levers`")
+    return checkpoint_precision_source(dep) + "; FP8/FP4 are levers, priced in `precision_levers`"
 
 
 def deployment_from_args(args: argparse.Namespace, model_id: str | None = None) -> tuple[Deployment, str]:
@@ -224,6 +201,7 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     document["sized_on"] = sized["sized_on"]
     document["one_fewer"] = sized["one_fewer"]
     document["sizing"] = sized
+    document["unreachable"] = sized["unreachable"]   # products no fleet size serves here, and why
     document["estimate"] = {"label": "estimate: analytic queue at the peak-minute rate", "replicas": estimate.replicas,
                             "gpus": estimate.gpus.get("colocated"), "ttft_ms": result_ms(estimate.ttft_ms),
                             "tpot_ms": result_ms(estimate.tpot_ms), "meets_slo": estimate.meets_slo}
@@ -372,7 +350,13 @@ def plan_text(document: dict[str, Any]) -> str:
                      + f" at ${c['usd_per_gpu_hour']:,.2f}/GPU-hour ({d['assumptions']['price_source']})")
     if d.get("speculative"):
         lines.append(d["speculative"]["summary"])
-    lines.append("SLOs met" if d["meets_slo"] else "SLOs NOT met")
+    unreachable = (d.get("sizing") or {}).get("unreachable") or []
+    if unreachable and d["sizing"].get("meets_others"):
+        lines.append(f"SLOs met for every product but {', '.join(u['product'] for u in unreachable)}, which no "
+                     "fleet size serves on this deployment:")
+    else:
+        lines.append("SLOs met" if d["meets_slo"] else "SLOs NOT met")
+    lines.extend(f"  {u['product']}: {u['why']} (levers: {u['levers']})" for u in unreachable)
     if d.get("products"):
         lines.append("products, each against its own SLO class "
                      f"({'simulated' if d.get('method') == 'simulated' else 'analytic'}):")

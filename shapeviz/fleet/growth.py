@@ -134,11 +134,14 @@ def mix(shapes: list[Workload], rates: np.ndarray, output_scale: np.ndarray | No
 def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak_rps: float | None = None,
             whatif: WhatIf = WhatIf(), ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
             tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS, gpu_hour_usd: float | None = None,
-            replicas_now: int | None = None) -> GrowthResult:
+            replicas_now: int | None = None, sized_now: int | None = None) -> GrowthResult:
     """Plan every month of the horizon at the grown traffic and output length; when today's replicas run out.
 
     ``peak_rps``: today's planning rate (default: the log's p99 minute, as ``plan``); each product keeps its
     share of it and grows at its own rate. ``replicas_now``: the pool today (default: month 0's plan).
+    ``sized_now``: today's fleet as the one sizing function replayed it (``fleet.sizing.fleet_answer``, what
+    ``plan`` prints): month 0 is that fleet and every later month is its estimate scaled by the same ratio
+    (replaying a month of grown traffic that the log never saw would invent its arrivals).
     """
     names, shapes, counts = product_workloads(source)
     if peak_rps is None:
@@ -163,6 +166,21 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
                      "replicas": p.replicas, "gpus": p.gpus["colocated"], "usd_per_month": per_hour * HOURS_PER_MONTH,
                      "meets_slo": p.meets_slo})
     table = pd.DataFrame(rows)
+    table["estimate_replicas"] = table["replicas"]
+    table["method"] = "estimate"
+    if sized_now is not None and sized_now >= 1 and table["replicas"].iloc[0]:
+        scale = sized_now / float(table["replicas"].iloc[0])
+        grown = np.ceil(table["replicas"].to_numpy(dtype=np.float64) * scale - 1e-9).astype(int)
+        grown[0] = int(sized_now)
+        factor = grown / table["replicas"].to_numpy(dtype=np.float64)
+        table["replicas"] = grown
+        table["gpus"] = grown * dep.tp
+        table["usd_per_month"] = table["usd_per_month"] * factor
+        table["method"] = ["simulated"] + [f"estimate × {scale:.2f} (today's replayed answer / its estimate)"] * (
+            len(table) - 1)
+        notes.append(f"month 0 is today's fleet as the log's replay sizes it ({sized_now} replicas, the estimate "
+                     f"said {int(table['estimate_replicas'].iloc[0])}); later months scale each month's estimate by "
+                     f"that ratio ({scale:.2f}×)")
     now = int(table["replicas"].iloc[0]) if replicas_now is None else int(replicas_now)
     if now < 1:
         raise ValueError(f"replicas today must be ≥ 1, got {now}")

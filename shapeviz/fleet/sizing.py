@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from shapeviz.fleet.routing import plan_with_router
-from shapeviz.physics.steps import Deployment, request_gpu_seconds
+from shapeviz.physics.catalogue import get_gpu, get_model
+from shapeviz.physics.steps import Deployment, decode_step_s, prefill_time_s, request_gpu_seconds, smallest_tp
 from shapeviz.plain import json_safe
 from shapeviz.serving.planner import MAX_REPLICAS, Percentiles, Phase, Plan, WhatIf, Workload, plan
 from shapeviz.serving.products import (
@@ -39,6 +40,8 @@ from shapeviz.serving.products import (
 from shapeviz.serving.simulator import Requests, latency_stats, requests_from_frame, simulate
 
 METHODS = ("simulated", "analytic")
+DEFAULT_MODEL = "llama-3.1-70b"  # when neither the user nor the log's model column names a catalogue model
+DEFAULT_GPU = "h100-sxm"
 DEFAULT_SLO_WINDOW_S = 3600.0    # "meets" is judged on the log's busiest hour (the whole log when shorter)
 STRETCH_S = 300.0                # the hardest stretches are five-minute stretches of the window...
 LEAD_S = 60.0                    # ...each replayed after the minute before it (its backlog), not counted
@@ -62,11 +65,14 @@ class Trial:
     cpu_s: float
 
     def verdict(self) -> dict[str, Any]:
-        """The JSON of a trial: its p90s per product, overall, and whether every class is met."""
+        """The JSON of a trial: its p90s per product, overall, and whether every class is met (``meets``: every
+        class a fleet size can meet; a product no size can serve is named as such)."""
+        missing = [n for n, o in self.products.items() if not o.get("meets", True)]
         return json_safe({
             "replicas": self.replicas, "meets": self.meets,
-            "verdict": "meets every class" if self.meets else "misses: " + ", ".join(
-                n for n, o in self.products.items() if not o.get("meets", True)),
+            "verdict": ("meets every class" if not missing else
+                        "meets every other class; no size serves: " + ", ".join(missing) if self.meets
+                        else "misses: " + ", ".join(missing)),
             "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms,
             "products": {n: {k: o.get(k) for k in ("requests", "ttft_p90_ms", "tpot_p90_ms", "meets", "attainment")}
                          for n, o in self.products.items()},
@@ -87,6 +93,14 @@ class Sizing:
     trials: list[Trial] = field(default_factory=list)
     cpu_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # products whose class no replica count meets on this deployment (a request's own latency is above it);
+    # the fleet is sized for the rest, and ``meets`` is then False
+    unreachable: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def meets_others(self) -> bool:
+        """Every class a fleet size can meet is met (all of them when none is unreachable)."""
+        return self.meets or (bool(self.unreachable) and self.answer is not None and self.answer.meets)
 
     @property
     def label(self) -> str:
@@ -104,7 +118,71 @@ class Sizing:
             "simulations": [{"replicas": t.replicas, "on": t.on, "meets": t.meets, "worst_ratio": t.worst,
                              "cpu_s": t.cpu_s} for t in self.trials],
             "cpu_s": self.cpu_s, "notes": list(self.notes),
+            "unreachable": list(self.unreachable), "meets_others": self.meets_others,
         })
+
+
+def log_model(frame: Any) -> tuple[str | None, str]:
+    """The catalogue model the log's ``model`` column names (the most requested one), and where it came from.
+
+    Names are shown literally (they are the log's text); a name the catalogue does not know is skipped."""
+    if frame is None:
+        return None, "no log rows to read a model from"
+    if "model" not in frame.columns:
+        return None, "the log has no model column"
+    counts = frame["model"].astype(str).value_counts()
+    known: dict[str, int] = {}
+    names: dict[str, str] = {}
+    for name, n in counts.items():
+        try:
+            model = get_model(str(name)).id
+        except ValueError:
+            continue
+        known[model] = known.get(model, 0) + int(n)
+        names.setdefault(model, str(name))
+    if not known:
+        return None, f"the log's model column names no catalogue model ({', '.join(map(repr, counts.index[:3]))})"
+    best = max(known, key=known.__getitem__)
+    others = log_models(frame)
+    others = {p: m for p, m in others.items() if m is not None and m != best}
+    return best, (f"the log's model column ({names[best]!r}, {known[best]:,} of {int(counts.sum()):,} requests)"
+                  + (f"; products on other models, planned here on {best} (plan each on its own model for its "
+                     f"pool): {', '.join(f'{p} ({m})' for p, m in sorted(others.items()))}" if others else ""))
+
+
+def log_models(frame: pd.DataFrame) -> dict[str, str | None]:
+    """Each product's catalogue model: the one its rows' ``model`` column names most (None: none it knows)."""
+    if frame is None or "model" not in frame.columns or "product" not in frame.columns:
+        return {}
+    out: dict[str, str | None] = {}
+    pairs = frame.groupby(["product", "model"], observed=True).size()
+    for product in pairs.index.get_level_values(0).unique():
+        known: dict[str, int] = {}
+        for name, n in pairs.loc[product].items():
+            try:
+                model = get_model(str(name)).id
+            except ValueError:
+                continue
+            known[model] = known.get(model, 0) + int(n)
+        out[str(product)] = max(known, key=known.__getitem__) if known else None
+    return out
+
+
+def checkpoint_precision_source(dep: Deployment) -> str:
+    """Where a precision nobody chose comes from: the model's own checkpoint."""
+    return (f"the checkpoint's own precision ({str(dep.precision).upper()}, what a team serves without "
+            "quantising)")
+
+
+def default_deployment_for(frame: pd.DataFrame | None, gpu: str = DEFAULT_GPU) -> tuple[Deployment, str, str]:
+    """The deployment ``plan`` uses when none is given: the log's model (else the default model) at its
+    checkpoint's precision on the smallest TP that holds it; ``(deployment, model source, precision source)``."""
+    found, why = log_model(frame)
+    model = get_model(found or DEFAULT_MODEL)
+    source = why if found else f"shapeviz default ({why})"
+    precision = model.checkpoint_precision
+    dep = Deployment(model, get_gpu(gpu), precision, None, smallest_tp(model, gpu, precision))
+    return dep, source, checkpoint_precision_source(dep)
 
 
 def analytic_sizing(replicas: int | None, meets: bool, why: str) -> Sizing:
@@ -126,6 +204,56 @@ def busiest_window(req: Requests, dep: Deployment, window_s: float) -> tuple[flo
 
 def _shift(req: Requests, start_s: float) -> Requests:
     return replace(req, arrival_s=np.asarray(req.arrival_s) - start_s)
+
+
+BURST_S = 10.0             # the burst a fleet is sized for: the busiest ten seconds of arrivals
+BURSTY = 3.0               # ...at this many times the window's mean rate or more, the answer says so
+LOW_PRESSURE = 0.35        # an answer whose busier phase is under this pressure on average explains itself
+
+
+def burstiness(arrival_s: np.ndarray) -> dict[str, float | None]:
+    """The window's mean arrival rate, its busiest ``BURST_S`` seconds' rate, and their ratio."""
+    if arrival_s.size < 2 or arrival_s[-1] <= arrival_s[0]:
+        return {"mean_rps": None, "busiest_10s_rps": None, "burst_ratio": None}
+    span = float(arrival_s[-1] - arrival_s[0])
+    ends = np.searchsorted(arrival_s, arrival_s + BURST_S, side="left")
+    busiest = float((ends - np.arange(arrival_s.size)).max()) / BURST_S
+    mean = arrival_s.size / span
+    return {"mean_rps": mean, "busiest_10s_rps": busiest, "burst_ratio": busiest / mean}
+
+
+def pressure_reason(sizing: Sizing, prefill_pressure: float, decode_pressure: float) -> str | None:
+    """Why a replayed answer runs its GPUs at low average pressure, with the levers (None when it does not, or
+    when the log is not bursty: then the reason is not known here)."""
+    ratio = sizing.sized_on.get("burst_ratio")
+    if (sizing.method != "simulated" or ratio is None or ratio < BURSTY
+            or max(prefill_pressure, decode_pressure) >= LOW_PRESSURE):
+        return None
+    return (f"the answer runs its GPUs at {prefill_pressure:.0%} prefill / {decode_pressure:.0%} decode pressure on "
+            f"average because it is sized for the log's bursts: its busiest {BURST_S:g} s arrive at "
+            f"{sizing.sized_on['busiest_10s_rps']:,.1f} req/s, {ratio:,.0f}× the window's mean of "
+            f"{sizing.sized_on['mean_rps']:,.2f} req/s, and every request of a burst counts in the p90 (the same "
+            "requests at a steady rate need far fewer replicas: benchmarks/README.md). Levers: a looser TTFT class "
+            "for traffic that arrives in bursts, a queue that lets latency-tolerant requests wait, or FP8 weights "
+            "(priced beside the plan)")
+
+
+def _window_requests(frame: pd.DataFrame, whatif: WhatIf, block_size: int | None, lo: float, hi: float,
+                     whole: bool) -> Requests:
+    """The requests arriving in ``[lo, hi]`` (seconds from the first, after the traffic lever), with their prompt
+    blocks, arrivals from the window's start. Blocks are row-local (a session's or the hashes' ids), so a row's
+    are the same whether built from the window's rows or the whole log's; a log whose block size is inferred from
+    its hashes is read whole, so that the inference sees every row."""
+    if whole or (block_size is None and "hash_ids" in frame.columns):
+        req = requests_from_frame(frame, whatif, block_size=block_size)
+        t = np.asarray(req.arrival_s)
+        return _shift(req.take(np.flatnonzero((t >= lo) & (t <= hi))), lo)
+    ts = frame["timestamp"]
+    # the same arithmetic as ``requests_from_frame``'s arrivals, so the window holds the same rows
+    seconds = ((ts - ts.min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64) / whatif.traffic_multiplier
+    rows = np.flatnonzero((seconds >= lo) & (seconds <= hi))
+    req = requests_from_frame(frame.iloc[rows], whatif, block_size=block_size)
+    return _shift(req, float(np.asarray(req.arrival_s)[0]) if len(req) else 0.0)
 
 
 class _Search:
@@ -256,6 +384,44 @@ def _p5090(values: pd.Series) -> dict[str, float | None]:
     return {"p50": stats["p50"], "p90": stats["p90"]}
 
 
+def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, SloClass]) -> list[dict[str, Any]]:
+    """Products whose class no number of replicas meets on ``dep``: the class percentile of a request's own
+    latency, alone on an idle replica (its prefill for TTFT, a decode step at batch one for TPOT), is above the
+    target. More replicas shorten queues, never one prompt's prefill."""
+    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+    n_in = np.asarray(req.input_tokens, dtype=np.float64)
+    n_out = np.asarray(req.output_tokens, dtype=np.float64)
+    prefill_ms = prefill_time_s(dep, n_in, np.asarray(req.cached_tokens, dtype=np.float64)) * 1000.0
+    out = []
+    for name in sorted(set(product.tolist())):
+        cls = classes.get(name) or classes.get(ALL_PRODUCTS)
+        if cls is None:
+            continue
+        mine = product == name
+        q = cls.percentile
+        alone = float(np.percentile(prefill_ms[mine], q))
+        prompt = float(np.percentile(n_in[mine], q))
+        if alone > cls.ttft_ms:
+            out.append({"product": name, "metric": "ttft", "percentile": q, "target_ms": cls.ttft_ms,
+                        "alone_ms": alone, "input_tokens": prompt,
+                        "why": (f"its p{q} prefill alone takes {alone:,.0f} ms (p{q} prompt {prompt:,.0f} tokens) on "
+                                f"{dep.describe()}, above its TTFT class of {cls.ttft_ms:,.0f} ms: more replicas "
+                                "shorten the queue, never one prompt's prefill"),
+                        "levers": "more GPUs per replica (TP), trimmed or cached prompts, or a looser TTFT class"})
+            continue
+        decoding = mine & (n_out > 1)
+        if decoding.any():
+            step = decode_step_s(dep, 1.0, n_in[decoding] + n_out[decoding] / 2.0) * 1000.0
+            alone = float(np.percentile(np.broadcast_to(step, (int(decoding.sum()),)), q))
+            if alone > cls.tpot_ms:
+                out.append({"product": name, "metric": "tpot", "percentile": q, "target_ms": cls.tpot_ms,
+                            "alone_ms": alone, "input_tokens": prompt,
+                            "why": (f"its p{q} decode step alone (batch one) takes {alone:,.1f} ms on "
+                                    f"{dep.describe()}, above its TPOT class of {cls.tpot_ms:,.0f} ms"),
+                            "levers": "more GPUs per replica (TP), lower-precision weights, or a looser TPOT class"})
+    return out
+
+
 def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloClass], *, estimate: int | None,
                whatif: WhatIf = WhatIf(), slo_window_s: float = DEFAULT_SLO_WINDOW_S, rate_rps: float | None = None,
                router: str = "round_robin", block_size: int | None = None, scheduler: str = "fcfs",
@@ -269,16 +435,16 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
     if not (math.isfinite(slo_window_s) and slo_window_s > 0):
         raise ValueError(f"--slo-window must be a positive number of seconds, got {slo_window_s!r}")
     started = time.process_time()
-    req = requests_from_frame(frame, whatif, block_size=block_size)
-    req = replace(req, ttft_target_ms=ttft_targets_ms(req.product, classes, default_ttft_ms))
+    # the window is chosen on the requests without their prompt blocks; only its rows get blocks (a big log's
+    # blocks are gigabytes: a session's growing context is one block id per 16 tokens of every prompt)
+    quick = requests_from_frame(frame, whatif, reuse=False)
     notes: list[str] = []
-    if req.arrival_s is not None:
+    if quick.arrival_s is not None:
         # the window is an hour of the log's own clock: with the traffic lever it is replayed compressed
-        lo, hi = busiest_window(req, dep, slo_window_s / whatif.traffic_multiplier)
-        t = np.asarray(req.arrival_s)
-        keep = (t >= lo) & (t <= hi)
-        whole = bool(keep.all())
-        req = _shift(req.take(np.flatnonzero(keep)), lo)
+        lo, hi = busiest_window(quick, dep, slo_window_s / whatif.traffic_multiplier)
+        t = np.asarray(quick.arrival_s)
+        whole = bool(((t >= lo) & (t <= hi)).all())
+        req = _window_requests(frame, whatif, block_size, lo, hi, whole)
         span_s = (hi - lo) * whatif.traffic_multiplier
         sized_on = {"window": (f"the whole log ({span_s / 60:,.0f} min of arrivals)" if whole else
                                f"the log's busiest {slo_window_s / 3600:g} h (the most GPU-work), "
@@ -287,17 +453,29 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
                     "start_s": lo * whatif.traffic_multiplier, "end_s": hi * whatif.traffic_multiplier,
                     "slo_window_s": slo_window_s, "whole_log": whole, "requests": len(req),
                     "arrivals": "the log's own timestamps" + (f" compressed {whatif.traffic_multiplier:g}×"
-                                                             if whatif.traffic_multiplier != 1 else "")}
+                                                             if whatif.traffic_multiplier != 1 else ""),
+                    **burstiness(np.asarray(req.arrival_s))}
     else:
         if rate_rps is None or not rate_rps > 0:
             raise ValueError("a log without timestamps is replayed at a rate: give --rate R")
-        req = req.take(np.arange(min(len(req), POISSON_REQUESTS)))
+        req = requests_from_frame(frame.iloc[:POISSON_REQUESTS], whatif, block_size=block_size)
         sized_on = {"window": f"the log's first {len(req):,} requests at {rate_rps:,.3g} req/s (Poisson: the log "
                               "has no timestamps)", "requests": len(req), "slo_window_s": slo_window_s,
                     "arrivals": "poisson"}
+    req = replace(req, ttft_target_ms=ttft_targets_ms(req.product, classes, default_ttft_ms))
     sim = {"router": router, "block_size": block_size, "scheduler": scheduler,
            "ttft_slo_ms": default_ttft_ms, "tpot_slo_ms": default_tpot_ms, "max_num_seqs": max_num_seqs}
-    s = _Search(req, dep, classes, sim, rate_rps)
+    # a product no size can serve is named, and the fleet is sized for the others (its requests still load it)
+    unreachable = unreachable_classes(req, dep, classes)
+    out_of_reach = {u["product"] for u in unreachable}
+    judged = {name: cls for name, cls in classes.items() if name not in out_of_reach}
+    for u in unreachable:
+        notes.append(f"no fleet size meets {u['product']}'s class: {u['why']}; sized for the other products "
+                     f"({u['levers']})")
+    if unreachable and not (set(_names(req)) - out_of_reach):   # nothing left to size: no replay is run
+        return Sizing("analytic", estimate, False, estimate, sized_on, notes=notes, unreachable=unreachable,
+                      cpu_s=time.process_time() - started)
+    s = _Search(req, dep, judged, sim, rate_rps)
     k0 = max(int(estimate or 1), 1)
     hi_meet = k0 if s.run(k0).meets else None
     lo_miss = 0 if hi_meet is not None else k0
@@ -308,7 +486,7 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
             break   # one count left between a miss and a meet: the window decides it below
         candidate = _smallest(s, on, lo_miss, hi_meet, k0)
         if candidate is None:
-            return _infeasible(s, estimate, sized_on, notes, started)
+            return _infeasible(s, estimate, sized_on, notes, started, classes, unreachable)
         if hi_meet is not None and candidate >= hi_meet - 1:
             break
         if s.run(candidate).meets:
@@ -326,7 +504,7 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
             hi_meet = mid
         else:
             lo_miss = mid
-    answer = s.run(hi_meet)
+    answer = _judged_on_all(s, s.run(hi_meet), classes)
     one_fewer = s.run(hi_meet - 1) if hi_meet > 1 else None
     if one_fewer is None:
         notes.append("one replica meets every class: there is no smaller fleet to replay")
@@ -338,8 +516,21 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
                               "window (where the replay's p90s stood furthest above their classes; a fleet is "
                               "ruled out there when those stretches alone hold more requests over a target than "
                               "the window's p90 allows), every candidate confirmed on the whole window")
-    return Sizing("simulated", hi_meet, True, estimate, sized_on, answer, one_fewer, list(s.cache.values()),
-                  time.process_time() - started, notes)
+    return Sizing("simulated", hi_meet, not unreachable, estimate, sized_on, answer, one_fewer,
+                  list(s.cache.values()), time.process_time() - started, notes, unreachable)
+
+
+def _names(req: Requests) -> list[str]:
+    return sorted(set(req.product.astype(str).tolist())) if req.product is not None else [ALL_PRODUCTS]
+
+
+def _judged_on_all(s: _Search, trial: Trial, classes: Mapping[str, SloClass]) -> Trial:
+    """``trial`` (a whole-window replay) with every product judged against its class, those no size can serve
+    included (they miss; ``meets`` stays the verdict on the others)."""
+    frame = s.frames.get((trial.replicas, "window"))
+    if frame is None or len(classes) == len(s.classes):
+        return trial
+    return replace(trial, products=product_outcomes(frame, classes))
 
 
 def _smallest(s: _Search, on: str, lo_miss: int, hi_meet: int | None, k0: int) -> int | None:
@@ -365,14 +556,16 @@ def _smallest(s: _Search, on: str, lo_miss: int, hi_meet: int | None, k0: int) -
 
 
 def _infeasible(s: _Search, estimate: int | None, sized_on: dict[str, Any], notes: list[str],
-                started: float) -> Sizing:
+                started: float, classes: Mapping[str, SloClass], unreachable: list[dict[str, Any]]) -> Sizing:
     trial = max(s.cache.values(), key=lambda t: t.replicas)
     answer = s.run(trial.replicas)
-    notes.append(f"no fleet size meets every class: {trial.replicas} replicas still miss "
-                 f"(worst p90 {answer.worst:.2f}× its target) and more replicas barely help, so a single request's "
-                 "own latency is above its class: raise TP, trim prompts or loosen the class")
-    return Sizing("simulated", trial.replicas, False, estimate, sized_on, answer, None, list(s.cache.values()),
-                  time.process_time() - started, notes)
+    missing = [n for n, o in answer.products.items() if not o.get("meets", True)]
+    notes.append(f"no fleet size meets {', '.join(missing) or 'every class'}: {trial.replicas} replicas still miss "
+                 f"(worst p90 {answer.worst:.2f}× its target) and more replicas barely help, so those requests' "
+                 "own latency (with the batch they share) is above their class: raise TP, trim prompts or loosen "
+                 "the class")
+    return Sizing("simulated", trial.replicas, False, estimate, sized_on, _judged_on_all(s, answer, classes), None,
+                  list(s.cache.values()), time.process_time() - started, notes, unreachable)
 
 
 def pair_classes(frame: pd.DataFrame, ttft_ms: float, tpot_ms: float,
@@ -410,21 +603,36 @@ def sized_plan(planned: Plan, sizing: Sizing, tp: int) -> Plan:
         ttft_ms=Percentiles(**sizing.answer.ttft_ms), tpot_ms=Percentiles(**sizing.answer.tpot_ms),
         prefill=replace(planned.prefill, utilization=planned.prefill.utilization / factor),
         decode=replace(planned.decode, utilization=planned.decode.utilization / factor),
-        provenance=provenance, notes=[*planned.notes, sizing_note(sizing)])
+        provenance=provenance,
+        notes=[*planned.notes, sizing_note(sizing)] + [why for why in [pressure_reason(
+            sizing, planned.prefill.utilization / factor, planned.decode.utilization / factor)] if why])
 
 
 def sizing_note(sizing: Sizing) -> str:
     """One sentence: how the fleet was sized, on what, and the proof that one replica fewer misses."""
+    if sizing.answer is None and sizing.unreachable:
+        return (f"fleet size: no size serves any product on this deployment ({unreachable_words(sizing)}); the "
+                f"analytic estimate's {sizing.estimate} replica(s) are shown, not replayed")
     if sizing.method != "simulated":
         return f"fleet size: {sizing.label} ({sizing.sized_on.get('window')}); not replayed"
     fewer = sizing.one_fewer
     proof = ("" if fewer is None else
              f"; {fewer.replicas} replica(s) miss ({fewer.verdict()['verdict']}: TTFT p90 "
              f"{_fmt(fewer.ttft_ms['p90'])}, TPOT p90 {_fmt(fewer.tpot_ms['p90'])})")
-    head = (f"fleet size simulated: {sizing.replicas} replica(s) meet every product's p90 class on "
-            if sizing.meets else f"fleet size simulated: no size meets every class up to {sizing.replicas} on ")
+    if sizing.meets:
+        head = f"fleet size simulated: {sizing.replicas} replica(s) meet every product's p90 class on "
+    elif sizing.meets_others:
+        head = (f"fleet size simulated: {sizing.replicas} replica(s) meet every other product's p90 class "
+                f"({unreachable_words(sizing)}) on ")
+    else:
+        head = f"fleet size simulated: no size meets every class up to {sizing.replicas} on "
     return (head + f"{sizing.sized_on.get('window')} (analytic estimate {sizing.estimate}){proof}; "
             f"{len(sizing.trials)} replays, {sizing.cpu_s:.1f} s CPU")
+
+
+def unreachable_words(sizing: Sizing) -> str:
+    """The products no fleet size serves on the deployment, and why, in one clause ("" when there are none)."""
+    return "; ".join(f"no size serves {u['product']}: {u['why']}" for u in sizing.unreachable)
 
 
 def _fmt(ms: float | None) -> str:
@@ -472,3 +680,57 @@ def fleet_answer(workload: Workload, dep: Deployment, frame: pd.DataFrame | None
             sizing = analytic_sizing(estimate.replicas, estimate.meets_slo,
                                      f"analytic estimate: the log cannot be replayed on this deployment ({exc})")
     return sized_plan(estimate, sizing, dep.tp), sizing, estimate, routed
+
+
+COMPARE_SIZED = 3   # the comparison's cheapest estimates that are sized by replaying the log (besides the current)
+
+
+def size_comparison(table: pd.DataFrame, model: str, size: Any, *, current: Deployment | None = None,
+                    keep: int = COMPARE_SIZED) -> pd.DataFrame:
+    """``serving.compare.compare_deployments``' table with its ``keep`` cheapest estimates that meet (and the row
+    of ``current``, the page's deployment) sized the way the headline is: ``size(dep) -> Sizing`` (the one
+    sizing function, ``fleet_answer``). Those rows say ``method`` "simulated" with the replayed GPUs, p90s, cost
+    (the estimate's, scaled by GPUs), ``estimate_gpus``, ``meets_others`` and ``no_size_serves`` (the products
+    no size serves on that deployment, ``unreachable_classes``), ``yours`` (the row of ``current``); the others
+    stay estimates (replaying every
+    configuration would take a replay search each)."""
+    out = table.copy()
+    if out.empty:
+        return out
+    out["estimate_gpus"] = out["gpus"]
+    out["one_fewer_meets"] = None
+    out["meets_others"] = out["meets_slo"]
+    out["no_size_serves"] = ""
+    out["yours"] = False
+    order = out[out["meets_slo"].astype(bool)].sort_values("usd_per_million_tokens").index[:keep].tolist()
+    mine = None
+    if current is not None:
+        same = out.index[(out["gpu_id"] == current.gpu.id) & (out["precision"] == current.precision)
+                         & (out["tp"] == current.tp) & (out["ep"] == current.ep)
+                         & (out["attention_dp"] == current.attention_dp)].tolist()
+        mine = same[0] if same else None
+        if mine is not None:
+            out.loc[mine, "yours"] = True
+        order = ([mine] if mine is not None else []) + [i for i in order if i != mine]
+    for i in order:
+        row = out.loc[i]
+        # the page's own row is sized on the page's own deployment: the headline's answer, not a second one
+        dep = current if i == mine else Deployment(model, row["gpu_id"], row["precision"], tp=int(row["tp"]),
+                                                   ep=int(row["ep"]), attention_dp=bool(row["attention_dp"]))
+        sizing: Sizing = size(dep)
+        if sizing.method != "simulated" or sizing.replicas is None or sizing.answer is None:
+            continue
+        gpus = int(sizing.replicas) * int(row["tp"])
+        factor = gpus / float(row["gpus"]) if row["gpus"] else float("nan")
+        out.loc[i, "method"] = "simulated"
+        out.loc[i, "gpus"] = gpus
+        out.loc[i, "meets_slo"] = bool(sizing.meets)
+        out.loc[i, "ttft_p90_ms"] = sizing.answer.ttft_ms["p90"]
+        out.loc[i, "tpot_p90_ms"] = sizing.answer.tpot_ms["p90"]
+        for key in ("usd_per_hour", "usd_per_million_tokens"):
+            if row[key] is not None and not pd.isna(row[key]):
+                out.loc[i, key] = float(row[key]) * factor
+        out.loc[i, "one_fewer_meets"] = None if sizing.one_fewer is None else bool(sizing.one_fewer.meets)
+        out.loc[i, "meets_others"] = bool(sizing.meets_others)
+        out.loc[i, "no_size_serves"] = ", ".join(u["product"] for u in sizing.unreachable)
+    return out

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from shapeviz.analyses.shapes import SHAPES, ShapeStats
 from shapeviz.analysis import Analysis, analyze_paths
+from shapeviz.fleet.sizing import default_deployment_for
 from shapeviz.plain import json_safe
 
 SCHEMA_VERSION = 1
@@ -70,8 +71,19 @@ def summary_document(analysis: Analysis) -> dict[str, Any]:
 
 
 def summarize(paths: Sequence[str | Path], mapping: dict[str, str] | None = None, **kwargs: Any) -> dict[str, Any]:
-    """``summary`` of the command line: load (streamed), analyse, document."""
-    return summary_document(analyze_paths(paths, mapping, **kwargs))
+    """``summary`` of the command line: load (streamed), analyse, document; GPU-time on the deployment ``plan``
+    uses by default (the log's model at its checkpoint's precision, the smallest TP that holds it)."""
+    sources: dict[str, Any] = {}
+
+    def deployment_of(frame: Any) -> Any:
+        dep, sources["model_source"], sources["precision_source"] = default_deployment_for(frame)
+        sources["deployment_detail"] = {"model": dep.model.id, "gpu": dep.gpu.id, "precision": dep.precision,
+                                        "tp": dep.tp}
+        return dep
+
+    document = summary_document(analyze_paths(paths, mapping, deployment_of=deployment_of, **kwargs))
+    document.update(sources)
+    return document
 
 
 def _q(d: dict[str, float]) -> str:

@@ -118,7 +118,8 @@ def compare_deployments(
 
     Precisions default to those ``precisions_for`` offers on each GPU (B200 gets NVFP4/MXFP4); MoE models are
     also tried as DEP (attention-DP with expert parallelism over the replica's GPUs, e.g. H200 DEP8).
-    Columns: gpu, precision, layout, tp (GPUs per replica), gpus, meets_slo, ttft_p90_ms, tpot_p90_ms,
+    Columns: gpu, precision, layout, tp (GPUs per replica), gpu_id, ep, attention_dp, method ("estimate": the
+    analytic plan; ``fleet.sizing.size_comparison`` replays the cheapest), gpus, meets_slo, ttft_p90_ms, tpot_p90_ms,
     usd_per_hour, usd_per_million_tokens, caveat (``caveats``: empty when there is none). Each GPU is priced at its catalogue price (an assumption the table
     says). Configurations that cannot hold the weights are left out.
     """
@@ -142,6 +143,7 @@ def _compared(dep: Deployment, workload: Workload, whatif: WhatIf, ttft_slo_ms: 
     p = plan(workload, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu.usd_per_gpu_hour)
     return {
         "gpu": gpu.name, "precision": dep.precision, "layout": dep.layout, "tp": dep.tp,
+        "gpu_id": gpu.id, "ep": dep.ep, "attention_dp": dep.attention_dp, "method": "estimate",
         "gpus": p.gpus.get("colocated"),
         "meets_slo": p.meets_slo, "ttft_p90_ms": p.ttft_ms.p90, "tpot_p90_ms": p.tpot_ms.p90,
         "usd_per_hour": p.cost.get("usd_per_hour"),
@@ -172,8 +174,14 @@ def caveats(dep: Deployment) -> list[str]:
 
 
 def winners(table: pd.DataFrame) -> dict[str, pd.Series]:
-    """Cheapest, lowest-latency and fewest-GPU configuration among those that meet both SLOs."""
-    ok = table[table["meets_slo"]]
+    """Cheapest, lowest-latency and fewest-GPU configuration among those that meet both SLOs (among the simulated
+    ones when some were sized by replaying the log: an estimate never wins over a replayed answer)."""
+    ok = table[table["meets_slo"].astype(bool)]
+    if "method" in table.columns and (table["method"] == "simulated").any():
+        replayed = table[table["method"] == "simulated"]
+        ok = replayed[replayed["meets_slo"].astype(bool)]
+        if ok.empty and "meets_others" in replayed.columns:   # a product no size serves anywhere replayed
+            ok = replayed[replayed["meets_others"].astype(bool)]
     if ok.empty:
         return {}
     return {

@@ -2,21 +2,30 @@
 sizing function, without the page waiting for it (AppTest on the demo)."""
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pandas as pd
+from streamlit.testing.v1 import AppTest
 
 from components import fleet_answer
 from components.fleet_answer import answer_line
+from shapeviz.cli import main
 from shapeviz.fleet.sizing import fleet_answer as size
 from shapeviz.ingest import load_log
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving.planner import Workload
-from tests.app.dashboard import open_page
+from tests.app.dashboard import APP, CAPACITY, open_page
 
 
 def _text(at) -> str:
     return " ".join([m.value for m in at.markdown] + [c.value for c in at.caption])
+
+
+def _shown(markdown: str) -> str:
+    """What the browser shows of markdown whose log-derived parts are escaped (backslash escapes resolved)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
 
 
 def test_headline_shows_the_estimate_then_the_simulated_fleet() -> None:
@@ -30,8 +39,15 @@ def test_headline_shows_the_estimate_then_the_simulated_fleet() -> None:
     assert sizing.method == "simulated" and sizing.estimate is not None
     # the line on the page is that sizing's: its replicas against the estimate, the p90 classes, no pending note
     assert f"{sizing.replicas} × TP" in text and "p90 class" in text
-    assert (f"the estimate said {sizing.estimate}" in text) if sizing.meets else ("No fleet size meets" in text)
+    assert (f"the estimate said {sizing.estimate}" in text) if sizing.meets_others else ("No fleet size meets" in text)
     assert "replaying the log" not in text
+    # the demo's swe-agent prompts cannot meet a 1 s TTFT on any number of replicas: named, with why, the rest sized
+    assert sizing.meets_others and "swe-agent" in {u["product"] for u in sizing.unreachable}
+    shown = _shown(text)
+    assert "No fleet size serves swe-agent" in shown and "prefill alone" in shown and "every other product" in shown
+    # the demo's products name four models: the most requested is planned, and the others are named per product
+    assert "Model: the log's model column ('meta-llama/Llama-3.1-70B-Instruct'" in shown
+    assert "ide-autocomplete (llama-3.1-8b)" in shown and "swe-agent (kimi-k2)" in shown
 
 
 def test_answer_line_says_the_simulated_fleet_and_one_fewer(traces: Path) -> None:
@@ -44,3 +60,65 @@ def test_answer_line_says_the_simulated_fleet_and_one_fewer(traces: Path) -> Non
     assert sizing.meets and sizing.replicas > estimate.replicas
     assert f"Simulated: {sizing.replicas} × TP2 = {2 * sizing.replicas} GPUs" in line
     assert f"the estimate said {estimate.replicas}" in line and f"; {sizing.replicas - 1} replica(s) miss" in line
+
+
+AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
+
+
+def _upload_to_capacity(name: str, data: bytes):
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.run()
+    at.file_uploader(key="uploads").set_value((name, data, "text/csv"))
+    at.run()
+    at.switch_page(CAPACITY).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_one_log_gives_one_fleet_on_the_page_in_plan_and_in_compare(traces: Path, tmp_path: Path, capsys) -> None:
+    # the first 20 minutes of the Azure code trace (bursty): `plan --json` on the file, and the same file uploaded
+    frame = pd.read_csv(traces / AZURE_CODE)
+    stamps = pd.to_datetime(frame["TIMESTAMP"])
+    log = tmp_path / "code_20min.csv"
+    frame[stamps < stamps.iloc[0] + pd.Timedelta(minutes=20)].to_csv(log, index=False)
+    assert main(["plan", str(log), "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    replicas, tp = planned["replicas"], planned["deployment_detail"]["tp"]
+    assert planned["method"] == "simulated" and replicas > planned["estimate"]["replicas"]
+
+    at = _upload_to_capacity(log.name, log.read_bytes())
+    shown = _shown(_text(at))
+    assert "the log has no model column" in shown and "the checkpoint's own precision (BF16" in shown
+    fleet_answer.wait_all(timeout=900)
+    at.run()
+    # the headline is plan's fleet, and it says why its GPUs run at low pressure (the trace's bursts)
+    assert f"Simulated: {replicas} × TP{tp} = {replicas * tp} GPUs" in _shown(_text(at))
+    assert "sized for the log's bursts" in _shown(_text(at))
+    # Compare deployments replays the page's own deployment with the same sizing: the same fleet again
+    next(b for b in at.button if b.label == "Compare all deployments").click().run()
+    assert not at.exception, at.exception
+    (yours,) = [m.value for m in at.markdown if m.value.startswith("**Yours**")]
+    assert _shown(yours).startswith(f"**Yours**: {replicas * tp}× H100 SXM5 80GB, BF16")
+    assert "the headline's simulated answer: meets every product's class" in _shown(yours)
+    # the memo the Report page builds carries that same fleet
+    at.switch_page("pages/report.py").run()
+    at.toggle[0].set_value(False).run()
+    next(b for b in at.button if b.label == "Build report bundle").click().run()
+    assert not at.exception, at.exception
+    (memo,) = [_shown(m.value) for m in at.markdown if m.value.startswith("**The memo's fleet**")]
+    assert memo.startswith(f"**The memo's fleet**: {replicas} × ") and f"= {replicas * tp} GPUs (simulated)" in memo
+
+
+def test_the_page_plans_the_model_the_logs_model_column_names(traces: Path) -> None:
+    # a gateway's log of Qwen3-32B requests: the page opens on that model at its checkpoint's precision, as plan does
+    frame = pd.read_csv(traces / AZURE_CODE, nrows=500)
+    frame["model"] = "Qwen/Qwen3-32B"
+    at = _upload_to_capacity("gateway.csv", frame.to_csv(index=False).encode())
+    assert at.selectbox(key="model").value == "qwen3-32b" and at.selectbox(key="precision").value == "bf16"
+    shown = _shown(_text(at))
+    assert "Model: the log's model column ('Qwen/Qwen3-32B', 500 of 500 requests)" in shown
+    # a model the user picks stays picked when another log is opened
+    at.selectbox(key="model").set_value("llama-3.1-8b").run()
+    at.file_uploader(key="uploads").set_value(("gateway2.csv", frame.iloc[:400].to_csv(index=False).encode(),
+                                               "text/csv")).run()
+    assert at.selectbox(key="model").value == "llama-3.1-8b" and "chosen in the sidebar" in _shown(_text(at))

@@ -48,6 +48,9 @@ def test_bursty_code_trace_is_sized_by_replay_and_one_fewer_misses(traces: Path,
     assert doc["cost"]["usd_per_hour"] == pytest.approx(doc["gpus"]["colocated"] * doc["cost"]["usd_per_gpu_hour"])
     text = plan_text(doc)
     assert f"{doc['replicas']} × TP2" in text and "simulated" in text and f"one fewer ({fewer['replicas']})" in text
+    # its GPUs then run at low average pressure, and the plan says why: the log's busiest 10 s are >10× its mean
+    assert doc["sized_on"]["burst_ratio"] > 10 and doc["prefill"]["utilization"] < 0.35
+    assert "sized for the log's bursts" in text and "Levers:" in text
 
 
 def test_poisson_conversation_trace_keeps_todays_answer(traces: Path, capsys) -> None:
@@ -100,6 +103,11 @@ def test_the_logs_model_column_chooses_the_model(traces: Path, tmp_path: Path, c
     assert "model column" in doc["model_source"] and "Qwen/Qwen3-32B" in doc["model_source"]
     told = _run(capsys, "plan", str(log), "--gpu", "h100", "--method", "analytic", "--model", "llama-3.1-8b")
     assert told["deployment_detail"]["model"] == "llama-3.1-8b" and told["model_source"] == "set by user (--model)"
+    # `summary` costs the log's GPU-time on that same default deployment (the log's model, its checkpoint, its TP)
+    summary = _run(capsys, "summary", str(log))
+    planned = doc["deployment_detail"]
+    assert summary["deployment_detail"] == {k: planned[k] for k in ("model", "gpu", "precision", "tp")}
+    assert summary["deployment_detail"]["precision"] == "bf16" and summary["model_source"] == doc["model_source"]
 
 
 def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_path: Path, capsys) -> None:
@@ -126,6 +134,10 @@ def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_p
     assert (float(row["before"]), float(row["after"]), row["source"]) == (replicas, replicas, "simulated")
     memo = (out / "report.html").read_text()
     assert f"fleet size simulated: {replicas} replica(s) meet every product" in memo
+    # growth starts from that fleet: month 0 is the replayed answer, later months its estimate scaled alike
+    grown = _run(capsys, "plan", *argv, "--growth", "0.5", "--months", "2")["growth"]
+    assert grown["replicas_now"] == replicas and grown["months"][0]["replicas"] == replicas
+    assert grown["months"][0]["method"] == "simulated" and grown["months"][2]["replicas"] > replicas
 
 
 
@@ -143,3 +155,26 @@ def test_autoscaling_windows_are_sized_at_their_busiest_minute(traces: Path) -> 
     assert (tw.window_need >= at_mean).all() and (tw.window_need > at_mean).any()
     # hold-at-peak is then at least the plan of the whole log at its peak-minute rate (it capped below it before)
     assert tw.window_need.max() >= plan(Workload.from_frame(frame), dep).replicas
+
+
+def test_a_product_no_size_can_serve_is_named_and_the_rest_is_sized(tmp_path: Path, capsys) -> None:
+    # a chat product beside an agent whose 120k-token prompts take longer to prefill than its 1 s TTFT class
+    rng = np.random.default_rng(0)
+    n_chat, n_agent = 900, 60
+    stamps = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(np.sort(rng.uniform(0, 600, n_chat + n_agent)), "s")
+    product = rng.permutation(["chat"] * n_chat + ["agent"] * n_agent)
+    frame = pd.DataFrame({"timestamp": stamps, "product": product,
+                          "input_tokens": np.where(product == "agent", 120_000, rng.integers(200, 2_000, product.size)),
+                          "output_tokens": rng.integers(50, 400, product.size)})
+    log = tmp_path / "two_products.csv"
+    frame.to_csv(log, index=False)
+    doc = _run(capsys, "plan", str(log), "--gpu", "h100", "--map", "product=product")
+    (agent,) = doc["unreachable"]
+    assert agent["product"] == "agent" and agent["metric"] == "ttft" and agent["alone_ms"] > 1000.0
+    assert "prefill alone" in agent["why"] and "120,000" in agent["why"]
+    # the fleet is sized for the chat product: it meets its class there, and one replica fewer misses it
+    assert doc["sizing"]["meets_others"] and not doc["meets_slo"]
+    assert doc["products"]["chat"]["meets"] and not doc["products"]["agent"]["meets"]
+    assert doc["one_fewer"] is None or doc["one_fewer"]["products"]["chat"]["meets"] is False
+    text = plan_text(doc)
+    assert "SLOs met for every product but agent" in text and "no size meets every class" not in text
