@@ -15,6 +15,7 @@ simulator runs its Python loop.
 from __future__ import annotations
 
 import math
+import threading
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -53,9 +54,11 @@ def supports(dep: Deployment, max_num_seqs: int) -> bool:
 _COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_grow_queue", "_heap_push", "_heap_pop", "_mixed_step", "_loop")
 
 
+_COMPILING = threading.Lock()   # replays on threads (a Dask worker's, an in-process cluster's) compile once
+
+
 @lru_cache(maxsize=1)
-def loop() -> Callable[..., tuple[np.ndarray, ...]] | None:
-    """The event loop compiled with numba (on first use; cached on disk), or None when numba is not installed."""
+def _compile() -> Callable[..., tuple[np.ndarray, ...]] | None:
     try:
         from numba import njit
     except ImportError:
@@ -64,6 +67,12 @@ def loop() -> Callable[..., tuple[np.ndarray, ...]] | None:
     for name in _COMPILED:
         space[name] = njit(cache=True)(space[name])
     return space["_loop"]
+
+
+def loop() -> Callable[..., tuple[np.ndarray, ...]] | None:
+    """The event loop compiled with numba (on first use; cached on disk), or None when numba is not installed."""
+    with _COMPILING:
+        return _compile()
 
 
 def constants(dep: Deployment, max_num_seqs: int, max_tokens: int, grid: np.ndarray) -> tuple[np.ndarray, ...]:
