@@ -32,10 +32,12 @@ from shapeviz.physics.steps import (
     communication_s,
     decode_step_s,
 )
+from shapeviz.serving.routers import random_words
 
 SCHEDULER_CODES = {"fcfs": 0, "priority": 1, "deadline": 2}
 # without prompt blocks the session router has no key (round-robin) and the prefix router no cache (least tokens)
-ROUTER_CODES = {"round_robin": 0, "least_tokens": 1, "session": 0, "prefix": 1}
+ROUTER_CODES = {"round_robin": 0, "least_tokens": 1, "session": 0, "prefix": 1, "random": 2}
+RANDOM_WORDS_PER_REQUEST = 3   # the random router's words drawn ahead per request (a run short of them runs again)
 MAX_TABLE_SEQS = 4096   # decode-step table rows (one per batch size): beyond this cap the reference loop runs
 
 # indices into the physics constants vector
@@ -115,15 +117,25 @@ def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out:
     """Replay the requests (arrival order) on ``settings['replicas']`` replicas; per-request and per-replica arrays.
 
     ``arrival``: open-loop arrival times (NaN for a closed loop, whose clients start at ``closed_starts``).
+    ``settings['seed']`` seeds the random router (the words of ``routers.random_words``, the Python router's stream).
     Returns (arrival, start, first, finish, replica, preemptions per request, preemptions per replica, KV peak per
     replica, busy spans (start, end, replica) in time order per replica).
     """
     consts, weights, collective, decode = physics
-    return loop()(arrival, closed_starts, n_in, n_out, n_cached, ttft_target_s,
-                 int(settings["replicas"]), int(settings["max_num_seqs"]), int(settings["budget"]),
-                 SCHEDULER_CODES[settings["scheduler"]], ROUTER_CODES[settings["router"]],
-                 int(settings["kv_tokens"]), bool(settings["chunked"]), int(settings["max_run_steps"]),
-                 consts, weights, collective, decode, grid, schedule_times, schedule_serving)
+    code = ROUTER_CODES[settings["router"]]
+    # a draw takes one word, or more when it falls above the replica count (under half the time): three per
+    # request and a margin almost never run out, and a loop that does is run again with twice as many
+    n_words = RANDOM_WORDS_PER_REQUEST * n_in.size + 64 if code == 2 else 0
+    while True:
+        words = random_words(int(settings.get("seed", 0)), n_words)
+        out = loop()(arrival, closed_starts, n_in, n_out, n_cached, ttft_target_s,
+                     int(settings["replicas"]), int(settings["max_num_seqs"]), int(settings["budget"]),
+                     SCHEDULER_CODES[settings["scheduler"]], code,
+                     int(settings["kv_tokens"]), bool(settings["chunked"]), int(settings["max_run_steps"]),
+                     consts, weights, collective, decode, grid, schedule_times, schedule_serving, words)
+        if out[-1]:
+            return out[:-1]
+        n_words *= 2
 
 
 # --- numpy's summation order, so that sums equal np.sum bit for bit ----------------------------------------
@@ -290,7 +302,8 @@ def _mixed_step(c: np.ndarray, weights: np.ndarray, collective: np.ndarray, ends
 
 # --- the event loop ----------------------------------------------------------------------------------------
 def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S, budget_max, scheduler, router,
-          kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving):
+          kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving,
+          words):
     size = n_in.size
     inf = math.inf
     nan = math.nan
@@ -336,10 +349,11 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     qv = [np.zeros(16, dtype=np.int64) for _ in range(K)]
     qn = np.zeros(K, dtype=np.int64)
     order = 0                                     # FCFS order of appends and of pushes to the front
-    # closed loop: the clients' next requests, a heap on (time, tie)
-    ek1 = np.zeros(size)
-    ek2 = np.zeros(size, dtype=np.int64)
-    ev = np.zeros(size, dtype=np.int64)
+    # closed loop: the clients' next requests, a heap on (time, tie); a client has at most one pending
+    clients = max(closed_starts.size, 1)
+    ek1 = np.zeros(clients)
+    ek2 = np.zeros(clients, dtype=np.int64)
+    ev = np.zeros(clients, dtype=np.int64)
     en = 0
     tie = 0
     next_client = 0
@@ -357,6 +371,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     expert = np.zeros(S)
     attention = np.zeros(S)
     turn = 0
+    word = 0                                      # the random router's next word
     ptr = 0
     n_grid = grid.size
 
@@ -389,6 +404,20 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             if router == 0:
                 r = turn % serving
                 turn += 1
+            elif router == 2:
+                # Python's randrange(serving): the top bit-length bits of a word, again while not below serving
+                bits = 0
+                v = serving
+                while v > 0:
+                    bits += 1
+                    v >>= 1
+                r = serving
+                while r >= serving and word < words.size:
+                    r = words[word] >> (32 - bits)
+                    word += 1
+                if r >= serving:   # out of words: the caller runs again with more
+                    return (arrival, start, first, finish, replica, preempted, preemptions, kv_peak,
+                            span_lo[:0].copy(), span_hi[:0].copy(), span_rep[:0].copy(), False)
             else:
                 r = 0
                 for j in range(1, serving):
@@ -614,4 +643,4 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
         plan[k] = 2
         busy_until[k] = clock[k] + run_cum[k, steps - 1]
     return (arrival, start, first, finish, replica, preempted, preemptions, kv_peak,
-            span_lo[:n_spans].copy(), span_hi[:n_spans].copy(), span_rep[:n_spans].copy())
+            span_lo[:n_spans], span_hi[:n_spans], span_rep[:n_spans], True)
