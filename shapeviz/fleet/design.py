@@ -466,8 +466,17 @@ def _harden_job(s: _Search, fleet: Fleet, window: Requests,
     return (*harden(mine, fleet, window, check_window), mine.simulations)
 
 
-def _map(runner: Runner | None, fn: Callable[..., Any], jobs: list[tuple[Any, ...]]) -> list[Any]:
-    return [fn(*job) for job in jobs] if runner is None else runner.map(fn, jobs)
+def _map(runner: Runner | None, fn: Callable[..., Any], jobs: list[tuple[Any, ...]],
+         each: Callable[[int], None] | None = None) -> list[Any]:
+    """``fn(*job)`` per job, here one after the other (``each(jobs done)`` after every one) or on the runner."""
+    if runner is not None:
+        return runner.map(fn, jobs)
+    out = []
+    for job in jobs:
+        out.append(fn(*job))
+        if each is not None:
+            each(len(out))
+    return out
 
 
 def _summary(s: _Search, result: FleetResult) -> dict[str, dict[str, Any]]:
@@ -523,7 +532,8 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     def tick(stage: str) -> None:
         nonlocal done
         done += 1
-        progress("fleet design", f"{stage} ({s.simulations} simulations)", min(done / steps, 1.0))
+        # the first half of the bar is the sizing searches (below), the second the families and check replays
+        progress("fleet design", f"{stage} ({s.simulations} simulations)", min(0.5 + 0.5 * done / steps, 1.0))
 
     progress("fleet design", f"searching on {len(window):,} requests", 0.0)
     # the sizing searches share nothing (each pool on its own requests): one job each, side by side when the
@@ -542,7 +552,9 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
             jobs += [("per_corner", "best_colocated", (c, ps, gpus)) for c, ps in sorted(by_corner.items())]
     if "split" in families:
         jobs.append(("split", "best_split", ("split", [ANY_PRODUCT], gpus)))
-    found = _map(runner, _search_job, [(s, method, args) for _, method, args in jobs])
+    found = _map(runner, _search_job, [(s, method, args) for _, method, args in jobs],
+                 lambda i: progress("fleet design", f"sizing search {i} of {len(jobs)} ({jobs[i - 1][0]})",
+                                    0.5 * i / len(jobs)))
     pools_of: dict[str, list[Pool | None]] = {}
     for (family, _, _), (pool, simulations, notes) in zip(jobs, found):
         s.absorb(simulations, notes)
