@@ -32,12 +32,10 @@ from shapeviz.physics.steps import (
     communication_s,
     decode_step_s,
 )
-from shapeviz.serving.routers import random_words
 
 SCHEDULER_CODES = {"fcfs": 0, "priority": 1, "deadline": 2}
 # without prompt blocks the session router has no key (round-robin) and the prefix router no cache (least tokens)
 ROUTER_CODES = {"round_robin": 0, "least_tokens": 1, "session": 0, "prefix": 1, "random": 2}
-RANDOM_WORDS_PER_REQUEST = 3   # the random router's words drawn ahead per request (a run short of them runs again)
 MAX_TABLE_SEQS = 4096   # decode-step table rows (one per batch size): beyond this cap the reference loop runs
 
 # indices into the physics constants vector
@@ -113,29 +111,23 @@ def constants(dep: Deployment, max_num_seqs: int, max_tokens: int, grid: np.ndar
 
 def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out: np.ndarray, n_cached: np.ndarray,
         ttft_target_s: np.ndarray, settings: dict[str, Any], physics: tuple[np.ndarray, ...],
-        grid: np.ndarray, schedule_times: np.ndarray, schedule_serving: np.ndarray) -> tuple[np.ndarray, ...]:
+        grid: np.ndarray, schedule_times: np.ndarray, schedule_serving: np.ndarray,
+        words: np.ndarray) -> tuple[np.ndarray, ...] | None:
     """Replay the requests (arrival order) on ``settings['replicas']`` replicas; per-request and per-replica arrays.
 
     ``arrival``: open-loop arrival times (NaN for a closed loop, whose clients start at ``closed_starts``).
-    ``settings['seed']`` seeds the random router (the words of ``routers.random_words``, the Python router's stream).
+    ``words``: the random router's draws (``routers.random_words``, the Python router's stream); None is returned
+    when the run needed more of them.
     Returns (arrival, start, first, finish, replica, preemptions per request, preemptions per replica, KV peak per
     replica, busy spans (start, end, replica) in time order per replica).
     """
     consts, weights, collective, decode = physics
-    code = ROUTER_CODES[settings["router"]]
-    # a draw takes one word, or more when it falls above the replica count (under half the time): three per
-    # request and a margin almost never run out, and a loop that does is run again with twice as many
-    n_words = RANDOM_WORDS_PER_REQUEST * n_in.size + 64 if code == 2 else 0
-    while True:
-        words = random_words(int(settings.get("seed", 0)), n_words)
-        out = loop()(arrival, closed_starts, n_in, n_out, n_cached, ttft_target_s,
-                     int(settings["replicas"]), int(settings["max_num_seqs"]), int(settings["budget"]),
-                     SCHEDULER_CODES[settings["scheduler"]], code,
-                     int(settings["kv_tokens"]), bool(settings["chunked"]), int(settings["max_run_steps"]),
-                     consts, weights, collective, decode, grid, schedule_times, schedule_serving, words)
-        if out[-1]:
-            return out[:-1]
-        n_words *= 2
+    out = loop()(arrival, closed_starts, n_in, n_out, n_cached, ttft_target_s,
+                 int(settings["replicas"]), int(settings["max_num_seqs"]), int(settings["budget"]),
+                 SCHEDULER_CODES[settings["scheduler"]], ROUTER_CODES[settings["router"]],
+                 int(settings["kv_tokens"]), bool(settings["chunked"]), int(settings["max_run_steps"]),
+                 consts, weights, collective, decode, grid, schedule_times, schedule_serving, words)
+    return out[:-1] if out[-1] else None
 
 
 # --- numpy's summation order, so that sums equal np.sum bit for bit ----------------------------------------

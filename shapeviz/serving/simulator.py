@@ -48,7 +48,7 @@ from shapeviz.serving.planner import (
 from shapeviz.serving import sim_core
 from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
-from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router
+from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router, random_words
 from shapeviz.serving.stages import saturated_stages
 
 ARRIVALS = ("trace", "poisson", "closed")
@@ -59,6 +59,7 @@ MAX_RUN_STEPS = 2048               # longest decode run advanced at once (bounds
 CONTEXT_GRID = 48                  # contexts the decode-step table is evaluated at, per batch size
 SATURATION_SERVED = 0.9            # served/offered rate below this: the queue grows without bound
 QUANTILES = (50, 90, 99)
+RANDOM_WORDS_PER_REQUEST = 3       # the random router's draws handed to the compiled loop per request (more if short)
 COMPILED = True                    # colocated runs without prefix caches take the compiled loop (sim_core) when numba is present
 
 
@@ -925,14 +926,22 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
     times, serving = (np.empty(0), np.empty(0, dtype=np.int64)) if schedule is None else (
         np.asarray(schedule[0], dtype=np.float64), np.asarray(schedule[1], dtype=np.int64))
     settings = {"replicas": replicas, "max_num_seqs": pool.max_num_seqs, "budget": pool.budget,
-                "scheduler": pool.scheduler, "router": router, "seed": seed,
+                "scheduler": pool.scheduler, "router": router,
                 "kv_tokens": pool.kv_tokens, "chunked": pool.chunked, "max_run_steps": MAX_RUN_STEPS}
     as_int = np.ascontiguousarray
+    # the random router's draws: a draw takes one word, or more when it falls above the replica count (under half
+    # the time), so a few per request almost never run out; a run that does is run again with twice as many
+    n_words = RANDOM_WORDS_PER_REQUEST * pool.n_in.size + 64 if router == "random" else 0
+    while True:
+        out = sim_core.run(np.asarray(arrival, dtype=np.float64), np.asarray(starts, dtype=np.float64),
+                           as_int(pool.n_in, dtype=np.int64), as_int(pool.n_out, dtype=np.int64),
+                           as_int(pool.n_cached, dtype=np.int64), target, settings, physics,
+                           pool.context_grid, times, serving, random_words(seed, n_words))
+        if out is not None:
+            break
+        n_words *= 2
     (pool.arrival, pool.start, pool.first, pool.finish, pool.replica, pool.preempted, preemptions, kv_peak,
-     lo, hi, rep) = sim_core.run(np.asarray(arrival, dtype=np.float64), np.asarray(starts, dtype=np.float64),
-                                 as_int(pool.n_in, dtype=np.int64), as_int(pool.n_out, dtype=np.int64),
-                                 as_int(pool.n_cached, dtype=np.int64), target, settings, physics,
-                                 pool.context_grid, times, serving)
+     lo, hi, rep) = out
     return [_Served(k, np.column_stack([lo[rep == k], hi[rep == k]]), int(preemptions[k]), int(kv_peak[k]))
             for k in range(replicas)]
 

@@ -146,11 +146,9 @@ def test_a_block_shared_by_running_sequences_is_charged_once():
 
 def test_the_random_router_runs_compiled_with_the_python_routers_draws(monkeypatch):
     """The compiled loop takes the random router and draws Python's stream, even when it runs short of words."""
-    from shapeviz.serving import sim_core
-
     req = _lognormal(400, 20.0)
     assert simulator._compiled(TP2, 256, None, req, "random")
-    monkeypatch.setattr(sim_core, "RANDOM_WORDS_PER_REQUEST", 0)   # 64 words for 400 draws: it must run again
+    monkeypatch.setattr(simulator, "RANDOM_WORDS_PER_REQUEST", 0)   # 64 words for 400 draws: it must run again
     reference, compiled = _both(req, TP2, replicas=5, router="random", seed=11)
     pd.testing.assert_frame_equal(compiled.requests, reference.requests, check_exact=True)
     counts = np.bincount(compiled.requests["replica"], minlength=5)
