@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -21,9 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.make_fleet_log import fleet_brief
-from shapeviz.fleet.design import design_fleet
+from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
 from shapeviz.fleet.prices import gpu_prices
 from shapeviz.ingest import combine, load_log
+from shapeviz.serving.parallel import ENGINES, Runner
 from shapeviz.serving.products import resolve_classes
 from shapeviz.workload.synth import generate
 
@@ -54,20 +56,28 @@ CASES = {
 PRICES = {"melange_prices": {"l4": 0.7, "a10g": 1.01, "a100-80gb": 3.67, "h100-sxm": 7.516}}
 
 
-def run(case: str, search_requests: int) -> dict:
-    """One design search; its document with the measurements added."""
+def _children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run(case: str, search_requests: int, workers: int = 1, engine: str = "embedded") -> dict:
+    """One design search; its document with the measurements added (CPU: this process and its reaped workers)."""
     build, gpus, model, slo, families = CASES[case]
     frame = build()
     classes = resolve_classes(frame, slo)
     gpu_list = gpus.split(",")
     prices, _ = gpu_prices(gpu_list, PRICES.get(case))
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, k0 = time.perf_counter(), time.process_time(), _children_cpu_s()
     kw = {} if families is None else {"families": families}
-    doc = design_fleet(frame, classes, gpus=gpu_list, prices=prices, model=model, search_requests=search_requests,
-                       **kw)
+    with Runner(workers, engine) as runner:   # local worker processes are reaped on leaving: their CPU counts
+        doc = design_fleet(frame, classes, gpus=gpu_list, prices=prices, model=model, search_requests=search_requests,
+                           runner=None if runner.serial else runner, **kw)
     doc["bench"] = {"case": case, "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                    "workers_cpu_s": _children_cpu_s() - k0, "workers": workers, "engine": engine,
                     "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-                    "log_requests": len(frame), "products": len(classes), "gpus": gpu_list, "model": model}
+                    "log_requests": len(frame), "products": len(classes), "gpus": gpu_list, "model": model,
+                    "load_average": os.getloadavg()}
     return doc
 
 
@@ -89,8 +99,10 @@ def _line(doc: dict) -> str:
         seed = "reseeded ok" if d["reseeded"]["meets"] else "reseeded MISSES"
         return f"{d['family']}: {gpus}, ${d['cost_per_hour']:,.2f}/h, {ok}, {seed} ({p90})"
 
+    cpu = f"{b['cpu_s']:,.1f} s" + (f" + {b['workers_cpu_s']:,.1f} s in workers" if b.get("workers_cpu_s") else "")
     return (f"| {b['case']} | {b['log_requests']:,} req, {b['products']} products | {doc['search']['requests']:,} "
-            f"| {b['cpu_s']:,.1f} s ({doc['search']['simulations']} sims) | {b['peak_rss_mib']:,.0f} MiB "
+            f"| {cpu} ({doc['search']['simulations']} sims), wall {b['wall_s']:,.1f} s "
+            f"| {b['peak_rss_mib']:,.0f} MiB "
             f"| {cell(best)} | {cell(base)} |")
 
 
@@ -98,11 +110,13 @@ def main() -> None:
     """Run the cases."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", action="append", choices=sorted(CASES))
-    ap.add_argument("--search-requests", type=int, default=1000)
+    ap.add_argument("--search-requests", type=int, default=DEFAULT_SEARCH_REQUESTS)
+    ap.add_argument("--workers", type=int, default=1, help="local worker processes (1: this process only)")
+    ap.add_argument("--engine", choices=ENGINES, default="embedded", help="dask: a LocalCluster of --workers")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     for case in args.case or list(CASES):
-        doc = run(case, args.search_requests)
+        doc = run(case, args.search_requests, args.workers, args.engine)
         (OUT / f"fleet_{case}.json").write_text(json.dumps(doc, indent=1))
         print(_line(doc), flush=True)
 

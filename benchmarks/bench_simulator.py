@@ -13,6 +13,9 @@ and 32 replicas and 10k / 100k (and, with ``--million``, 1M) requests, the compi
 one, the first call's compile, and the issue's case against ``summary`` of the same log (``--log-out`` writes it).
 ``--shared-prefix`` prints the prefix-aware, round-robin and least-tokens routers on issue 28's shared-prefix log
 (cached share of prompt tokens and TTFT p90 at 3 to 20 req/s on a 141k-token KV pool per replica).
+``--memory`` prints the peak RSS of a 100k and a 1M run (8 replicas), each in a fresh process, against the RSS
+before it (the loop loaded, the requests built): what the simulation adds per request. ``--random-router`` times
+the random router in the compiled loop against the Python loop (and checks they agree).
 """
 from __future__ import annotations
 
@@ -191,6 +194,59 @@ def speed_table(million: bool, python_loop: bool, log_out: Path | None) -> None:
                   f"{cpu:.2f} s CPU ({_load()})")
 
 
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def memory_run(n: int, replicas: int = 8) -> None:
+    """One run of ``n`` requests in this (fresh) process: RSS before, peak RSS after, the growth per request."""
+    dep = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
+    simulate(lognormal_requests(200, RATE_PER_REPLICA), dep, replicas=1)   # the loop loaded, numba imported
+    req = lognormal_requests(n, RATE_PER_REPLICA * replicas)
+    before = _rss_mib()
+    t = time.process_time()
+    summary = simulate(req, dep, replicas=replicas).summary()   # the result and its summary, as `simulate` makes them
+    cpu = time.process_time() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"| {n:,} | {replicas} | {before:,.0f} | {peak:,.0f} | {(peak - before) * 2**20 / n:,.0f} | {cpu:.2f} "
+          f"| {summary['ttft_ms']['p90']:,.0f} | {_load()} |", flush=True)
+
+
+def memory_table() -> None:
+    """Peak memory of a 100k and a 1M run, each in its own process (``memory_run``)."""
+    print("| requests | replicas | RSS before MiB | peak RSS MiB | growth B/request | CPU s | TTFT p90 ms | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in (100_000, 1_000_000):
+        subprocess.run([sys.executable, __file__, "--memory-run", str(n)], cwd=ROOT, check=True)
+
+
+def random_router_rows() -> None:
+    """The random router: the compiled loop (Python's own draws) against the Python loop, 8 replicas."""
+    print("| router | requests | compiled: CPU s | req per CPU-s | Python loop: CPU s | req per CPU-s | same result "
+          "| load |")
+    print("|---|---|---|---|---|---|---|---|")
+    dep = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
+    simulate(lognormal_requests(200, RATE_PER_REPLICA), dep, replicas=1, router="random")
+    for n in (10_000, 100_000):
+        req = lognormal_requests(n, RATE_PER_REPLICA * 8)
+        t = time.process_time()
+        fast = simulate(req, dep, replicas=8, router="random", seed=1)
+        cpu_fast = time.process_time() - t
+        cells, same = "– | –", "–"
+        if n <= 10_000:
+            simulator.COMPILED = False
+            try:
+                t = time.process_time()
+                slow = simulate(req, dep, replicas=8, router="random", seed=1)
+                cpu_slow = time.process_time() - t
+            finally:
+                simulator.COMPILED = True
+            cells = f"{cpu_slow:.2f} | {n / cpu_slow:,.0f}"
+            same = "yes" if fast.requests.equals(slow.requests) else "NO"
+        print(f"| random | {n:,} | {cpu_fast:.2f} | {n / cpu_fast:,.0f} | {cells} | {same} | {_load()} |", flush=True)
+
+
 def shared_prefix_log(rate_rps: float, n: int, seed: int = 0) -> pd.DataFrame:
     """Issue 28's shared-prefix workload: 200 prompts in 100 groups, each group's 3,584-token system prompt (56
     blocks of 64) plus a 2-block question per prompt, 200 output tokens, prompts picked at random, Poisson."""
@@ -291,8 +347,20 @@ def main() -> None:
     parser.add_argument("--log-out", default=None, help="with --speed-table: write the issue's log here (CSV) and "
                         "time `summary` and `simulate` on it")
     parser.add_argument("--shared-prefix", action="store_true", help="issue 28's shared-prefix table (routers × rate)")
+    parser.add_argument("--memory", action="store_true", help="peak RSS of a 100k and a 1M run, each in its own process")
+    parser.add_argument("--memory-run", type=int, default=None, metavar="N", help=argparse.SUPPRESS)
+    parser.add_argument("--random-router", action="store_true", help="the random router, compiled vs Python loop")
     args = parser.parse_args()
+    if args.memory_run:
+        memory_run(args.memory_run)
+        return
     ref = Path(args.reference)
+    if args.memory:
+        print("## Simulator memory\n")
+        memory_table()
+    if args.random_router:
+        print("## The random router\n")
+        random_router_rows()
     if args.shared_prefix:
         print("## Shared prefixes on a 141k-token KV pool\n")
         shared_prefix_table()

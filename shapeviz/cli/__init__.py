@@ -258,6 +258,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``simulate``: latency under load from the discrete-event simulator."""
+    from shapeviz.cli.simulate import check_parallel_options
+
+    check_parallel_options(args)
     if _fleet_over_time(args, "simulate"):
         return 0
     from shapeviz.cli.simulate import simulate_document, simulate_text

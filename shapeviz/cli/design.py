@@ -11,6 +11,7 @@ from typing import Any
 
 from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
 from shapeviz.fleet.prices import gpu_prices, parse_prices
+from shapeviz.cli.simulate import add_parallel_options, runner_from_args
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.catalogue import get_gpu, get_model
 from shapeviz.physics.kv_pool import KVPool
@@ -42,6 +43,7 @@ def add_design_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
                    help="vLLM's share of each GPU's memory, in (0, 1]: the KV pool is what it leaves after weights "
                         "and runtime")
+    add_parallel_options(p, "run the pools' sizing searches and the designs' check replays")
 
 
 def design_document(args: argparse.Namespace, mapping: dict[str, str] | None = None,
@@ -60,10 +62,11 @@ def design_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
     loaded = [load_log(path, mapping=mapping or None) for path in args.logs]
     log = loaded[0] if len(loaded) == 1 else combine(loaded)
     classes = resolve_classes(log.frame, parse_slo(args.slo))
-    doc = design_fleet(log.frame, classes, gpus=gpus, prices=prices, model=model, precision=args.precision,
-                       whatif=WhatIf(traffic_multiplier=args.traffic), search_requests=args.search_requests,
-                       top=args.top, check_seed=args.seed, progress=progress, kv_cache_tokens=kv.tokens,
-                       gpu_memory_utilization=kv.gpu_memory_utilization)
+    with runner_from_args(args) as runner:
+        doc = design_fleet(log.frame, classes, gpus=gpus, prices=prices, model=model, precision=args.precision,
+                           whatif=WhatIf(traffic_multiplier=args.traffic), search_requests=args.search_requests,
+                           top=args.top, check_seed=args.seed, progress=progress, kv_cache_tokens=kv.tokens,
+                           gpu_memory_utilization=kv.gpu_memory_utilization, runner=None if runner.serial else runner)
     return {"command": "design", **doc, "price_sources": sources,
             "workload": {"files": [str(p) for p in args.logs], "rows_kept": log.report.rows_kept}}
 

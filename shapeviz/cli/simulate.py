@@ -20,6 +20,7 @@ from shapeviz.fleet.pools import (
 from shapeviz.fleet.prices import gpu_prices
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
+from shapeviz.serving.parallel import ENGINES, Runner
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.serving.products import (
     parse_slo,
@@ -37,6 +38,42 @@ from shapeviz.serving.simulator import (
 )
 
 DEFAULT_FIXED_REQUESTS = 500  # the published online-serving runs' size
+
+
+def add_parallel_options(p: argparse.ArgumentParser, what: str) -> None:
+    """``--workers``, ``--engine`` and ``--dask-scheduler``: where independent replays run (``serving.parallel``).
+
+    Not ``--scheduler``: on ``simulate`` that is the batch scheduling policy (fcfs, priority, deadline).
+    """
+    g = p.add_argument_group("independent replays side by side")
+    g.add_argument("--workers", type=int, default=None, metavar="N",
+                   help=f"{what} in N local processes (default 1: this process); with --engine dask, the local "
+                        "cluster's worker processes (default 2)")
+    g.add_argument("--engine", choices=ENGINES, default="embedded",
+                   help="embedded: this machine (default); dask: a Dask LocalCluster, or the cluster of "
+                        "--dask-scheduler")
+    g.add_argument("--dask-scheduler", default=None, metavar="ADDRESS",
+                   help=f"{what} on an existing Dask cluster (tcp://host:8786; implies --engine dask; its workers "
+                        "need shapeviz installed)")
+
+
+def runner_from_args(args: argparse.Namespace) -> Runner:
+    """The ``Runner`` the parallel options ask for (one process, local processes, a LocalCluster or a cluster)."""
+    workers = getattr(args, "workers", None)
+    if workers is not None and workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
+    engine = getattr(args, "engine", "embedded")
+    address = getattr(args, "dask_scheduler", None)
+    return Runner(workers or (None if engine == "dask" or address else 1), engine, address)
+
+
+def check_parallel_options(args: argparse.Namespace) -> None:
+    """The parallel options of ``simulate`` run a fleet's pools side by side: refuse them where nothing would."""
+    asked = [f for f, v in (("--workers", args.workers), ("--engine dask", args.engine == "dask"),
+                            ("--dask-scheduler", args.dask_scheduler)) if v]
+    if asked and not getattr(args, "fleet", None):
+        raise ValueError(f"{', '.join(asked)} run(s) a fleet's pools side by side: give --fleet FLEET.json "
+                         "(one replay has nothing to split)")
 
 
 def add_simulate_options(p: argparse.ArgumentParser) -> None:
@@ -61,6 +98,7 @@ def add_simulate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibrate-to-log", action="store_true",
                    help="fit the fleet's speed to the log's own ttft_ms/tpot_ms (or e2e_ms) on --replicas "
                         "(today's fleet), then simulate with that correction")
+    add_parallel_options(p, "with --fleet: replay the pools")
 
 
 def _load(logs: list[str], mapping: dict[str, str] | None) -> Any:
@@ -81,7 +119,9 @@ def fleet_simulate_document(args: argparse.Namespace, mapping: dict[str, str] | 
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     overrides = {**dict(fleet.slo), **parse_slo(args.slo)}
     classes = resolve_classes(log.frame, overrides, source="set by user (fleet file or --slo)")
-    result = simulate_fleet(fleet_requests(log.frame, whatif, seed=args.seed, rate_rps=args.rate), fleet, classes)
+    with runner_from_args(args) as runner:
+        result = simulate_fleet(fleet_requests(log.frame, whatif, seed=args.seed, rate_rps=args.rate), fleet, classes,
+                                runner=None if runner.serial else runner)
     prices, sources = gpu_prices(sorted(result.gpus))
     document: dict[str, Any] = {"command": "simulate", **fleet_document(result, prices)}
     document["prices_usd_per_gpu_hour"] = prices

@@ -17,6 +17,7 @@ and 10-minute block) and says whether it still meets every class.
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +49,7 @@ from shapeviz.physics.steps import (
 )
 from shapeviz.plain import json_safe
 from shapeviz.progress import Progress, silent
+from shapeviz.serving.parallel import Runner
 from shapeviz.serving.planner import WhatIf, Workload, plan
 from shapeviz.serving.products import SloClass
 from shapeviz.serving.simulator import Requests
@@ -58,7 +60,7 @@ HARDEN_ROUNDS = 8              # replicas added at most, round by round, when a 
 PRUNE_KEEP = 2                 # GPU types simulated per pool, cheapest by the analytic plan
 MAX_REPLICAS = 64              # per pool (or side)
 ANALYTIC_POINTS = 400          # requests the analytic sizing reads per pool (a uniform subsample)
-DEFAULT_SEARCH_REQUESTS = 1000   # the busiest window replayed (benchmarks/README.md: the demo in 23 s of CPU)
+DEFAULT_SEARCH_REQUESTS = 5000   # the busiest window replayed (benchmarks/README.md, issue 28: the demo in ~5 s of CPU)
 CAPACITY_SCALE = 20.0         # the mix's capacity per replica: analytic plan at 20x a bucket's rate
 MIN_BUCKET_REQUESTS = 20      # smaller prompt-size buckets join their neighbour
 SIZE_EDGES = (0, 512, 2048, 8192, 32768, 10**9)   # prompt-size buckets of the mix (tokens, [lo, hi))
@@ -90,6 +92,22 @@ class _Search:
         self.cache: dict[tuple, Any] = {}
         span = float(req.arrival_s[-1] - req.arrival_s[0]) if len(req) > 1 else 1.0  # type: ignore[index]
         self.span_s = max(span, 1e-9)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a job ships the window, classes and prices; progress (a terminal's or a page's) and the cache stay here
+        return {**self.__dict__, "progress": silent, "cache": {}}
+
+    def fresh(self) -> "_Search":
+        """A copy for one job: the same window, classes and prices; its own counters, notes and cache."""
+        mine = copy.copy(self)
+        mine.simulations, mine.pruned, mine.cache, mine.progress = 0, [], {}, silent
+        return mine
+
+    def absorb(self, simulations: int, notes: Sequence[str]) -> None:
+        """Count a job's simulations and keep its notes, in job order (as one after the other would)."""
+        self.simulations += simulations
+        for text in notes:
+            self.note(text)
 
     # -- helpers --
     def note(self, text: str) -> None:
@@ -430,6 +448,37 @@ def harden(s: _Search, fleet: Fleet, window: Requests, check_window: Requests,
     return fleet, result, check, grown
 
 
+FAMILY_STAGES = {"shared_fcfs": "one shared pool", "shared_deadline": "one shared pool, deadline order",
+                 "per_product": "a pool per product", "per_corner": "a pool per corner", "split": "prefill/decode split"}
+
+
+def _search_job(s: _Search, method: str, args: tuple[Any, ...]) -> tuple[Pool | None, int, list[str]]:
+    """One pool's sizing search (``best_colocated`` or ``best_split``) on a fresh copy of the search state: the pool,
+    its simulations and its notes. Module-level, so that a local process or a Dask worker can run it."""
+    mine = s.fresh()
+    return getattr(mine, method)(*args), mine.simulations, mine.pruned
+
+
+def _harden_job(s: _Search, fleet: Fleet, window: Requests,
+                check_window: Requests) -> tuple[Fleet, FleetResult, FleetResult, int, int]:
+    """``harden`` one candidate on a fresh copy of the search state; its simulations last."""
+    mine = s.fresh()
+    return (*harden(mine, fleet, window, check_window), mine.simulations)
+
+
+def _map(runner: Runner | None, fn: Callable[..., Any], jobs: list[tuple[Any, ...]],
+         each: Callable[[int], None] | None = None) -> list[Any]:
+    """``fn(*job)`` per job, here one after the other (``each(jobs done)`` after every one) or on the runner."""
+    if runner is not None:
+        return runner.map(fn, jobs)
+    out = []
+    for job in jobs:
+        out.append(fn(*job))
+        if each is not None:
+            each(len(out))
+    return out
+
+
 def _summary(s: _Search, result: FleetResult) -> dict[str, dict[str, Any]]:
     out = {}
     for name, o in result.products.items():
@@ -461,10 +510,12 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
                  search_requests: int = DEFAULT_SEARCH_REQUESTS, top: int = 5, check_seed: int = 1,
                  families: Sequence[str] = ("shared", "per_product", "per_corner", "split", "mix"),
                  progress: Progress = silent, kv_cache_tokens: int | None = None,
-                 gpu_memory_utilization: float | None = None) -> dict[str, Any]:
+                 gpu_memory_utilization: float | None = None, runner: Runner | None = None) -> dict[str, Any]:
     """Search the design space and return the ``design --json`` document (``designs`` best first, ``baseline``).
 
     ``kv_cache_tokens`` / ``gpu_memory_utilization``: the KV pool of every replica, as the engines set it.
+    ``runner``: where the pools' sizing searches and the candidates' check replays run (``serving.parallel``: local
+    processes or Dask); None runs them here, one after the other. The document is the same either way.
     """
     started = time.process_time()
     whatif = whatif or WhatIf()
@@ -481,34 +532,37 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     def tick(stage: str) -> None:
         nonlocal done
         done += 1
-        progress("fleet design", f"{stage} ({s.simulations} simulations)", min(done / steps, 1.0))
+        # the first half of the bar is the sizing searches (below), the second the families and check replays
+        progress("fleet design", f"{stage} ({s.simulations} simulations)", min(0.5 + 0.5 * done / steps, 1.0))
 
     progress("fleet design", f"searching on {len(window):,} requests", 0.0)
+    # the sizing searches share nothing (each pool on its own requests): one job each, side by side when the
+    # runner has processes or a cluster; results, simulations and notes are taken in job order, as serially
+    jobs: list[tuple[str, str, tuple[Any, ...]]] = []   # (family, method, arguments)
     if "shared" in families:
-        for sched in ("fcfs", "deadline"):
-            pool = s.best_colocated("shared", [ANY_PRODUCT], gpus, sched)
-            if pool is not None:
-                candidates.append((f"shared_{sched}", Fleet((pool,), model)))
-        tick("one shared pool")
+        jobs += [(f"shared_{sched}", "best_colocated", ("shared", [ANY_PRODUCT], gpus, sched))
+                 for sched in ("fcfs", "deadline")]
     if "per_product" in families and len(products) > 1:
-        pools = [s.best_colocated(p, [p], gpus) for p in products]
-        if all(pools):
-            candidates.append(("per_product", Fleet(tuple(pools), model)))  # type: ignore[arg-type]
-        tick("a pool per product")
+        jobs += [("per_product", "best_colocated", (p, [p], gpus)) for p in products]
     if "per_corner" in families:
         by_corner: dict[str, list[str]] = {}
         for p in products:
             by_corner.setdefault(classes[p].corner or p if p in classes else p, []).append(p)
         if 1 < len(by_corner) < len(products):
-            pools = [s.best_colocated(c, ps, gpus) for c, ps in sorted(by_corner.items())]
-            if all(pools):
-                candidates.append(("per_corner", Fleet(tuple(pools), model)))  # type: ignore[arg-type]
-        tick("a pool per corner")
+            jobs += [("per_corner", "best_colocated", (c, ps, gpus)) for c, ps in sorted(by_corner.items())]
     if "split" in families:
-        pool = s.best_split("split", [ANY_PRODUCT], gpus)
-        if pool is not None:
-            candidates.append(("split", Fleet((pool,), model)))
-        tick("prefill/decode split")
+        jobs.append(("split", "best_split", ("split", [ANY_PRODUCT], gpus)))
+    found = _map(runner, _search_job, [(s, method, args) for _, method, args in jobs],
+                 lambda i: progress("fleet design", f"sizing search {i} of {len(jobs)} ({jobs[i - 1][0]})",
+                                    0.5 * i / len(jobs)))
+    pools_of: dict[str, list[Pool | None]] = {}
+    for (family, _, _), (pool, simulations, notes) in zip(jobs, found):
+        s.absorb(simulations, notes)
+        pools_of.setdefault(family, []).append(pool)
+    for family, pools in pools_of.items():
+        if all(pools):
+            candidates.append((family, Fleet(tuple(pools), model)))  # type: ignore[arg-type]
+        tick(FAMILY_STAGES.get(family, family))
     if "mix" in families:
         assignment = mix_assignment(s, gpus)
         if len(assignment) > 1:   # one column only is the shared family again
@@ -521,13 +575,16 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     # every candidate replayed on the window and on its re-seeded twin; pools serving a product that misses its class
     # grow one replica at a time until both replays meet every class (the sizing above met the first replay only)
     check_window = peak_window(fleet_requests(frame, whatif, seed=check_seed), search_requests)
-    scored = []
+    unique: list[tuple[str, Fleet]] = []
     seen = set()
     for family, fleet in candidates:
-        if repr(fleet.pools) in seen:
-            continue
-        seen.add(repr(fleet.pools))
-        fleet, result, check, grown = harden(s, fleet, window, check_window)
+        if repr(fleet.pools) not in seen:
+            seen.add(repr(fleet.pools))
+            unique.append((family, fleet))
+    scored = []
+    hardened = _map(runner, _harden_job, [(s, fleet, window, check_window) for _, fleet in unique])
+    for (family, _), (fleet, result, check, grown, simulations) in zip(unique, hardened):
+        s.absorb(simulations, ())
         gpus_used = fleet_gpus(fleet)
         scored.append({"family": family, "fleet": fleet, "result": result, "check": check, "gpus": gpus_used,
                        "cost": cost_per_hour(gpus_used, prices), "grown": grown})

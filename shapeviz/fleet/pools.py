@@ -27,6 +27,7 @@ from shapeviz.ingest.documents import finite_number, parse_json, parse_yaml, rea
 from shapeviz.physics.catalogue import get_gpu
 from shapeviz.physics.kv_pool import KVPool, with_kv_pool
 from shapeviz.physics.steps import Deployment, smallest_tp
+from shapeviz.serving.parallel import Runner
 from shapeviz.serving.planner import WhatIf, Workload
 from shapeviz.serving.products import (
     SloClass,
@@ -274,7 +275,8 @@ def fleet_requests(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), seed: int = 0
     of the gaps between them: the same rate per block, the same burstiness, another realisation. A log without
     timestamps gets Poisson arrivals at ``rate_rps`` (default: the rate the workload reports).
     """
-    req = requests_from_frame(frame, whatif)
+    # the pools replay without prompt blocks (dropped below): building them from sessions would only cost time
+    req = requests_from_frame(frame, whatif, reuse=False)
     n = len(req)
     if n == 0:
         raise ValueError("no requests to simulate")
@@ -446,21 +448,31 @@ def _busy(result: Any) -> float:
 
 
 def simulate_fleet(requests: Requests, fleet: Fleet, classes: Mapping[str, SloClass], seed: int = 0,
-                   progress: Callable[[float], None] | None = None) -> FleetResult:
-    """Route every request to its pool, replay each pool on its own, and judge every product against its class."""
+                   progress: Callable[[float], None] | None = None, runner: Runner | None = None) -> FleetResult:
+    """Route every request to its pool, replay each pool on its own, and judge every product against its class.
+
+    ``runner``: the pools' replays run side by side there (``serving.parallel``: local processes or Dask); None
+    runs them here, one after the other. The result is the same either way.
+    """
     target = route(requests, fleet.pools)
+    jobs = [(pool, subset(requests, target == i), fleet.model, classes, seed)
+            for i, pool in enumerate(fleet.pools) if (target == i).any()]
+    if runner is None:
+        replays = []
+        for i, job in enumerate(jobs):
+            replays.append(simulate_pool(*job))
+            if progress is not None:
+                progress((i + 1) / len(jobs))
+    else:
+        replays = runner.map(simulate_pool, jobs)
+        if progress is not None:
+            progress(1.0)
     results, frames = [], []
-    for i, pool in enumerate(fleet.pools):
-        mask = target == i
-        if not mask.any():
-            continue
-        r = simulate_pool(pool, subset(requests, mask), fleet.model, classes, seed)
+    for r in replays:
         f = r.requests.copy()
-        f["pool"] = pool.name
+        f["pool"] = r.pool.name
         frames.append(f)
         results.append(r)
-        if progress is not None:
-            progress((i + 1) / len(fleet.pools))
     frame = pd.concat(frames, ignore_index=True).sort_values("arrival_s", kind="stable").reset_index(drop=True)
     return FleetResult(fleet, frame, results, product_outcomes(frame, classes), fleet_gpus(fleet))
 

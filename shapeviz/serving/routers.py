@@ -75,6 +75,17 @@ class RandomRouter(Router):
         return candidates[self.rng.randrange(len(candidates))]
 
 
+def random_words(seed: int, n: int) -> np.ndarray:
+    """The first ``n`` 32-bit outputs of ``RandomRouter(seed)``'s stream (int64), for the compiled loop's draws.
+
+    ``randrange(c)`` draws ``getrandbits(k)`` (k = c's bit length) until below ``c``, and ``getrandbits(k ≤ 32)``
+    is one 32-bit output shifted right by 32 − k; ``getrandbits(32·n)`` returns n outputs, the first lowest. So a
+    loop that walks these words the same way picks the replicas this router picks.
+    """
+    stream = random.Random(seed).getrandbits(32 * n) if n else 0
+    return np.frombuffer(stream.to_bytes(4 * n, "little"), dtype="<u4").astype(np.int64)
+
+
 class LeastTokens(Router):
     """The replica with the fewest outstanding tokens (first one on a tie)."""
 

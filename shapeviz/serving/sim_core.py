@@ -15,6 +15,7 @@ simulator runs its Python loop.
 from __future__ import annotations
 
 import math
+import threading
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -34,7 +35,7 @@ from shapeviz.physics.steps import (
 
 SCHEDULER_CODES = {"fcfs": 0, "priority": 1, "deadline": 2}
 # without prompt blocks the session router has no key (round-robin) and the prefix router no cache (least tokens)
-ROUTER_CODES = {"round_robin": 0, "least_tokens": 1, "session": 0, "prefix": 1}
+ROUTER_CODES = {"round_robin": 0, "least_tokens": 1, "session": 0, "prefix": 1, "random": 2}
 MAX_TABLE_SEQS = 4096   # decode-step table rows (one per batch size): beyond this cap the reference loop runs
 
 # indices into the physics constants vector
@@ -53,9 +54,11 @@ def supports(dep: Deployment, max_num_seqs: int) -> bool:
 _COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_grow_queue", "_heap_push", "_heap_pop", "_mixed_step", "_loop")
 
 
+_COMPILING = threading.Lock()   # replays on threads (a Dask worker's, an in-process cluster's) compile once
+
+
 @lru_cache(maxsize=1)
-def loop() -> Callable[..., tuple[np.ndarray, ...]] | None:
-    """The event loop compiled with numba (on first use; cached on disk), or None when numba is not installed."""
+def _compile() -> Callable[..., tuple[np.ndarray, ...]] | None:
     try:
         from numba import njit
     except ImportError:
@@ -64,6 +67,12 @@ def loop() -> Callable[..., tuple[np.ndarray, ...]] | None:
     for name in _COMPILED:
         space[name] = njit(cache=True)(space[name])
     return space["_loop"]
+
+
+def loop() -> Callable[..., tuple[np.ndarray, ...]] | None:
+    """The event loop compiled with numba (on first use; cached on disk), or None when numba is not installed."""
+    with _COMPILING:
+        return _compile()
 
 
 def constants(dep: Deployment, max_num_seqs: int, max_tokens: int, grid: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -102,19 +111,23 @@ def constants(dep: Deployment, max_num_seqs: int, max_tokens: int, grid: np.ndar
 
 def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out: np.ndarray, n_cached: np.ndarray,
         ttft_target_s: np.ndarray, settings: dict[str, Any], physics: tuple[np.ndarray, ...],
-        grid: np.ndarray, schedule_times: np.ndarray, schedule_serving: np.ndarray) -> tuple[np.ndarray, ...]:
+        grid: np.ndarray, schedule_times: np.ndarray, schedule_serving: np.ndarray,
+        words: np.ndarray) -> tuple[np.ndarray, ...] | None:
     """Replay the requests (arrival order) on ``settings['replicas']`` replicas; per-request and per-replica arrays.
 
     ``arrival``: open-loop arrival times (NaN for a closed loop, whose clients start at ``closed_starts``).
+    ``words``: the random router's draws (``routers.random_words``, the Python router's stream); None is returned
+    when the run needed more of them.
     Returns (arrival, start, first, finish, replica, preemptions per request, preemptions per replica, KV peak per
     replica, busy spans (start, end, replica) in time order per replica).
     """
     consts, weights, collective, decode = physics
-    return loop()(arrival, closed_starts, n_in, n_out, n_cached, ttft_target_s,
+    out = loop()(arrival, closed_starts, n_in, n_out, n_cached, ttft_target_s,
                  int(settings["replicas"]), int(settings["max_num_seqs"]), int(settings["budget"]),
                  SCHEDULER_CODES[settings["scheduler"]], ROUTER_CODES[settings["router"]],
                  int(settings["kv_tokens"]), bool(settings["chunked"]), int(settings["max_run_steps"]),
-                 consts, weights, collective, decode, grid, schedule_times, schedule_serving)
+                 consts, weights, collective, decode, grid, schedule_times, schedule_serving, words)
+    return out[:-1] if out[-1] else None
 
 
 # --- numpy's summation order, so that sums equal np.sum bit for bit ----------------------------------------
@@ -281,7 +294,8 @@ def _mixed_step(c: np.ndarray, weights: np.ndarray, collective: np.ndarray, ends
 
 # --- the event loop ----------------------------------------------------------------------------------------
 def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S, budget_max, scheduler, router,
-          kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving):
+          kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving,
+          words):
     size = n_in.size
     inf = math.inf
     nan = math.nan
@@ -327,10 +341,11 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     qv = [np.zeros(16, dtype=np.int64) for _ in range(K)]
     qn = np.zeros(K, dtype=np.int64)
     order = 0                                     # FCFS order of appends and of pushes to the front
-    # closed loop: the clients' next requests, a heap on (time, tie)
-    ek1 = np.zeros(size)
-    ek2 = np.zeros(size, dtype=np.int64)
-    ev = np.zeros(size, dtype=np.int64)
+    # closed loop: the clients' next requests, a heap on (time, tie); a client has at most one pending
+    clients = max(closed_starts.size, 1)
+    ek1 = np.zeros(clients)
+    ek2 = np.zeros(clients, dtype=np.int64)
+    ev = np.zeros(clients, dtype=np.int64)
     en = 0
     tie = 0
     next_client = 0
@@ -348,6 +363,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     expert = np.zeros(S)
     attention = np.zeros(S)
     turn = 0
+    word = 0                                      # the random router's next word
     ptr = 0
     n_grid = grid.size
 
@@ -380,6 +396,20 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             if router == 0:
                 r = turn % serving
                 turn += 1
+            elif router == 2:
+                # Python's randrange(serving): the top bit-length bits of a word, again while not below serving
+                bits = 0
+                v = serving
+                while v > 0:
+                    bits += 1
+                    v >>= 1
+                r = serving
+                while r >= serving and word < words.size:
+                    r = words[word] >> (32 - bits)
+                    word += 1
+                if r >= serving:   # out of words: the caller runs again with more
+                    return (arrival, start, first, finish, replica, preempted, preemptions, kv_peak,
+                            span_lo[:0].copy(), span_hi[:0].copy(), span_rep[:0].copy(), False)
             else:
                 r = 0
                 for j in range(1, serving):
@@ -605,4 +635,4 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
         plan[k] = 2
         busy_until[k] = clock[k] + run_cum[k, steps - 1]
     return (arrival, start, first, finish, replica, preempted, preemptions, kv_peak,
-            span_lo[:n_spans].copy(), span_hi[:n_spans].copy(), span_rep[:n_spans].copy())
+            span_lo[:n_spans], span_hi[:n_spans], span_rep[:n_spans], True)

@@ -48,7 +48,7 @@ from shapeviz.serving.planner import (
 from shapeviz.serving import sim_core
 from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
-from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router
+from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router, random_words
 from shapeviz.serving.stages import saturated_stages
 
 ARRIVALS = ("trace", "poisson", "closed")
@@ -59,6 +59,7 @@ MAX_RUN_STEPS = 2048               # longest decode run advanced at once (bounds
 CONTEXT_GRID = 48                  # contexts the decode-step table is evaluated at, per batch size
 SATURATION_SERVED = 0.9            # served/offered rate below this: the queue grows without bound
 QUANTILES = (50, 90, 99)
+RANDOM_WORDS_PER_REQUEST = 3       # the random router's draws handed to the compiled loop per request (more if short)
 COMPILED = True                    # colocated runs without prefix caches take the compiled loop (sim_core) when numba is present
 
 
@@ -237,7 +238,7 @@ class _Pool:
 
     def __init__(self, dep: Deployment, req: Requests, max_num_seqs: int, max_batched_tokens: int,
                  scheduler: str, kv_tokens: int, chunked: bool = True,
-                 cache_blocks: float | None = None) -> None:
+                 cache_blocks: float | None = None, outputs: bool = True) -> None:
         self.dep = dep
         self.chunked = chunked
         self.n_in = req.input_tokens
@@ -250,14 +251,15 @@ class _Pool:
         if req.blocks is not None:   # each request's hit is simulated: the what-if's share is not used
             self.n_cached = np.zeros_like(req.cached_tokens)
             self.look, self.keep = req.blocks.lists()
-        self.hit_blocks = np.zeros(len(req), dtype=np.int64)   # leading blocks found at first admission
+        self.hit_blocks = np.zeros(len(req) if outputs else 0, dtype=np.int64)   # leading blocks found at admission
         self.max_num_seqs = max_num_seqs
         self.budget = max_batched_tokens
         self.scheduler = scheduler
         self.kv_tokens = kv_tokens
         self.ttft_target_s = None if req.ttft_target_ms is None else np.asarray(req.ttft_target_ms) / 1000.0
         self.default_ttft_s = DEFAULT_TTFT_SLO_MS / 1000.0   # requests without a target of their own
-        size = len(req)
+        # the per-request results, filled by the Python loop (the compiled loop returns its own: no second copy)
+        size = len(req) if outputs else 0
         self.arrival = np.full(size, np.nan)
         self.start = np.full(size, np.nan)      # first scheduled (end of queue wait)
         self.first = np.full(size, np.nan)      # first token
@@ -726,8 +728,9 @@ def simulate(
         raise ValueError(
             f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
             f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
+    compiled = _compiled(dep, int(max_num_seqs), split, req, router)
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
-                 prefix_cache_blocks)
+                 prefix_cache_blocks, outputs=not compiled)
     pool.default_ttft_s = float(ttft_slo_ms) / 1000.0
     starts = np.empty(0)
     if arrivals == "closed":
@@ -735,9 +738,9 @@ def simulate(
         # in lock-step forever (every completion wave re-arrives as a burst), which no real benchmark shows.
         c = min(int(concurrency), size)  # type: ignore[arg-type]
         starts = np.sort(rng.uniform(0.0, _one_request_s(dep, req, c), size=c)) if ramp else np.zeros(c)
-    if _compiled(dep, int(max_num_seqs), split, req, router):
+    if compiled:
         fleet = _replay_compiled(pool, dep, arrival if arrivals != "closed" else np.empty(0), starts, replicas, router,
-                                 replica_schedule)
+                                 replica_schedule, seed)
         if progress is not None:
             progress(1.0)
     else:
@@ -747,24 +750,32 @@ def simulate(
     if unfinished:
         raise RuntimeError(f"simulation ended with {unfinished} unfinished requests (a scheduler bug)")
 
+    makespan = float(np.nanmax(pool.finish))
     out = req.output_tokens
     tpot = np.where(out > 1, (pool.finish - pool.first) / np.maximum(out - 1, 1) * 1000.0, np.nan)
+    # The result columns, one array each and each the frame's own: the times since arrival are computed in the
+    # loop's own arrays (the same numbers), and copy=False keeps pandas from copying every column into 2-D blocks,
+    # so the result costs its columns and no second copy of them
+    queue_ms, ttft_ms, e2e_ms = pool.start, pool.first, pool.finish
+    for column in (queue_ms, ttft_ms, e2e_ms):
+        np.subtract(column, pool.arrival, out=column)
+        np.multiply(column, 1000.0, out=column)
     frame = pd.DataFrame({
         "arrival_s": pool.arrival,
-        "input_tokens": req.input_tokens,
-        "output_tokens": out,
-        "cached_tokens": pool.n_cached,   # the simulated hit when the replicas keep prefix caches
-        "queue_ms": (pool.start - pool.arrival) * 1000.0,
-        "ttft_ms": (pool.first - pool.arrival) * 1000.0,
+        "input_tokens": req.input_tokens.copy(),
+        "output_tokens": out.copy(),
+        "cached_tokens": pool.n_cached.copy(),   # the simulated hit when the replicas keep prefix caches
+        "queue_ms": queue_ms,
+        "ttft_ms": ttft_ms,
         "tpot_ms": tpot,
-        "itl_ms": tpot,
-        "e2e_ms": (pool.finish - pool.arrival) * 1000.0,
+        "itl_ms": tpot.copy(),
+        "e2e_ms": e2e_ms,
         "replica": pool.replica,
         "preemptions": pool.preempted,
-    })
+    }, copy=False)
+    pool.start = pool.first = pool.finish = np.empty(0)   # those are result columns now, no longer instants
     if req.product is not None:
         frame["product"] = req.product
-    makespan = float(np.nanmax(pool.finish))
     util = _utilization(fleet, makespan)
     offered = None  # the realised offered rate of an open loop (a closed loop offers what it is served)
     if arrivals != "closed" and size > 1 and float(arrival[-1] - arrival[0]) > 0:
@@ -904,24 +915,33 @@ def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None,
 
 
 def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: np.ndarray, replicas: int,
-                     router: str, schedule: tuple[np.ndarray, np.ndarray] | None) -> list[_Served]:
+                     router: str, schedule: tuple[np.ndarray, np.ndarray] | None, seed: int = 0) -> list[_Served]:
     """The compiled loop (``sim_core``): fills the pool's per-request arrays, returns what each replica did."""
     longest = int(np.max(pool.n_in + pool.n_out))
     physics = sim_core.constants(dep, pool.max_num_seqs, max(pool.budget, longest) + pool.max_num_seqs,
                                  pool.context_grid)
-    target = (np.full(pool.n_in.size, pool.default_ttft_s) if pool.ttft_target_s is None
-              else np.asarray(pool.ttft_target_s, dtype=np.float64))
+    # TTFT targets are read by the deadline scheduler only (the others get one placeholder, not a column)
+    target = (np.zeros(1) if pool.scheduler != "deadline" else np.full(pool.n_in.size, pool.default_ttft_s)
+              if pool.ttft_target_s is None else np.asarray(pool.ttft_target_s, dtype=np.float64))
     times, serving = (np.empty(0), np.empty(0, dtype=np.int64)) if schedule is None else (
         np.asarray(schedule[0], dtype=np.float64), np.asarray(schedule[1], dtype=np.int64))
     settings = {"replicas": replicas, "max_num_seqs": pool.max_num_seqs, "budget": pool.budget,
                 "scheduler": pool.scheduler, "router": router,
                 "kv_tokens": pool.kv_tokens, "chunked": pool.chunked, "max_run_steps": MAX_RUN_STEPS}
     as_int = np.ascontiguousarray
+    # the random router's draws: a draw takes one word, or more when it falls above the replica count (under half
+    # the time), so a few per request almost never run out; a run that does is run again with twice as many
+    n_words = RANDOM_WORDS_PER_REQUEST * pool.n_in.size + 64 if router == "random" else 0
+    while True:
+        out = sim_core.run(np.asarray(arrival, dtype=np.float64), np.asarray(starts, dtype=np.float64),
+                           as_int(pool.n_in, dtype=np.int64), as_int(pool.n_out, dtype=np.int64),
+                           as_int(pool.n_cached, dtype=np.int64), target, settings, physics,
+                           pool.context_grid, times, serving, random_words(seed, n_words))
+        if out is not None:
+            break
+        n_words *= 2
     (pool.arrival, pool.start, pool.first, pool.finish, pool.replica, pool.preempted, preemptions, kv_peak,
-     lo, hi, rep) = sim_core.run(np.asarray(arrival, dtype=np.float64), np.asarray(starts, dtype=np.float64),
-                                 as_int(pool.n_in, dtype=np.int64), as_int(pool.n_out, dtype=np.int64),
-                                 as_int(pool.n_cached, dtype=np.int64), target, settings, physics,
-                                 pool.context_grid, times, serving)
+     lo, hi, rep) = out
     return [_Served(k, np.column_stack([lo[rep == k], hi[rep == k]]), int(preemptions[k]), int(kv_peak[k]))
             for k in range(replicas)]
 
@@ -932,9 +952,17 @@ def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: s
     reuse is the log's reported share or the what-if's); hit_ratio_requests is the share of them with any hit.
     """
     blocks = req.blocks
-    hit = pool.n_cached.astype(np.float64)
-    inp = req.input_tokens.astype(np.float64)
-    counted = blocks.with_blocks if blocks is not None else np.ones(len(req), dtype=bool)
+    # token counts summed per replica by bincount: whole numbers, so the sums are exact in any order, and no
+    # per-replica copy of a column is made
+    counted = blocks.with_blocks if blocks is not None else None
+    pick = (lambda a: a) if counted is None else (lambda a: a[counted])
+    hit = pick(pool.n_cached).astype(np.float64)
+    inp = pick(req.input_tokens).astype(np.float64)
+    rep = pick(pool.replica)
+    size = int(max((r.index for r in fleet), default=-1)) + 1
+    n_per = np.bincount(rep, minlength=size)
+    hit_per = np.bincount(rep, weights=hit, minlength=size)
+    inp_per = np.bincount(rep, weights=inp, minlength=size)
     if blocks is not None:
         source = blocks.source
     elif whatif.cache_hit is not None:
@@ -945,10 +973,9 @@ def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: s
     for r in fleet:
         if r.role == "decode":
             continue
-        mine = counted & (pool.replica == r.index)
         per_replica.append({
-            "replica": r.index, "requests": int(mine.sum()),
-            "hit_ratio_tokens": float(hit[mine].sum() / inp[mine].sum()) if mine.any() else None,
+            "replica": r.index, "requests": int(n_per[r.index]),
+            "hit_ratio_tokens": float(hit_per[r.index] / inp_per[r.index]) if n_per[r.index] else None,
             "evicted_blocks": None if r.cache is None else int(r.cache.evicted),
             "cached_blocks_at_end": None if r.cache is None else int(r.cache.cached_blocks),
         })
@@ -960,11 +987,11 @@ def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: s
         "block_size_source": None if blocks is None else blocks.block_size_source,
         "cache": (None if blocks is None else "per replica, in its KV pool (LRU)" if pool.cache_blocks is None
                   else f"per replica, {pool.cache_blocks:g} blocks (validation)"),
-        "requests": int(counted.sum()),
-        "hit_ratio_tokens": float(hit[counted].sum() / inp[counted].sum()) if counted.any() else None,
+        "requests": int(hit.size),
+        "hit_ratio_tokens": float(hit.sum() / inp.sum()) if hit.size else None,
         "hit_ratio_blocks": (float(pool.hit_blocks.sum() / max(blocks.look_ids.size, 1)) if blocks is not None
                              else None),
-        "hit_ratio_requests": float((hit[counted] > 0).mean()) if counted.any() else None,
+        "hit_ratio_requests": float(np.count_nonzero(hit) / hit.size) if hit.size else None,
         "per_replica": per_replica,
         "evicted_blocks": int(sum(c.evicted for c in caches)) if caches else None,
     }

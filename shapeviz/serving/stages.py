@@ -149,18 +149,28 @@ def _window_saturated(in_system: np.ndarray, queue_ms: np.ndarray) -> bool:
 
 def saturated_stages(requests: pd.DataFrame, stages: list[Stage] | None = None) -> list[bool]:
     """Per stage of the log (detected from its arrivals unless given): True where the fleet could not keep up."""
-    r = requests.sort_values("arrival_s", kind="stable")
+    arrival = requests["arrival_s"].to_numpy(dtype=np.float64)
+    # a simulation's result is in arrival order already: no sorted copy of the whole frame then
+    r = requests if bool(np.all(arrival[1:] >= arrival[:-1])) else requests.sort_values("arrival_s", kind="stable")
     arrival = r["arrival_s"].to_numpy(dtype=np.float64)
     stages = detect_stages(arrival) if stages is None else stages
     if not stages:
         return []
     seen = np.arange(1, arrival.size + 1)
-    finish = np.sort((r["arrival_s"] + r["e2e_ms"] / 1000.0).to_numpy(dtype=np.float64))
     queue = r["queue_ms"].to_numpy(dtype=np.float64)
+    # finishes and starts built and sorted in one array each (a million-request result: no pile of temporaries)
+    finish = r["e2e_ms"].to_numpy(dtype=np.float64) / 1000.0
+    finish += arrival
+    finish.sort()
     in_system = seen - np.searchsorted(finish, arrival, side="right")
+    del finish
     # After a step up, the requests being served grow for as long as a request lasts (Little's law at the new
     # rate), which long replies stretch past a stage's first fifth: later stages count the waiting ones only.
-    waiting = seen - np.searchsorted(np.sort(arrival + np.nan_to_num(queue) / 1000.0), arrival, side="right")
+    started = np.nan_to_num(queue) / 1000.0
+    started += arrival
+    started.sort()
+    waiting = seen - np.searchsorted(started, arrival, side="right")
+    del started, seen
     which = stage_of(arrival, stages)
     return [_window_saturated((in_system if i == 0 else waiting)[which == i], queue[which == i])
             for i in range(len(stages))]

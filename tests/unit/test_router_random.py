@@ -12,6 +12,7 @@ from shapeviz.ingest import load_log
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving.planner import WhatIf
 from shapeviz.serving.routers import ROUTERS
+from shapeviz.serving import simulator
 from shapeviz.serving.simulator import fixed_requests, simulate
 
 SMALL_MODEL = Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1)
@@ -23,7 +24,10 @@ def _replicas(seed: int) -> np.ndarray:
     return res.requests["replica"].to_numpy()
 
 
-def test_the_random_router_is_seeded_uniform_and_not_in_turn():
+# both event loops: the compiled one draws the Python router's stream (routers.random_words), prefix caches the other
+@pytest.mark.parametrize("loop", ["compiled", "python"])
+def test_the_random_router_is_seeded_uniform_and_not_in_turn(loop, monkeypatch):
+    monkeypatch.setattr(simulator, "COMPILED", loop == "compiled")
     a, again, other = _replicas(1), _replicas(1), _replicas(2)
     assert np.array_equal(a, again)                     # the same seed, the same picks
     assert (a != other).mean() > 0.5                    # another seed, another draw

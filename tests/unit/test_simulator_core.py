@@ -48,6 +48,9 @@ CASES = {
     "closed loop": (dict(replicas=2, concurrency=48), 9.0),
     "replicas joining and draining": (dict(replicas=3, replica_schedule=(np.array([0.0, 30.0, 60.0]),
                                                                           np.array([1, 3, 2]))), 9.0),
+    "random, 7 replicas": (dict(replicas=7, router="random", seed=3), 28.0),
+    "random, preempting, replicas joining": (dict(replicas=3, router="random", kv_fraction=0.01, replica_schedule=(
+        np.array([0.0, 20.0, 40.0]), np.array([1, 3, 2]))), 9.0),
 }
 
 
@@ -139,6 +142,17 @@ def test_a_block_shared_by_running_sequences_is_charged_once():
     result = simulate(frame, SMALL, replicas=1, block_size=64)
     held = result.kv_peak_share * result.settings["kv_pool_tokens_per_replica"]
     assert held == pytest.approx((32 + 2 * 2) * 64)
+
+
+def test_the_random_router_runs_compiled_with_the_python_routers_draws(monkeypatch):
+    """The compiled loop takes the random router and draws Python's stream, even when it runs short of words."""
+    req = _lognormal(400, 20.0)
+    assert simulator._compiled(TP2, 256, None, req, "random")
+    monkeypatch.setattr(simulator, "RANDOM_WORDS_PER_REQUEST", 0)   # 64 words for 400 draws: it must run again
+    reference, compiled = _both(req, TP2, replicas=5, router="random", seed=11)
+    pd.testing.assert_frame_equal(compiled.requests, reference.requests, check_exact=True)
+    counts = np.bincount(compiled.requests["replica"], minlength=5)
+    assert counts.min() > 40   # spread over every replica, not one
 
 
 def test_independent_replays_in_processes_give_the_same_results_in_the_same_order():
