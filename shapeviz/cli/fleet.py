@@ -110,6 +110,12 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
         tw = traffic_windows(source, dep, window_s=None if args.window_min is None else 60.0 * args.window_min,
                              whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=args.gpu_hour_usd,
                              classes=classes)
+        if getattr(args, "method", "simulated") == "simulated" and isinstance(source, pd.DataFrame):
+            from shapeviz.fleet.autoscale import sized_by_simulation
+
+            tw = sized_by_simulation(source, tw, whatif=whatif, router=getattr(args, "router", None) or "round_robin",
+                                     block_size=getattr(args, "block_size", None))
+        document["windows_sized_by"] = tw.sized_by
         start = startup(dep, args.storage_gbps, args.engine_start_s)
         knobs = {"target_utilization": args.target_utilization, "cooloff_s": args.cooloff_s,
                  "min_replicas": args.min_replicas, "max_replicas": args.max_replicas,

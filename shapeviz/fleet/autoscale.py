@@ -229,6 +229,8 @@ class TrafficWindows:
     window_ttft_ms: np.ndarray | None = None   # per window: the TTFT p90 target it is sized for (the strictest class
     window_tpot_ms: np.ndarray | None = None   # among its products; the default pair without classes), and TPOT
     classes: dict[str, Any] | None = None      # product -> SloClass (None: one class, the TTFT/TPOT pair)
+    scale: float = 1.0     # replicas the one sizing engine's replay needs per replica the planner needs (1: analytic)
+    sized_by: dict[str, Any] = field(default_factory=lambda: {"method": "analytic"})
 
     @property
     def n_windows(self) -> int:
@@ -240,7 +242,7 @@ class TrafficWindows:
         """Per window: the per-replica rate the fleet is sized at (the SLO rate, within the floors below)."""
         slo, full = self.slo_rps, self.full_rps
         floored = np.where(slo > 0, np.maximum(slo, IDLE_FLOOR * full), FALLBACK_UTILIZATION * full)
-        return np.maximum(floored, 1e-12)
+        return np.maximum(np.minimum(floored / self.scale, np.maximum(full, floored)), 1e-12)
 
     @property
     def window_rps(self) -> np.ndarray:
@@ -264,7 +266,7 @@ class TrafficWindows:
     def window_slo_need(self) -> np.ndarray:
         """Replicas each window needs for both p90 SLOs at its busiest minute (huge where no size meets them)."""
         peak = self.window_peak_rps
-        need = np.ceil(peak / np.maximum(self.slo_rps, 1e-12) - 1e-9)
+        need = np.ceil(peak / np.maximum(self.slo_rps / self.scale, 1e-12) - 1e-9)
         return np.where((self.slo_rps > 0) | (peak <= 0), need, np.iinfo(np.int64).max // 2).astype(np.int64)
 
     @property
@@ -365,6 +367,41 @@ def traffic_windows(source: pd.DataFrame | Any, dep: Deployment, *, window_s: fl
     return TrafficWindows(origin, offset, rates, float(window_s), window_of_minute, requests, slo, full, workloads,
                           limits, shape_source, dep.tp, price, float(ttft_slo_ms), float(tpot_slo_ms), dep, notes,
                           w_ttft, w_tpot, dict(classes) if classes else None)
+
+
+def sized_by_simulation(frame: pd.DataFrame, tw: TrafficWindows, *, whatif: WhatIf = WhatIf(),
+                        router: str = "round_robin", block_size: int | None = None) -> TrafficWindows:
+    """``tw`` with its windows' needs set by the one sizing engine (``sizing.size_fleet``): the log's busiest hour
+    is sized by replaying it, and every window's per-replica rate is scaled by what that replay needed against the
+    planner's need at the same hour's busiest minute (the planner sees per-minute rates; the replay sees the
+    bursts inside the minute and prompts sharing the decode batch). The same scale is applied to every window."""
+    from dataclasses import replace as _replace
+
+    from shapeviz.fleet.sizing import pair_classes, size_fleet
+
+    classes = tw.classes or pair_classes(frame, tw.ttft_slo_ms, tw.tpot_slo_ms)
+    need = tw.window_peak_rps / tw.sizing_rps          # the planner's need per window, before rounding up
+    sizing = size_fleet(frame, tw.dep, classes, estimate=max(int(tw.window_need.max()), 1),
+                        whatif=whatif, router=router, block_size=block_size, default_ttft_ms=tw.ttft_slo_ms,
+                        default_tpot_ms=tw.tpot_slo_ms)
+    on = sizing.sized_on
+    info: dict[str, Any] = {"method": "simulated", "replicas": sizing.replicas, "meets": sizing.meets,
+                            "window": on.get("window"), "cpu_s": sizing.cpu_s,
+                            "one_fewer": None if sizing.one_fewer is None else sizing.one_fewer.verdict()}
+    first = int(math.floor((float(on.get("start_s", 0.0)) + tw.offset_s) / tw.window_s))
+    last = int(math.floor((float(on.get("end_s", tw.n_windows * tw.window_s)) + tw.offset_s) / tw.window_s))
+    est = float(need[max(first, 0):min(last, tw.n_windows - 1) + 1].max(initial=0.0))
+    if not sizing.meets or not sizing.replicas or est <= 0:
+        info["method"] = "analytic"
+        info["why"] = "no replica count met every class in the replay: the windows keep the planner's need"
+        return _replace(tw, sized_by=info, notes=[*tw.notes, "windows sized by the planner: " + info["why"]])
+    scale = float(sizing.replicas) / est
+    info["scale"] = scale
+    info["planner_need"] = est
+    note = (f"windows sized by simulation: {on.get('window')} needs {sizing.replicas} replicas replayed "
+            f"(one fewer misses) where the planner needs {est:.2f} at its busiest minute, so every window's per-replica "
+            f"rate is scaled by {1 / scale:.2f} (the same burstiness assumed in every window)")
+    return _replace(tw, scale=scale, sized_by=info, notes=[*tw.notes, note])
 
 
 def _product_pair(product: str, classes: dict[str, Any], default: tuple[float, float]) -> tuple[float, float]:
@@ -525,7 +562,7 @@ def _steady_waiting(tw: TrafficWindows, m: int, rps: float, serving: int) -> flo
         return 0.0
     lim = tw.limits[int(tw.window_of_minute[m])]
     per = rps / max(serving, 1)
-    ttft = float(lim.latency(np.array([per]))[0][0])
+    ttft = float(lim.latency(np.array([per * tw.scale]))[0][0])
     if lim.ttft_p90_ms.size == 0 or not math.isfinite(ttft):
         return math.inf
     return per * max(ttft - float(lim.ttft_p90_ms[0]), 0.0) / 1000.0
@@ -792,7 +829,7 @@ def autoscale(tw: TrafficWindows, policy: Policy | str = "slo", start: Startup |
     ttft = np.full(n, np.nan)
     tpot = np.full(n, np.nan)
     for k in np.flatnonzero(rate > 0):
-        a, b = tw.limits[k].latency(np.array([rate[k] / serving[k]]))
+        a, b = tw.limits[k].latency(np.array([rate[k] * tw.scale / serving[k]]))
         ttft[k], tpot[k] = float(a[0]), float(b[0])
     win_need = np.zeros(n, dtype=np.int64)
     np.maximum.at(win_need, wom, need)
