@@ -714,6 +714,7 @@ class AutoscaleResult:
     schedule: Schedule
     notes: list[str] = field(default_factory=list)
     traffic: TrafficWindows | None = None   # the windows it was planned on (for the per-minute series)
+    replay: pd.DataFrame | None = None      # simulated: every replayed request (``SimResult.requests``)
 
     @property
     def saving(self) -> float:
@@ -874,8 +875,8 @@ REASONS = {
 
 
 def _reasons(tw: TrafficWindows, sched: Schedule, n: int, carried: np.ndarray) -> np.ndarray:
-    """Why each window could miss, the first that holds: its shape; a queue carried in from an earlier window
-    (``carried``); the ceiling; replicas asked for but still starting; a policy that asked too few; else a burst."""
+    """Why each window could miss, the first that holds: its shape; the ceiling; replicas asked for but still
+    starting; a queue carried in from an earlier window (``carried``); a policy that asked too few; else a burst."""
     wom = tw.window_of_minute
     short = sched.ready < tw.minute_slo_need
     starting = short & (sched.provisioned > sched.ready)
@@ -885,7 +886,7 @@ def _reasons(tw: TrafficWindows, sched: Schedule, n: int, carried: np.ndarray) -
     any_start = np.bincount(wom, weights=starting, minlength=n) > 0
     any_late = np.bincount(wom, weights=late, minlength=n) > 0
     any_cap = np.bincount(wom, weights=capped, minlength=n) > 0
-    return np.select([shape, carried, any_cap, any_start, any_late], ["shape", "backlog", "ceiling", "starting", "late"],
+    return np.select([shape, any_cap, any_start, carried, any_late], ["shape", "ceiling", "starting", "backlog", "late"],
                      "burst")
 
 
@@ -984,7 +985,7 @@ def simulate_autoscale(frame: pd.DataFrame, tw: TrafficWindows, policy: Policy |
     notes.extend(run.notes)
     return AutoscaleResult(policy, start, "simulated", windows, gpu_hours, gpu_hours * tw.gpu_hour_usd,
                            result.baseline_gpu_hours, result.lower_bound_gpu_hours, tw.gpu_hour_usd, tw.window_s,
-                           tw.shape_source, sched, notes, tw)
+                           tw.shape_source, sched, notes, tw, r)
 
 
 def _request_targets(r: pd.DataFrame, tw: TrafficWindows) -> tuple[np.ndarray, np.ndarray]:
