@@ -155,8 +155,12 @@ def _waiting(r: pd.DataFrame, tw, ready: np.ndarray) -> np.ndarray:
 
 def test_the_json_carries_the_per_minute_replica_series(conv, dep) -> None:
     tw = traffic_windows(conv, dep)
-    doc = autoscale(tw, "slo").to_dict()
+    result = autoscale(tw, "slo")
+    doc = result.to_dict()
     minutes = doc["minutes"]
+    # the replicas paid for, minute by minute (starting ones too): they add up to the GPU-hours
+    assert sum(minutes["replicas"]) * tw.tp / 60.0 == pytest.approx(doc["gpu_hours"])
+    assert sum(minutes["serving"]) < sum(minutes["replicas"])   # the scale-ups' start-up minutes
     n = tw.minute_rps.size
     for key in ("rate_rps", "replicas", "serving", "desired", "replicas_needed", "clipped"):
         assert len(minutes[key]) == n, key
