@@ -587,7 +587,7 @@ def replica_schedule(tw: TrafficWindows, policy: Policy, start: Startup,
     ceiling = max(int(need.max()), lo) if policy.max_replicas is None else int(policy.max_replicas)
     queue = policy.name == "queue"
     if policy.name == "peak":
-        raw = np.full(n, max(int(need.max()), lo))
+        desired = np.full(n, max(int(need.max()), lo))
     elif policy.name == "schedule":
         # the log's own busiest need per hour of day, asked for ``delay`` ahead of the hour it is for
         hour = ((tw.origin.hour * 60 + tw.origin.minute + np.arange(n)) // 60) % 24
@@ -595,7 +595,7 @@ def replica_schedule(tw: TrafficWindows, policy: Policy, start: Startup,
         np.maximum.at(per_hour, hour, need)
         target = per_hour[hour]
         ahead = np.concatenate([target[lead:], np.repeat(target[-1:], min(lead, n))])[:n]
-        raw = np.maximum(np.maximum(target, ahead), lo)
+        desired = np.maximum(np.maximum(target, ahead), lo)
     else:
         # reactive: at minute m the controller sees minute m−1's rate (the first minute sees its own)
         seen = np.concatenate([tw.minute_rps[:1], tw.minute_rps[:-1]])
@@ -603,17 +603,17 @@ def replica_schedule(tw: TrafficWindows, policy: Policy, start: Startup,
             per = np.maximum(full * policy.utilization, 1e-12)
         else:
             per = cap
-        raw = np.maximum(np.ceil(seen / np.maximum(per, 1e-12) - 1e-9).astype(np.int64), lo)
-        raw[0] = max(int(need[0]), lo)   # the fleet starts sized for the first minute
-    raw = raw.astype(np.int64)
+        desired = np.maximum(np.ceil(seen / np.maximum(per, 1e-12) - 1e-9).astype(np.int64), lo)
+        desired[0] = max(int(need[0]), lo)   # the fleet starts sized for the first minute
+    desired = desired.astype(np.int64)
 
-    desired = np.zeros(n, dtype=np.int64)
+    asked = np.zeros(n, dtype=np.int64)
     clipped = np.zeros(n, dtype=bool)
     provisioned = np.zeros(n, dtype=np.int64)
     ready = np.zeros(n, dtype=np.int64)
     backlog = np.zeros(n)
     seen_q = np.zeros(n) if queue else None
-    first = raw[0] if policy.initial_replicas is None else max(int(policy.initial_replicas), lo)
+    first = desired[0] if policy.initial_replicas is None else max(int(policy.initial_replicas), lo)
     serving = int(min(first, ceiling))
     changes: list[tuple[float, int]] = [(0.0, serving)]   # (time, +joined / −drained)
     pending: list[list[float]] = []        # [ready_at_s, count] of replicas starting up
@@ -626,7 +626,7 @@ def replica_schedule(tw: TrafficWindows, policy: Policy, start: Startup,
             changes.append((p[0], int(p[1])))
         pending = [p for p in pending if p[0] > t]
         total = serving + sum(int(c) for _, c in pending)
-        want = int(raw[m])
+        want = int(desired[m])
         if queue:
             if m == 0:
                 q = 0.0
@@ -646,7 +646,7 @@ def replica_schedule(tw: TrafficWindows, policy: Policy, start: Startup,
             want = max(want, lo)
         clipped[m] = want > ceiling
         d = min(want, ceiling)
-        desired[m] = d
+        asked[m] = d
         if d > total:
             pending.append([t + start.delay_s, d - total])
             lower_since = None
@@ -680,7 +680,7 @@ def replica_schedule(tw: TrafficWindows, policy: Policy, start: Startup,
     times = np.array([c[0] for c in changes])
     counts = np.cumsum([c[1] for c in changes])
     events = _clean_events(list(zip(times.tolist(), counts.astype(int).tolist())))
-    return Schedule(policy, start, desired, provisioned, ready, events, clipped, backlog, seen_q,
+    return Schedule(policy, start, asked, provisioned, ready, events, clipped, backlog, seen_q,
                     ("simulated" if signal is not None else "estimated") if queue else "", ceiling)
 
 
