@@ -157,6 +157,10 @@ def fleet_text(document: dict[str, Any]) -> str:
         lines.append(f"policy: {d['policy']['label']} ({d['method']}), {len(d['windows'])} windows of "
                      f"{d['window_s'] / 60:.0f} min; scale-up delay {delay['delay_s']:.0f} s "
                      f"({delay['weight_load_s']:.0f} s weights + {delay['engine_start_s']:.0f} s engine start)")
+        sized = d.get("windows_sized_by") or {}
+        if sized.get("scale"):
+            lines.append(f"windows sized by simulation: {sized['window']} needs {sized['replicas']} replicas replayed "
+                         f"(one fewer misses) where the per-minute estimate needs {sized['planner_need']:.2f}")
         lines.append(f"GPU-hours: {d['gpu_hours']:,.1f} (${d['cost']:,.0f}) vs hold at peak {d['baseline_gpu_hours']:,.1f} "
                      f"(saving {d['saving']:.0%}); every window at its own minimum: {d['lower_bound_gpu_hours']:,.1f}")
         att = d.get("attainment")

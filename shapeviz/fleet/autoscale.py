@@ -853,8 +853,9 @@ def autoscale(tw: TrafficWindows, policy: Policy | str = "slo", start: Startup |
     notes = list(tw.notes)
     notes.append("attainment (estimated): share of the window's requests arriving in minutes with enough replicas "
                  "serving for both p90 SLOs at the window's rate and shape, and no queue carried in that takes longer "
-                 "than the TTFT target to clear; it sees per-minute rates, not bursts inside the minute, so on "
-                 "bursty logs it is optimistic: the simulator replays the requests themselves")
+                 "than the TTFT target to clear. It errs both ways: a minute short of replicas counts as wholly "
+                 "missed (a replay serves many of its requests in time), and bursts inside a minute are not seen (a "
+                 "replay misses them); simulate --autoscale replays the requests themselves")
     _explain_misses(windows, sched, notes)
     return AutoscaleResult(policy, start, "estimated", windows, gpu_hours, gpu_hours * tw.gpu_hour_usd, baseline,
                            lower, tw.gpu_hour_usd, tw.window_s, tw.shape_source, sched, notes, tw)

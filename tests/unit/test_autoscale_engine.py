@@ -87,21 +87,21 @@ def test_the_replay_judges_each_request_by_its_own_products_class(conv, dep) -> 
 
 
 def test_a_ramp_past_the_ceiling_misses_by_the_ceiling_then_by_backlog_never_a_burst(dep) -> None:
-    """Straight ramps up to 20 req/s and down again, the ceiling at 2 replicas, replicas that start at once: the
+    """Straight ramps up to 12 req/s and down again, the ceiling at 1 replica, replicas that start at once: the
     windows it clips miss for the ceiling, and the window after them for the queue they left, not for a burst
     (the arrivals are evenly spread)."""
-    frame = _ramps([0, 4, 6, 10], [0.2, 20.0, 0.2, 0.2], 4000, 100)
+    frame = _ramps([0, 3, 4.5, 7], [0.2, 12.0, 0.2, 0.2], 4000, 100)
     tw = traffic_windows(frame, dep, window_s=60)
     fast = startup(dep, storage_gbps=1000.0, engine_start_s=0.0)
-    result = simulate_autoscale(frame, tw, Policy("slo", max_replicas=2), fast)
+    result = simulate_autoscale(frame, tw, Policy("slo", max_replicas=1), fast)
     doc = result.to_dict()
-    assert max(doc["minutes"]["replicas"]) == 2 and doc["ceiling"] == 2
-    assert doc["clipped_windows"] and int(tw.window_need.max()) > 2
+    assert max(doc["minutes"]["replicas"]) == 1 and doc["ceiling"] == 1
+    assert doc["clipped_windows"] and int(tw.window_need.max()) > 1
     reasons = [w["reason"] for w in doc["windows"] if w["missed"]]
     assert "backlog" in reasons and "ceiling" in reasons, reasons
     assert "burst" not in reasons, reasons
     after = [w for w in doc["windows"] if w["reason"] == "backlog"]
-    assert all(w["replicas_needed"] <= 2 for w in after)   # the ceiling no longer binds there
+    assert all(w["replicas_needed"] <= 1 for w in after)   # the ceiling no longer binds there
 
 
 def test_the_first_fleet_and_a_scale_down_rate_shape_the_schedule(dep) -> None:
@@ -117,9 +117,9 @@ def test_the_first_fleet_and_a_scale_down_rate_shape_the_schedule(dep) -> None:
 
 
 def test_the_queue_policy_reads_its_signal_from_the_replay_with_hysteresis(dep) -> None:
-    """A ramp to 20 req/s and back on one replica at first: the queue policy scales up on the replay's waiting
+    """A ramp to 14 req/s and back on one replica at first: the queue policy scales up on the replay's waiting
     requests, holds inside its band, and its schedule is the one its own replay's queue asks for."""
-    frame = _ramps([0, 2, 3, 5], [0.2, 20.0, 0.2, 0.2], 4000, 100)
+    frame = _ramps([0, 2, 3, 4], [0.2, 14.0, 0.2, 0.2], 4000, 100)
     tw = traffic_windows(frame, dep, window_s=60)
     fast = startup(dep, storage_gbps=1000.0, engine_start_s=0.0)
     policy = Policy("queue", initial_replicas=1, queue_up=4.0, queue_down=0.1, cooloff_s=120.0)
@@ -136,6 +136,20 @@ def test_the_queue_policy_reads_its_signal_from_the_replay_with_hysteresis(dep) 
     band = (q[1:] >= policy.down) & (q[1:] <= policy.up)
     assert band.any() and (d[1:][band] == before[band]).all()   # inside the band it holds
     assert result.to_dict()["minutes"]["queue_per_replica_source"] == "simulated"
+
+
+def test_the_queue_policy_holds_inside_its_band_and_drains_after_the_cool_off(conv, dep) -> None:
+    """The hysteresis itself, on a given signal: a queue of 10 per replica scales up; 2 per replica (inside the
+    0.1–4 band) holds; an empty queue drains only once it has stayed below the band for the 2-minute cool-off."""
+    tw = traffic_windows(conv, dep)
+    policy = Policy("queue", initial_replicas=1, queue_up=4.0, queue_down=0.1, cooloff_s=120.0, max_replicas=3)
+    signal = np.zeros(tw.minute_rps.size)
+    signal[1], signal[2:10] = 10.0, 2.0
+    sched = replica_schedule(tw, policy, startup(dep), signal=signal)
+    prov = sched.provisioned
+    assert prov[0] == 1 and prov[1] == 3                        # ceil(1 × 10 / 4) = 3
+    assert (prov[1:12] == 3).all()                              # the band holds, and the cool-off waits
+    assert prov[12] == 1                                        # two minutes below the band: drained to the minimum
 
 
 def _waiting(r: pd.DataFrame, tw, ready: np.ndarray) -> np.ndarray:
