@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from shapeviz.datadir import DATA_DIR
+from shapeviz.fleet.sizing import pair_classes, size_fleet
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS, Deployment
 from shapeviz.plain import json_safe
 from shapeviz.serving.planner import (
@@ -375,10 +376,6 @@ def sized_by_simulation(frame: pd.DataFrame, tw: TrafficWindows, *, whatif: What
     is sized by replaying it, and every window's per-replica rate is scaled by what that replay needed against the
     planner's need at the same hour's busiest minute (the planner sees per-minute rates; the replay sees the
     bursts inside the minute and prompts sharing the decode batch). The same scale is applied to every window."""
-    from dataclasses import replace as _replace
-
-    from shapeviz.fleet.sizing import pair_classes, size_fleet
-
     classes = tw.classes or pair_classes(frame, tw.ttft_slo_ms, tw.tpot_slo_ms)
     need = tw.window_peak_rps / tw.sizing_rps          # the planner's need per window, before rounding up
     sizing = size_fleet(frame, tw.dep, classes, estimate=max(int(tw.window_need.max()), 1),
@@ -394,14 +391,14 @@ def sized_by_simulation(frame: pd.DataFrame, tw: TrafficWindows, *, whatif: What
     if not sizing.meets or not sizing.replicas or est <= 0:
         info["method"] = "analytic"
         info["why"] = "no replica count met every class in the replay: the windows keep the planner's need"
-        return _replace(tw, sized_by=info, notes=[*tw.notes, "windows sized by the planner: " + info["why"]])
+        return replace(tw, sized_by=info, notes=[*tw.notes, "windows sized by the planner: " + info["why"]])
     scale = float(sizing.replicas) / est
     info["scale"] = scale
     info["planner_need"] = est
     note = (f"windows sized by simulation: {on.get('window')} needs {sizing.replicas} replicas replayed "
             f"(one fewer misses) where the planner needs {est:.2f} at its busiest minute, so every window's per-replica "
             f"rate is scaled by {1 / scale:.2f} (the same burstiness assumed in every window)")
-    return _replace(tw, scale=scale, sized_by=info, notes=[*tw.notes, note])
+    return replace(tw, scale=scale, sized_by=info, notes=[*tw.notes, note])
 
 
 def _product_pair(product: str, classes: dict[str, Any], default: tuple[float, float]) -> tuple[float, float]:
