@@ -103,7 +103,7 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
                f"{start.weight_gb:.0f} GB of weights at {storage:g} GB/s, then {engine:.0f} s engine start) and is paid "
                "for from the moment it is asked for."
                + (f" Windows sized by simulation: {md_literal(str(tw.sized_by.get('window')))} needs "
-                  f"{tw.sized_by['replicas']} replicas replayed (one fewer misses), so every window's need is scaled "
+                  f"{tw.sized_by['replicas']} replicas replayed ({tw.sized_by['proof']}), so every window's need is scaled "
                   f"by {tw.sized_by['scale']:.2f} against the per-minute estimate." if tw.sized_by.get("scale") else
                   ""))
     rows = []

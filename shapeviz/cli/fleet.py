@@ -160,7 +160,7 @@ def fleet_text(document: dict[str, Any]) -> str:
         sized = d.get("windows_sized_by") or {}
         if sized.get("scale"):
             lines.append(f"windows sized by simulation: {sized['window']} needs {sized['replicas']} replicas replayed "
-                         f"(one fewer misses) where the per-minute estimate needs {sized['planner_need']:.2f}")
+                         f"({sized['proof']}) where the per-minute estimate needs {sized['planner_need']:.2f}")
         lines.append(f"GPU-hours: {d['gpu_hours']:,.1f} (${d['cost']:,.0f}) vs hold at peak {d['baseline_gpu_hours']:,.1f} "
                      f"(saving {d['saving']:.0%}); every window at its own minimum: {d['lower_bound_gpu_hours']:,.1f}")
         att = d.get("attainment")

@@ -392,11 +392,18 @@ def sized_by_simulation(frame: pd.DataFrame, tw: TrafficWindows, *, whatif: What
         info["method"] = "analytic"
         info["why"] = "no replica count met every class in the replay: the windows keep the planner's need"
         return replace(tw, sized_by=info, notes=[*tw.notes, "windows sized by the planner: " + info["why"]])
+    if sizing.replicas == 1:   # one replica is a floor, not a measure: the replay says the hour needs at most one
+        info["method"] = "analytic"
+        info["why"] = (f"{on.get('window')} meets every class on one replica replayed, which bounds its need but does "
+                       "not measure it: the windows keep the planner's need")
+        return replace(tw, sized_by=info, notes=[*tw.notes, "windows sized by the planner: " + info["why"]])
     scale = float(sizing.replicas) / est
     info["scale"] = scale
     info["planner_need"] = est
+    info["proof"] = ("one fewer misses" if sizing.one_fewer is not None and not sizing.one_fewer.meets
+                     else "the fewest there are")
     note = (f"windows sized by simulation: {on.get('window')} needs {sizing.replicas} replicas replayed "
-            f"(one fewer misses) where the planner needs {est:.2f} at its busiest minute, so every window's per-replica "
+            f"({info['proof']}) where the planner needs {est:.2f} at its busiest minute, so every window's per-replica "
             f"rate is scaled by {1 / scale:.2f} (the same burstiness assumed in every window)")
     return replace(tw, scale=scale, sized_by=info, notes=[*tw.notes, note])
 

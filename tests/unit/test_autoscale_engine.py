@@ -186,3 +186,13 @@ def test_windows_sized_by_simulation_hold_the_one_engines_answer_at_their_peak(t
     assert info["method"] == "simulated" and info["meets"]
     assert int(sized.window_need.max()) == info["replicas"] > int(tw.window_need.max())
     assert info["one_fewer"]["meets"] is False
+
+
+def test_a_log_one_replica_carries_is_not_scaled_by_its_floor(traces, dep) -> None:
+    """BurstGPT's slice (400 requests over 10 h) meets every class on one replica replayed: that bounds the
+    busiest hour's need (a hundredth of a replica by the planner) without measuring it, so no window is scaled
+    up from it and every window keeps one replica."""
+    frame = load_log(traces / "burstgpt/burstgpt_slice.csv").frame
+    sized = sized_by_simulation(frame, traffic_windows(frame, dep))
+    assert sized.sized_by["replicas"] == 1 and sized.sized_by["method"] == "analytic"
+    assert int(sized.window_need.max()) == 1
