@@ -59,6 +59,8 @@ FALLBACK_UTILIZATION = 0.8      # no size meets the SLOs: sized for this utilisa
 IDLE_FLOOR = 0.1                 # a window is never sized below this utilisation: meeting its p90 TTFT by keeping
                                  # replicas 90%+ idle buys GPUs to stand still (its prompts alone nearly reach the SLO)
 ATTAINMENT_TARGET = 0.9          # p90 SLOs: a window where fewer than 90% of requests meet both has missed
+MAX_QUEUE_REPLAYS = 12           # the queue policy's replay settles in a few rounds (one minute at least each); a
+                                 # week-long log is not replayed minute after minute: past this, it says where it stopped
 
 
 @lru_cache(maxsize=1)
@@ -934,7 +936,8 @@ def simulate_autoscale(frame: pd.DataFrame, tw: TrafficWindows, policy: Policy |
     reads its signal from the replay: the schedule is replanned from the replay's waiting requests per serving
     replica, minute by minute, and replayed again until the schedule the replay was run on is the one its own
     signal asks for (a minute's decision reads only what happened before it, so each round fixes at least one
-    more minute: at most one round per minute, in practice a few).
+    more minute; in practice a few rounds). After ``MAX_QUEUE_REPLAYS`` rounds it keeps the schedule it replayed
+    and says from which minute on the schedule had not settled.
     """
     if whatif.traffic_multiplier != 1:
         raise ValueError("the replay keeps the log's own timeline: plan a traffic change analytically (plan --autoscale)")
@@ -942,6 +945,7 @@ def simulate_autoscale(frame: pd.DataFrame, tw: TrafficWindows, policy: Policy |
     start = startup(tw.dep) if start is None else start
     sched = replica_schedule(tw, policy, start)
     rounds = 0
+    unsettled: int | None = None
     while True:
         rounds += 1
         times = np.array([e[0] for e in sched.events]) - tw.offset_s
@@ -953,9 +957,14 @@ def simulate_autoscale(frame: pd.DataFrame, tw: TrafficWindows, policy: Policy |
             break
         replanned = replica_schedule(tw, policy, start, signal=_waiting_per_replica(run.requests, tw, sched))
         same = replanned.events == sched.events and np.array_equal(replanned.provisioned, sched.provisioned)
-        sched = replanned
-        if same or rounds > tw.minute_rps.size:
+        if same:
+            sched = replanned
             break
+        if rounds >= MAX_QUEUE_REPLAYS:   # keep the schedule replayed; say from which minute it is not yet settled
+            differ = np.flatnonzero((replanned.provisioned != sched.provisioned) | (replanned.desired != sched.desired))
+            unsettled = int(differ[0]) if differ.size else 0
+            break
+        sched = replanned
     result = autoscale(tw, policy, start, schedule=sched)
     r = run.requests
     arrival = r["arrival_s"].to_numpy()
@@ -983,9 +992,13 @@ def simulate_autoscale(frame: pd.DataFrame, tw: TrafficWindows, policy: Policy |
                  f"{'its product class' if tw.classes else 'both SLOs'}; a window misses below "
                  f"{ATTAINMENT_TARGET:.0%}; a miss is backlog when the requests still waiting for their first token "
                  "at the window's start take longer than its TTFT target to clear at the serving replicas' full rate")
-    if policy.name == "queue":
+    if policy.name == "queue" and unsettled is None:
         notes.append(f"queue policy: its signal (waiting requests per serving replica, each minute) read from the "
                      f"replay; {rounds} replay(s) until the schedule and the replay agreed")
+    elif policy.name == "queue":
+        notes.append(f"queue policy: its signal read from the replay; after {rounds} replays the schedule still moved "
+                     f"from minute {unsettled} on, so from there it follows the signal of the replay before it (the "
+                     "minutes before are exact)")
     _explain_misses(windows, sched, notes)
     notes.extend(run.notes)
     return AutoscaleResult(policy, start, "simulated", windows, gpu_hours, gpu_hours * tw.gpu_hour_usd,
