@@ -16,12 +16,13 @@ from shapeviz.fleet.autoscale import (
     autoscale,
     defaults,
     simulate_autoscale,
+    sized_by_simulation,
     startup,
     traffic_windows,
 )
 from shapeviz.fleet.growth import Growth, parse_growth, project
 from shapeviz.ingest import LoadedLog
-from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure, time_axis
+from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure, replica_minutes_figure, time_axis
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf
 from shapeviz.text import md_literal
@@ -36,8 +37,11 @@ MINIMUM_FLEET = ("Every window needs one replica, the minimum fleet: no policy c
 def _windows(digest: str, deployment: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
              gpu_hour_usd: float, _log: LoadedLog) -> TrafficWindows:
     sketch = data.sketch_of(digest)
-    return traffic_windows(sketch if sketch is not None else _log.frame, deployment, whatif=whatif,
-                           ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+    tw = traffic_windows(sketch if sketch is not None else _log.frame, deployment, whatif=whatif,
+                         ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+    if sketch is None and len(_log.frame) <= REPLAY_MAX_REQUESTS:   # the one sizing engine, as plan --autoscale
+        tw = sized_by_simulation(_log.frame, tw, whatif=whatif)
+    return tw
 
 
 def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
@@ -47,10 +51,10 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
     False while it is switched off (nothing drawn depends on the what-if levers).
     """
     st.subheader("Traffic over time: autoscaling and growth")
-    # Planning every window (and four policies over them) costs more than the rest of the page together, and a
+    # Planning every window (and five policies over them) costs more than the rest of the page together, and a
     # what-if step would redo it: it runs when asked for, like the simulations above.
     if not st.toggle("Plan the fleet window by window (autoscaling policies, growth)", key="fleet_time_on",
-                     help="Sizes every window of the log for both SLOs at its own rate and shape, then replays four "
+                     help="Sizes every window of the log for both SLOs at its own rate and shape, then replays five "
                           "autoscaling policies over them. It reruns on every what-if step while it is on."):
         st.caption("Off: switch it on to see the replicas and cost hour by hour, what each autoscaling policy saves "
                    "against a fleet held at the peak, and next quarter's fleet.")
@@ -77,13 +81,31 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
                               help=d["cooloff_s"]["source"])
     target = c4.slider("Utilisation target", 0.3, 1.0, float(d["target_utilization"]["value"]), 0.05,
                        key="fleet_target_util", help=d["target_utilization"]["source"])
+    c5, c6, c7 = st.columns(3)
+    ceiling = c5.number_input("Max replicas (0: the busiest window's need)", min_value=0, max_value=10_000, value=0,
+                              step=1, key="fleet_max_replicas", help="the ceiling every policy respects "
+                              "(maxReplicaCount); the windows it clips are listed")
+    initial = c6.number_input("Replicas at the start (0: the first minute's need)", min_value=0, max_value=10_000,
+                              value=0, step=1, key="fleet_initial_replicas")
+    drain = c7.number_input("Scale-down per minute (0: all at once)", min_value=0, max_value=10_000, value=0, step=1,
+                            key="fleet_scale_down", help="replicas drained a minute at most once the cool-off has passed")
+    knobs = {"target_utilization": target, "cooloff_s": cooloff, "max_replicas": int(ceiling) or None,
+             "initial_replicas": int(initial) or None, "scale_down_per_min": int(drain) or None}
     start = startup(dep, storage, engine)
-    results = {p: autoscale(tw, Policy(p, target_utilization=target, cooloff_s=cooloff), start) for p in POLICIES}
+    try:
+        results = {p: autoscale(tw, Policy(p, **knobs), start) for p in POLICIES}
+    except ValueError as exc:
+        st.info(md_literal(str(exc)))
+        return True
     st.caption(f"{tw.n_windows} windows of {tw.window_s / 60:.0f} min; each sized for both p90 SLOs at its own rate "
                f"and shape ({md_literal(tw.shape_source)}). A new replica serves "
                f"{start.delay_s:.0f} s after it is asked for ({start.load_s:.0f} s to read "
                f"{start.weight_gb:.0f} GB of weights at {storage:g} GB/s, then {engine:.0f} s engine start) and is paid "
-               "for from the moment it is asked for.")
+               "for from the moment it is asked for."
+               + (f" Windows sized by simulation: {md_literal(str(tw.sized_by.get('window')))} needs "
+                  f"{tw.sized_by['replicas']} replicas replayed ({tw.sized_by['proof']}), so every window's need is scaled "
+                  f"by {tw.sized_by['scale']:.2f} against the per-minute estimate." if tw.sized_by.get("scale") else
+                  ""))
     rows = []
     for p, r in results.items():
         doc = r.to_dict()
@@ -106,6 +128,7 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
     choice = st.selectbox("Policy to inspect", POLICIES, index=POLICIES.index("slo"),
                           format_func=lambda p: POLICY_LABELS[p], key="fleet_policy")
     chosen = results[choice]
+    chart(replica_minutes_figure(chosen.minutes(), POLICY_LABELS[choice], dep.tp), key="fleet_replica_minutes")
     missed = chosen.missed
     if len(missed):
         counts = missed["reason"].value_counts()
@@ -123,7 +146,7 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
     if len(frame) <= REPLAY_MAX_REQUESTS and data.sketch_of(digest) is None:
         if st.button(f"Replay the log with {POLICY_LABELS[choice]}", icon=":material/replay:", key="fleet_replay"):
             with st.spinner("Replaying every request…"):
-                sim = simulate_autoscale(frame, tw, Policy(choice, target_utilization=target, cooloff_s=cooloff),
+                sim = simulate_autoscale(frame, tw, Policy(choice, **knobs),
                                          start, whatif=WhatIf(whatif.trim_input, whatif.trim_output, whatif.cache_hit))
             st.session_state[REPLAY_KEY] = (digest, choice, sim.to_dict())
         held = st.session_state.get(REPLAY_KEY)

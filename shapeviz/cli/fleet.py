@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-POLICY_CHOICES = ("peak", "utilization", "slo", "schedule")
+POLICY_CHOICES = ("peak", "utilization", "slo", "schedule", "queue")
 
 
 def add_fleet_options(p: argparse.ArgumentParser, simulate: bool = False) -> None:
@@ -18,7 +18,8 @@ def add_fleet_options(p: argparse.ArgumentParser, simulate: bool = False) -> Non
     g = p.add_argument_group("the fleet over time (autoscaling, growth)")
     g.add_argument("--autoscale", choices=POLICY_CHOICES, default=None, metavar="POLICY",
                    help="replicas per window and the cost of an autoscaling policy: peak (hold at peak), "
-                        "utilization (target utilisation), slo (predicted SLO attainment), schedule (per hour of day)")
+                        "utilization (target utilisation), slo (predicted SLO attainment), schedule (per hour of day), "
+                        "queue (queue depth per replica with hysteresis, as KEDA/HPA on the engine's waiting gauge)")
     g.add_argument("--window-min", type=int, default=None, metavar="N",
                    help="window length in minutes (default 5; 60 for logs longer than two days)")
     g.add_argument("--storage-gbps", type=float, default=None, metavar="GB/S",
@@ -29,6 +30,16 @@ def add_fleet_options(p: argparse.ArgumentParser, simulate: bool = False) -> Non
     g.add_argument("--min-replicas", type=int, default=None, metavar="N")
     g.add_argument("--target-utilization", type=float, default=None, metavar="F",
                    help="the utilisation policy's target (0-1)")
+    g.add_argument("--max-replicas", type=int, default=None, metavar="N",
+                   help="ceiling every policy respects (default: the busiest window's need); clipped windows are listed")
+    g.add_argument("--initial-replicas", type=int, default=None, metavar="N",
+                   help="replicas serving at the log's start (default: the first minute's need)")
+    g.add_argument("--scale-down-per-min", type=int, default=None, metavar="N",
+                   help="drain at most N replicas a minute after the cool-off (default: all at once)")
+    g.add_argument("--queue-up", type=float, default=None, metavar="Q",
+                   help="queue policy: waiting requests per serving replica that scale up (default: data/autoscaling.json)")
+    g.add_argument("--queue-down", type=float, default=None, metavar="Q",
+                   help="queue policy: below this for the cool-off, scale down (default: data/autoscaling.json)")
     if not simulate:
         g.add_argument("--growth", action="append", default=None, metavar="PRODUCT=RATE",
                        help="monthly request growth (chat=0.08, agent=20%%; a bare rate for every product)")
@@ -72,8 +83,10 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
         traffic_windows,
     )
     from shapeviz.fleet.growth import Growth, parse_growth, project
+    from shapeviz.fleet.sizing import pair_classes
     from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
     from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf
+    from shapeviz.serving.products import parse_slo
 
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     ttft = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
@@ -89,15 +102,31 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     document: dict[str, Any] = {"command": command, "deployment": dep.describe(), "tp_source": tp_source,
                                 "slo": {"ttft_p90_ms": ttft, "tpot_p90_ms": tpot}}
     if args.autoscale:
+        import pandas as pd
+
+        overrides = parse_slo(getattr(args, "slo", None))
+        if overrides and not isinstance(source, pd.DataFrame):
+            raise ValueError("--slo names products of a LOG read row by row; a --engine dask sketch has one SLO "
+                             "(--ttft-slo-ms/--tpot-slo-ms)")
+        classes = pair_classes(source, ttft, tpot, overrides) if overrides else None
+        if classes:
+            document["slo_classes"] = {name: c.to_dict() for name, c in classes.items()}
         tw = traffic_windows(source, dep, window_s=None if args.window_min is None else 60.0 * args.window_min,
-                             whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=args.gpu_hour_usd)
+                             whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=args.gpu_hour_usd,
+                             classes=classes)
+        if getattr(args, "method", "simulated") == "simulated" and isinstance(source, pd.DataFrame):
+            from shapeviz.fleet.autoscale import sized_by_simulation
+
+            tw = sized_by_simulation(source, tw, whatif=whatif, router=getattr(args, "router", None) or "round_robin",
+                                     block_size=getattr(args, "block_size", None))
+        document["windows_sized_by"] = tw.sized_by
         start = startup(dep, args.storage_gbps, args.engine_start_s)
         knobs = {"target_utilization": args.target_utilization, "cooloff_s": args.cooloff_s,
-                 "min_replicas": args.min_replicas}
+                 "min_replicas": args.min_replicas, "max_replicas": args.max_replicas,
+                 "initial_replicas": args.initial_replicas, "scale_down_per_min": args.scale_down_per_min,
+                 "queue_up": args.queue_up, "queue_down": args.queue_down}
         policy = Policy(args.autoscale, **knobs)
         if command == "simulate":
-            import pandas as pd
-
             if not isinstance(source, pd.DataFrame):
                 raise ValueError("simulate --autoscale replays every request: use the embedded engine, not --engine dask")
             result = simulate_autoscale(source, tw, policy, start, whatif=WhatIf(args.trim_input, args.trim_output,
@@ -149,11 +178,18 @@ def fleet_text(document: dict[str, Any]) -> str:
         lines.append(f"policy: {d['policy']['label']} ({d['method']}), {len(d['windows'])} windows of "
                      f"{d['window_s'] / 60:.0f} min; scale-up delay {delay['delay_s']:.0f} s "
                      f"({delay['weight_load_s']:.0f} s weights + {delay['engine_start_s']:.0f} s engine start)")
+        sized = d.get("windows_sized_by") or {}
+        if sized.get("scale"):
+            lines.append(f"windows sized by simulation: {sized['window']} needs {sized['replicas']} replicas replayed "
+                         f"({sized['proof']}) where the per-minute estimate needs {sized['planner_need']:.2f}")
         lines.append(f"GPU-hours: {d['gpu_hours']:,.1f} (${d['cost']:,.0f}) vs hold at peak {d['baseline_gpu_hours']:,.1f} "
                      f"(saving {d['saving']:.0%}); every window at its own minimum: {d['lower_bound_gpu_hours']:,.1f}")
         att = d.get("attainment")
         lines.append(f"SLO attainment: {'n/a' if att is None else f'{att:.1%}'}; missed windows: "
                      f"{len(d['missed_windows'])} of {len(d['windows'])}")
+        if d.get("clipped_windows"):
+            lines.append(f"ceiling {d['ceiling']} replicas: clipped {len(d['clipped_windows'])} window(s), from "
+                         f"{d['clipped_windows'][0]}")
         for row in d.get("policies", []):
             lines.append(f"  {row['label']:<26} {row['gpu_hours']:>10,.1f} GPU-h  saving {row['saving']:>5.0%}  "
                          f"attainment {row['attainment']:.1%}  missed {row['missed_windows']}")

@@ -7,9 +7,10 @@ density with a uniform sample on top above a point budget, so the payload sent t
 from __future__ import annotations
 
 import copy
+import math
 import functools
 import hashlib
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -671,9 +672,58 @@ def product_latency_figure(requests: pd.DataFrame, classes: Mapping[str, object]
                       "meets it", panel_titles=True, height=height)
 
 
-POLICY_COLORS = {"peak": "#9AA5B1", "utilization": "#E69F00", "slo": "#0072B2", "schedule": "#009E73"}
+POLICY_COLORS = {"peak": "#9AA5B1", "utilization": "#E69F00", "slo": "#0072B2", "schedule": "#009E73",
+                 "queue": "#CC79A7"}
 # Policies often hold the same replicas (all at one at a quiet hour): a dash and width each keep every line visible.
-POLICY_LINES = {"peak": ("solid", 4.0), "utilization": ("dash", 3.0), "slo": ("dot", 2.4), "schedule": ("dashdot", 1.8)}
+POLICY_LINES = {"peak": ("solid", 4.0), "utilization": ("dash", 3.0), "slo": ("dot", 2.4), "schedule": ("dashdot", 1.8),
+                "queue": ("longdash", 1.4)}
+MINUTE_POINTS = 1500   # the per-minute replica chart draws at most this many steps (a week is 10,080 minutes)
+
+
+def replica_minutes_figure(minutes: Mapping[str, Any], label: str, gpus_per_replica: int = 1,
+                           max_points: int = MINUTE_POINTS, height: int = 400) -> go.Figure:
+    """One policy's schedule minute by minute (``AutoscaleResult.minutes()``): the request rate (top), and the
+    replicas paid for, serving and needed as steps (bottom). Aggregated before drawing into at most ``max_points``
+    steps: the mean rate and the most replicas of each step's minutes."""
+    n = len(minutes["replicas"])
+    step = max(1, int(math.ceil(n / max(max_points, 1))))
+    edges = np.arange(0, n, step)
+
+    def per_step(values: Any, how: Callable[..., np.ndarray]) -> np.ndarray:
+        v = np.asarray(values, dtype=np.float64)
+        return how(v, edges) if v.size else v
+
+    def mean(v: np.ndarray, at: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(v, at) / np.diff(np.append(at, v.size))
+
+    times = pd.Series(pd.Timestamp(minutes["start"]) + pd.to_timedelta(edges * 60.0, unit="s"))
+    to_x, x_title = time_axis(times)
+    x = to_x(times)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.35, 0.65])
+    fig.add_trace(go.Scatter(x=x, y=per_step(minutes["rate_rps"], mean), mode="lines", name="request rate",
+                             line=dict(color="#444", width=1.2, shape="hv"),
+                             hovertemplate="%{y:.2f} req/s<extra></extra>"), row=1, col=1)
+    lines = (("replicas_needed", "needed (its window)", "#444", "dot", 1.0),
+             ("replicas", f"{label}: paid for (serving + starting)", "#CC79A7", "solid", 2.4),
+             ("serving", f"{label}: serving", "#0072B2", "dash", 1.6))
+    most = 1.0
+    for key, name, color, dash_style, width in lines:
+        y = per_step(minutes.get(key, []), np.maximum.reduceat)
+        if not y.size:
+            continue
+        most = max(most, float(np.nanmax(y)))
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=name,
+                                 line=dict(color=color, width=width, dash=dash_style, shape="hv"),
+                                 hovertemplate=f"{_escape(name)}: %{{y}} replicas ({gpus_per_replica} GPUs each)"
+                                               "<extra></extra>"), row=2, col=1)
+    fig.update_layout(**LIGHT)
+    fig.update_yaxes(title_text="requests / s", row=1, col=1, rangemode="tozero", **LIGHT_AXIS)
+    fig.update_yaxes(title_text="replicas", row=2, col=1, **integer_axis(most), **LIGHT_AXIS)
+    fig.update_xaxes(**LIGHT_AXIS)
+    if x_title:
+        fig.update_xaxes(title_text=x_title, row=2, col=1)
+    title = "Replicas minute by minute" + (f" (each step {step} minutes, its most replicas)" if step > 1 else "")
+    return fit_header(fig, title, height=height)
 
 
 def fleet_over_time_figure(windows: dict[str, pd.DataFrame], labels: Mapping[str, str] | None = None,

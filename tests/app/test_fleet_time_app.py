@@ -29,11 +29,12 @@ def test_the_page_shows_each_policy_against_the_peak_and_a_slower_start_costs_at
     at = _capacity()
     assert any("Traffic over time" in h.value for h in at.subheader)
     policies = _policies(at).set_index("policy")
-    assert len(policies) == 4
+    assert len(policies) == 5   # the queue-depth policy joined the four (issue 27 item 4)
     assert policies.loc["hold at peak", "saving vs peak"] == 0
     assert (policies["GPU-hours"] <= policies.loc["hold at peak", "GPU-hours"] + 1e-9).all()
     titles = [json.loads(c.proto.spec).get("layout", {}).get("title", {}).get("text", "") for c in at.get("plotly_chart")]
     assert "Traffic and replicas over time" in titles and "The pool month by month" in titles
+    assert any(t.startswith("Replicas minute by minute") for t in titles)   # the chosen policy's per-minute steps
     before = policies.loc["predicted SLO attainment", "SLO attainment"]
     at.number_input(key="fleet_engine_start_s").set_value(1200.0).run()
     assert not at.exception, at.exception

@@ -33,7 +33,7 @@ from shapeviz.analyses.shapes import DEFAULT_CORNERS, Corners, resolve_deploymen
 from shapeviz.analyses.traffic import rate_over_time
 from shapeviz.analysis import analyze
 from shapeviz.fleet.pools import fleet_from_dict
-from shapeviz.fleet.autoscale import POLICIES, POLICY_LABELS, autoscale, traffic_windows
+from shapeviz.fleet.autoscale import POLICIES, POLICY_LABELS, autoscale, sized_by_simulation, traffic_windows
 from shapeviz.fleet.growth import ALL, Growth, project
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.deploy.autoscaler import autoscaling_tables, keda_scaled_object
@@ -250,7 +250,7 @@ def report_files(
     }
     replay = replay_trace(log.frame, whatif, rate_rps=cmp.after.rate_rps, seed=seed)
     notes: list[str] = []
-    fleet = _fleet_over_time(log, dep, whatif, ttft, tpot, gpu_hour_usd, notes)
+    fleet = _fleet_over_time(log, dep, whatif, ttft, tpot, gpu_hour_usd, notes, method)
     if fleet is not None:
         figures["fleet_over_time"], captions["fleet_over_time"] = fleet[0], fleet[1]
         tables.update(fleet[2])
@@ -288,19 +288,24 @@ def report_files(
 
 
 def _fleet_over_time(log: LoadedLog, dep: Deployment, whatif: WhatIf, ttft: float, tpot: float,
-                     gpu_hour_usd: float | None, notes: list[str]) -> tuple[Any, str, dict, str] | None:
+                     gpu_hour_usd: float | None, notes: list[str],
+                     method: str = "analytic") -> tuple[Any, str, dict, str] | None:
     """The fleet over time for the memo and bundle: the chart, its caption, the tables and a KEDA ScaledObject."""
     frame = log.frame
     if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
         return None
     try:
         tw = traffic_windows(frame, dep, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=gpu_hour_usd)
+        if method == "simulated":   # the windows plan --autoscale prints: sized by the one engine
+            tw = sized_by_simulation(frame, tw, whatif=whatif)
         results = {p: autoscale(tw, p) for p in POLICIES}
     except ValueError as exc:
         notes.append(f"No autoscaling plan in this bundle: {exc}.")
         return None
     slo = results["slo"]
-    caption = (f"{tw.n_windows} windows of {tw.window_s / 60:.0f} min, each sized at its own rate and shape; a new "
+    caption = (f"{tw.n_windows} windows of {tw.window_s / 60:.0f} min, each sized at its own rate and shape"
+               + (f" (scaled by simulation: {tw.sized_by['replicas']} replicas replayed meet the busiest hour)"
+                  if tw.sized_by.get("scale") else "") + "; a new "
                f"replica serves {slo.startup.delay_s:.0f} s after it is asked for. Predicted SLO attainment: "
                f"{slo.gpu_hours:,.1f} GPU-hours against {slo.baseline_gpu_hours:,.1f} held at peak "
                f"({slo.saving:.0%} saved), {int(slo.windows['missed'].sum())} of {tw.n_windows} windows missed "
