@@ -5,10 +5,11 @@ name and seed) plus the column mapping. Uploads are cached per *session* (``scop
 sessions never share an upload, and are dropped when the session ends; demo data is shared by everyone.
 
 What one visitor can cost the server is bounded: a session reads at most ``SESSION_UPLOAD_BYTES`` of uploads at
-once (the per-file limit is ``server.maxUploadSize``), at most ``PARSE_SLOTS`` logs are parsed at the same time
-server-wide (the others wait their turn, so five concurrent uploads neither stack five parsing peaks nor starve
-the server's event loop of the interpreter), and when a session's upload is released (the session ended, or its
-cache entry expired) the memory is handed back to the operating system.
+once (the per-file limit is ``server.maxUploadSize``), and at most ``PARSE_SLOTS`` pieces of heavy work run at the
+same time server-wide (``work_slot``: parsing a log, then its analysis, plane and binned workload; the others wait
+their turn, so five concurrent uploads neither stack five peaks nor starve the server's event loop of the
+interpreter). When a session's upload is released (the session ended, or its cache entry expired) the memory is
+handed back to the operating system.
 """
 from __future__ import annotations
 
@@ -44,9 +45,10 @@ UPLOAD_KEY = "uploads"
 MAPPING_KEY = "mapping_override"
 SERVER_KEY = "server_pattern"
 SESSION_UPLOAD_BYTES = 1 << 30   # what one session may have read at once, all its files together (1 GiB)
-PARSE_SLOTS = 2                  # logs parsed at the same time, server-wide (the machine's cores)
+PARSE_SLOTS = 2                  # heavy work (parse, analysis) at the same time, server-wide (the machine's cores)
 GIVE_BACK_AFTER_S = 2.0          # after a release, when the freed memory is returned (the value is gone by then)
 _PARSING = threading.BoundedSemaphore(PARSE_SLOTS)
+_HELD = threading.local()        # how many slots this thread holds (nested heavy work takes no second one)
 _FILE_DIGESTS = "_file_digests"
 _SKETCH = "_sketch_of_dataset"
 
@@ -94,7 +96,7 @@ def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
     """Stream each source; every row while the logs are small, else their merged sketch and its sample."""
     from shapeviz.ingest import combine
 
-    with progress_bar("Reading the log") as progress, _parse_slot(progress):
+    with progress_bar("Reading the log") as progress, work_slot(progress):
         sketched = [sketch_log(source, name=name, mapping=mapping, keep_frame_rows=keep_frame_rows,
                                progress=progress) for source, name in sources]
     if all(s.frame is not None for s in sketched):
@@ -104,20 +106,29 @@ def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
     return LoadedLog(sketch.sample_frame(), sketch.report), sketch
 
 
-class _parse_slot:
-    """Hold one of the server's ``PARSE_SLOTS`` while a log is parsed; say so while waiting for one."""
+class work_slot:
+    """Hold one of the server's ``PARSE_SLOTS`` during heavy work (a parse, an analysis); say so while waiting.
 
-    def __init__(self, progress: Any) -> None:
-        self.progress = progress
+    A thread that holds a slot already (heavy work inside heavy work) takes no second one, so it never waits on
+    itself.
+    """
+
+    def __init__(self, progress: Any = None, waiting: str = "other visitors' logs are being read") -> None:
+        self.progress, self.waiting = progress, waiting
 
     def __enter__(self) -> None:
-        if not _PARSING.acquire(blocking=False):
-            self.progress("waiting", "other visitors' logs are being read", None)
+        depth = getattr(_HELD, "depth", 0)
+        if depth == 0 and not _PARSING.acquire(blocking=False):
+            if self.progress is not None:
+                self.progress("waiting", self.waiting, None)
             _PARSING.acquire()
+        _HELD.depth = depth + 1
 
     def __exit__(self, *exc: object) -> None:
-        _PARSING.release()
-        _give_back_later()   # the parse's transient peak (Arrow buffers, text) is garbage now
+        _HELD.depth -= 1
+        if _HELD.depth == 0:
+            _PARSING.release()
+            _give_back_later()   # the work's transient peak (Arrow buffers, text, copies) is garbage now
 
 
 def _give_back() -> None:
