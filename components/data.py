@@ -10,9 +10,16 @@ same time server-wide (``work_slot``: parsing a log, then its analysis, plane an
 their turn, so five concurrent uploads neither stack five peaks nor starve the server's event loop of the
 interpreter). When a session's upload is released (the session ended, or its cache entry expired) the memory is
 handed back to the operating system.
+
+A session whose browser left is ended ``server.disconnectedSessionTTL`` later (``end_session_when_it_leaves``):
+Streamlit keeps a disconnected session for that long so that a reconnecting browser finds it, but only drops it
+from its store when another session connects or leaves, and never shuts it down then; so the last page's objects
+(the frame of every upload), its uploaded files and its widget state stayed in memory for good after the last
+visitor left. Here the session is closed (``Runtime.close_session``) unless it came back, and memory handed back.
 """
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import gc
@@ -47,6 +54,8 @@ SERVER_KEY = "server_pattern"
 SESSION_UPLOAD_BYTES = 1 << 30   # what one session may have read at once, all its files together (1 GiB)
 PARSE_SLOTS = 2                  # heavy work (parse, analysis) at the same time, server-wide (the machine's cores)
 GIVE_BACK_AFTER_S = 2.0          # after a release, when the freed memory is returned (the value is gone by then)
+SESSION_END_GRACE_S = 5.0        # past server.disconnectedSessionTTL, when a session whose browser left is ended
+SESSION_END_GIVE_BACK_S = 10.0   # after a session is ended, when its memory is returned (its thread has stopped)
 _PARSING = threading.BoundedSemaphore(PARSE_SLOTS)
 _HELD = threading.local()        # how many slots this thread holds (nested heavy work takes no second one)
 _FILE_DIGESTS = "_file_digests"
@@ -147,11 +156,51 @@ def _give_back() -> None:
             pass   # not glibc (musl, macOS): its allocator returns memory its own way
 
 
-def _give_back_later(*_released: object) -> None:
+def _give_back_later(*_released: object, after_s: float = GIVE_BACK_AFTER_S) -> None:
     """``_give_back`` shortly after: an ``on_release`` callback still holds the released value when it runs."""
-    timer = threading.Timer(GIVE_BACK_AFTER_S, _give_back)
+    timer = threading.Timer(after_s, _give_back)
     timer.daemon = True
     timer.start()
+
+
+def end_session_when_it_leaves() -> None:
+    """Once per session: when its browser leaves, end it ``server.disconnectedSessionTTL`` later unless it is back."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is not None:
+        _session_end_hook(ctx.session_id)
+
+
+def _on_session_scope_released(session_id: str) -> None:
+    """Streamlit clears a session's scope when its browser leaves (on the server's event loop): schedule its end."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return   # released on a script thread (the entry expired): the session itself is still there
+    from streamlit import config
+
+    ttl_s = float(config.get_option("server.disconnectedSessionTTL"))
+    loop.call_later(ttl_s + SESSION_END_GRACE_S, _end_session_if_gone, session_id)
+
+
+def _end_session_if_gone(session_id: str) -> None:
+    """On the event loop: shut the session down (uploads, widget state, last page) unless its browser came back."""
+    from streamlit.runtime import Runtime
+
+    if not Runtime.exists():
+        return
+    runtime = Runtime.instance()
+    if runtime.is_active_session(session_id):
+        return   # reconnected: its next departure schedules this again
+    runtime.close_session(session_id)
+    # its script thread unwinds first; a page script's functions and globals form cycles only a collection frees
+    _give_back_later(after_s=SESSION_END_GIVE_BACK_S)
+
+
+@st.cache_resource(max_entries=1, scope="session", show_spinner=False, on_release=_on_session_scope_released)
+def _session_end_hook(session_id: str) -> str:
+    return session_id
 
 
 def check_upload_budget(files: list[Any]) -> None:
