@@ -1,7 +1,7 @@
 """shapeviz: the dashboard's entry point. Page config, navigation, the shared sidebar; nothing else."""
 import streamlit as st
 
-from components import sidebar
+from components import data, sidebar
 
 st.set_page_config(page_title="shapeviz: LLM workload shape", page_icon=":material/scatter_plot:", layout="wide")
 
@@ -14,5 +14,6 @@ navigation = st.navigation(
         st.Page("pages/report.py", title="Report", icon=":material/description:"),
     ]
 )
+data.end_session_when_it_leaves()   # a session whose browser left is ended, and its memory handed back
 sidebar.render()
 navigation.run()

@@ -75,7 +75,8 @@ MATERIAL_SHARE_PCT = "material_share_pct"
 def _analyze(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
              material_share: float, log: LoadedLog) -> Analysis:
     sketch = data.sketch_of(digest)
-    with progress_bar("Analysing the log") as progress:
+    # heavy work: at most data.PARSE_SLOTS analyses and parses at once, server-wide
+    with progress_bar("Analysing the log") as progress, data.work_slot(progress, "other visitors' logs are analysed"):
         # a log too big to keep whole: every analysis from its sketch
         source = SketchedLog(sketch) if sketch is not None else log
         return analyze(source, corners=Corners(*corners), deployment=deployment, k=k, material_share=material_share,
@@ -102,19 +103,21 @@ def _shared_analysis(digest: str, corners: tuple[int, int, int], deployment: Dep
 def workload(digest: str, _log: LoadedLog) -> Workload:
     """The log binned into weighted points, once per dataset: a slider move never touches rows."""
     sketch = data.sketch_of(digest)
-    return Workload.from_view(sketch if sketch is not None else _log.frame)
+    with data.work_slot():
+        return Workload.from_view(sketch if sketch is not None else _log.frame)
 
 
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
 def rate_chart(digest: str, freq: str, _log: LoadedLog) -> go.Figure:
     """Request rate over time per product (inert), once per dataset: it reads every row, never on a slider move."""
     sketch = data.sketch_of(digest)
-    if sketch is not None:
-        minutes = max(1, round(pd.Timedelta(freq) / pd.Timedelta(minutes=1)))
-        rates = rate_over_time(WorkloadView.from_sketch(sketch), f"{minutes}min")   # a sketch keeps whole minutes
-    else:
-        rates = rate_over_time(_log.frame, freq)
-    return inert_figure(rate_figure(rates, product_colors(rates["product"].unique())))
+    with data.work_slot():
+        if sketch is not None:
+            minutes = max(1, round(pd.Timedelta(freq) / pd.Timedelta(minutes=1)))
+            rates = rate_over_time(WorkloadView.from_sketch(sketch), f"{minutes}min")   # a sketch keeps whole minutes
+        else:
+            rates = rate_over_time(_log.frame, freq)
+        return inert_figure(rate_figure(rates, product_colors(rates["product"].unique())))
 
 
 BALANCE_INPUT_TOKENS = np.logspace(0, 6.5, 60)  # where the plane's prefill = decode line is evaluated
@@ -150,6 +153,12 @@ def _shared_plane(digest: str, corners: tuple[int, int, int], deployment: Deploy
 
 def _plane(corners: tuple[int, int, int], deployment: Deployment, cache_hit: float, tpot_slo_ms: float,
            _log: LoadedLog) -> Plane:
+    with data.work_slot():
+        return _draw_plane(corners, deployment, cache_hit, tpot_slo_ms, _log)
+
+
+def _draw_plane(corners: tuple[int, int, int], deployment: Deployment, cache_hit: float, tpot_slo_ms: float,
+                _log: LoadedLog) -> Plane:
     frame = _log.frame
     colors = product_colors(frame["product"].astype(str).unique())
     x = BALANCE_INPUT_TOKENS

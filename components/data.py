@@ -5,13 +5,21 @@ name and seed) plus the column mapping. Uploads are cached per *session* (``scop
 sessions never share an upload, and are dropped when the session ends; demo data is shared by everyone.
 
 What one visitor can cost the server is bounded: a session reads at most ``SESSION_UPLOAD_BYTES`` of uploads at
-once (the per-file limit is ``server.maxUploadSize``), at most ``PARSE_SLOTS`` logs are parsed at the same time
-server-wide (the others wait their turn, so five concurrent uploads neither stack five parsing peaks nor starve
-the server's event loop of the interpreter), and when a session's upload is released (the session ended, or its
-cache entry expired) the memory is handed back to the operating system.
+once (the per-file limit is ``server.maxUploadSize``), and at most ``PARSE_SLOTS`` pieces of heavy work run at the
+same time server-wide (``work_slot``: parsing a log, then its analysis, plane and binned workload; the others wait
+their turn, so five concurrent uploads neither stack five peaks nor starve the server's event loop of the
+interpreter). When a session's upload is released (the session ended, or its cache entry expired) the memory is
+handed back to the operating system.
+
+A session whose browser left is ended ``server.disconnectedSessionTTL`` later (``end_session_when_it_leaves``):
+Streamlit keeps a disconnected session for that long so that a reconnecting browser finds it, but only drops it
+from its store when another session connects or leaves, and never shuts it down then; so the last page's objects
+(the frame of every upload), its uploaded files and its widget state stayed in memory for good after the last
+visitor left. Here the session is closed (``Runtime.close_session``) unless it came back, and memory handed back.
 """
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import gc
@@ -44,9 +52,12 @@ UPLOAD_KEY = "uploads"
 MAPPING_KEY = "mapping_override"
 SERVER_KEY = "server_pattern"
 SESSION_UPLOAD_BYTES = 1 << 30   # what one session may have read at once, all its files together (1 GiB)
-PARSE_SLOTS = 2                  # logs parsed at the same time, server-wide (the machine's cores)
+PARSE_SLOTS = 2                  # heavy work (parse, analysis) at the same time, server-wide (the machine's cores)
 GIVE_BACK_AFTER_S = 2.0          # after a release, when the freed memory is returned (the value is gone by then)
+SESSION_END_GRACE_S = 5.0        # past server.disconnectedSessionTTL, when a session whose browser left is ended
+SESSION_END_GIVE_BACK_S = 10.0   # after a session is ended, when its memory is returned (its thread has stopped)
 _PARSING = threading.BoundedSemaphore(PARSE_SLOTS)
+_HELD = threading.local()        # how many slots this thread holds (nested heavy work takes no second one)
 _FILE_DIGESTS = "_file_digests"
 _SKETCH = "_sketch_of_dataset"
 
@@ -94,7 +105,7 @@ def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
     """Stream each source; every row while the logs are small, else their merged sketch and its sample."""
     from shapeviz.ingest import combine
 
-    with progress_bar("Reading the log") as progress, _parse_slot(progress):
+    with progress_bar("Reading the log") as progress, work_slot(progress):
         sketched = [sketch_log(source, name=name, mapping=mapping, keep_frame_rows=keep_frame_rows,
                                progress=progress) for source, name in sources]
     if all(s.frame is not None for s in sketched):
@@ -104,20 +115,29 @@ def load_sources(sources: list[tuple[Any, str]], mapping: dict[str, str] | None,
     return LoadedLog(sketch.sample_frame(), sketch.report), sketch
 
 
-class _parse_slot:
-    """Hold one of the server's ``PARSE_SLOTS`` while a log is parsed; say so while waiting for one."""
+class work_slot:
+    """Hold one of the server's ``PARSE_SLOTS`` during heavy work (a parse, an analysis); say so while waiting.
 
-    def __init__(self, progress: Any) -> None:
-        self.progress = progress
+    A thread that holds a slot already (heavy work inside heavy work) takes no second one, so it never waits on
+    itself.
+    """
+
+    def __init__(self, progress: Any = None, waiting: str = "other visitors' logs are being read") -> None:
+        self.progress, self.waiting = progress, waiting
 
     def __enter__(self) -> None:
-        if not _PARSING.acquire(blocking=False):
-            self.progress("waiting", "other visitors' logs are being read", None)
+        depth = getattr(_HELD, "depth", 0)
+        if depth == 0 and not _PARSING.acquire(blocking=False):
+            if self.progress is not None:
+                self.progress("waiting", self.waiting, None)
             _PARSING.acquire()
+        _HELD.depth = depth + 1
 
     def __exit__(self, *exc: object) -> None:
-        _PARSING.release()
-        _give_back_later()   # the parse's transient peak (Arrow buffers, text) is garbage now
+        _HELD.depth -= 1
+        if _HELD.depth == 0:
+            _PARSING.release()
+            _give_back_later()   # the work's transient peak (Arrow buffers, text, copies) is garbage now
 
 
 def _give_back() -> None:
@@ -136,11 +156,51 @@ def _give_back() -> None:
             pass   # not glibc (musl, macOS): its allocator returns memory its own way
 
 
-def _give_back_later(*_released: object) -> None:
+def _give_back_later(*_released: object, after_s: float = GIVE_BACK_AFTER_S) -> None:
     """``_give_back`` shortly after: an ``on_release`` callback still holds the released value when it runs."""
-    timer = threading.Timer(GIVE_BACK_AFTER_S, _give_back)
+    timer = threading.Timer(after_s, _give_back)
     timer.daemon = True
     timer.start()
+
+
+def end_session_when_it_leaves() -> None:
+    """Once per session: when its browser leaves, end it ``server.disconnectedSessionTTL`` later unless it is back."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is not None:
+        _session_end_hook(ctx.session_id)
+
+
+def _on_session_scope_released(session_id: str) -> None:
+    """Streamlit clears a session's scope when its browser leaves (on the server's event loop): schedule its end."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return   # released on a script thread (the entry expired): the session itself is still there
+    from streamlit import config
+
+    ttl_s = float(config.get_option("server.disconnectedSessionTTL"))
+    loop.call_later(ttl_s + SESSION_END_GRACE_S, _end_session_if_gone, session_id)
+
+
+def _end_session_if_gone(session_id: str) -> None:
+    """On the event loop: shut the session down (uploads, widget state, last page) unless its browser came back."""
+    from streamlit.runtime import Runtime
+
+    if not Runtime.exists():
+        return
+    runtime = Runtime.instance()
+    if runtime.is_active_session(session_id):
+        return   # reconnected: its next departure schedules this again
+    runtime.close_session(session_id)
+    # its script thread unwinds first; a page script's functions and globals form cycles only a collection frees
+    _give_back_later(after_s=SESSION_END_GIVE_BACK_S)
+
+
+@st.cache_resource(max_entries=1, scope="session", show_spinner=False, on_release=_on_session_scope_released)
+def _session_end_hook(session_id: str) -> str:
+    return session_id
 
 
 def check_upload_budget(files: list[Any]) -> None:

@@ -10,12 +10,17 @@ The folder is ``SHAPEVIZ_CACHE_DIR`` when the operator sets it (``off`` turns th
 read go first). A folder that cannot be written, or an entry that cannot be read, only costs the computation: the
 cache never fails a page.
 
-Anyone with the source can compute an entry's file name, so an entry is trusted only when it proves the server
-wrote it: each file is signed (HMAC-SHA256 over its name and bytes) with a key kept *outside* the cache folder
-(``SHAPEVIZ_CACHE_KEY_FILE``, else ``$XDG_CONFIG_HOME/shapeviz/cache.key``, created 0600). The signature is checked
-before a byte is unpickled, so a planted or altered file never runs. The folder is created 0700 and refused (the
-cache is then off) when it is a symlink, not owned by the server's user, or writable by group or others; the key
-file likewise. A loaded value must have the kind's type; a bad entry is deleted, never marked as recently used.
+An entry holds data only, never code: a JSON document and the frames it names as Parquet (``ENTRY_SUFFIX``).
+Each kind says how its value becomes that data and back (``KINDS``: the log through ``LoadedLog.to_plain``, the
+analysis through ``Analysis.to_plain``, the plane's figure through plotly's own JSON), and reading rebuilds only
+the declared types, so no file, planted or not, can make the server run anything; nothing here unpickles.
+Anyone with the source can compute an entry's file name, so an entry is also trusted only when it proves the
+server wrote it: each file is signed (HMAC-SHA256 over its name and bytes) with a key kept *outside* the cache
+folder (``SHAPEVIZ_CACHE_KEY_FILE``, else ``$XDG_CONFIG_HOME/shapeviz/cache.key``, created 0600), so a planted
+file cannot change what visitors see either. The folder is created 0700 and refused (the cache is then off) when
+it is a symlink, not owned by the server's user, or writable by group or others; the key file likewise. An entry
+is rebuilt as its kind's type or not at all (that is its type check); a bad entry is deleted, never marked as
+recently used. Pickles an older version left in the folder are deleted unread.
 """
 from __future__ import annotations
 
@@ -23,20 +28,23 @@ import contextlib
 import hashlib
 import hmac
 import io
+import json
 import os
-import pickle
 import secrets
 import stat
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 ENV = "SHAPEVIZ_CACHE_DIR"
 KEY_ENV = "SHAPEVIZ_CACHE_KEY_FILE"
 MAX_ENTRIES = 256   # a deployment or corner change on the demo is a new entry (35 kB analysis, 0.3 MB plane)
-MAGIC = b"shapeviz-cache-1\n"
+MAGIC = b"shapeviz-cache-2\n"   # 2: JSON and Parquet (1 was a pickle)
+ENTRY_SUFFIX = ".entry"
+MAX_DOCUMENT_BYTES = 64 << 20   # an entry's JSON part (the demo's analysis is 50 kB, its plane 0.4 MB)
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
@@ -118,27 +126,72 @@ def key_of(*parts: object) -> str:
     return hashlib.sha256(repr((code_digest(), *parts)).encode()).hexdigest()[:32]
 
 
-def _is_plane(value: object) -> bool:
-    import pandas as pd
-    import plotly.graph_objects as go
-    return (isinstance(value, tuple) and len(value) == 3 and isinstance(value[0], go.Figure)
-            and isinstance(value[1], pd.DataFrame) and isinstance(value[2], dict))
+@dataclass(frozen=True)
+class Kind:
+    """How one kind of entry becomes plain data and back: its type check is the rebuilding.
+
+    ``dump(value, frames)`` gives JSON values and appends the DataFrames it names to ``frames``;
+    ``load(document, frames)`` builds the kind's type from them, and only it, checking every field on the way
+    (ValueError or TypeError when the document does not fit: the entry is then bad).
+    """
+
+    dump: Callable[[Any, list[Any]], Any]
+    load: Callable[[Any, list[Any]], Any]
+
+    @classmethod
+    def plain(cls, hint: Any) -> Kind:
+        """A kind whose values are of type ``hint`` (plain data, dataclasses of it, frames): ``shapeviz.plain``."""
+        from shapeviz.plain import from_plain, to_plain
+        return cls(lambda value, frames: to_plain(hint, value, frames),
+                   lambda doc, frames: from_plain(hint, doc, frames))
 
 
-def _is_generated(value: object) -> bool:
+def _dump_generated(value: Any, frames: list[Any]) -> Any:
+    log, digest = value
+    return {"log": log.to_plain(frames), "digest": str(digest)}
+
+
+def _load_generated(doc: Any, frames: list[Any]) -> Any:
     from shapeviz.ingest import LoadedLog
-    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], LoadedLog)
-            and isinstance(value[1], str))
+    if not isinstance(doc, dict) or set(doc) != {"log", "digest"} or not isinstance(doc["digest"], str):
+        raise ValueError("not a generated log")
+    return LoadedLog.from_plain(doc["log"], frames), doc["digest"]
 
 
-def _is_analysis(value: object) -> bool:
+def _dump_analysis(value: Any, frames: list[Any]) -> Any:
+    return value.to_plain(frames)
+
+
+def _load_analysis(doc: Any, frames: list[Any]) -> Any:
     from shapeviz.analysis import Analysis
-    return isinstance(value, Analysis)
+    return Analysis.from_plain(doc, frames)
 
 
-# What each kind of entry must be once loaded: a value of any other type is a bad entry.
-EXPECTED: dict[str, Callable[[object], bool]] = {
-    "generated": _is_generated, "analysis": _is_analysis, "plane": _is_plane,
+def _dump_plane(value: Any, frames: list[Any]) -> Any:
+    import pandas as pd
+    from shapeviz.plain import to_plain
+    figure, p50, colors = value
+    return {"figure": figure.to_json(),
+            "p50_colors": to_plain(tuple[pd.DataFrame, dict[str, str]], (p50, colors), frames)}
+
+
+def _load_plane(doc: Any, frames: list[Any]) -> Any:
+    import pandas as pd
+    import plotly.io as pio
+    from shapeviz.plain import from_plain
+    if not isinstance(doc, dict) or set(doc) != {"figure", "p50_colors"} or not isinstance(doc["figure"], str):
+        raise ValueError("not a plane")
+    p50, colors = from_plain(tuple[pd.DataFrame, dict[str, str]], doc["p50_colors"], frames)
+    # plotly's own reader builds figure objects only, and refuses a property a figure does not have
+    figure = pio.from_json(doc["figure"], output_type="Figure", skip_invalid=False)
+    return figure, p50, colors
+
+
+# Each kind of entry: its plain form, read back as the kind's type only (a document of another shape is bad).
+KINDS: dict[str, Kind] = {
+    "generated": Kind(_dump_generated, _load_generated),
+    "analysis": Kind(_dump_analysis, _load_analysis),
+    "plane": Kind(_dump_plane, _load_plane),
 }
 
 
@@ -146,7 +199,38 @@ def _signature(key: bytes, name: str, payload: bytes) -> bytes:
     return hmac.new(key, name.encode() + b"\0" + payload, hashlib.sha256).digest()
 
 
-def _read(path: Path, key: bytes) -> tuple[bool, object]:
+def _encode(kind: Kind, value: object) -> bytes:
+    """The entry's payload: the JSON document's length (8 bytes), the document, then each frame as Parquet."""
+    frames: list[Any] = []
+    document = kind.dump(value, frames)
+    blobs = []
+    for frame in frames:
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, engine="pyarrow")
+        blobs.append(buffer.getvalue())
+    head = json.dumps({"value": document, "frames": [len(b) for b in blobs]}, separators=(",", ":")).encode()
+    return len(head).to_bytes(8, "big") + head + b"".join(blobs)
+
+
+def _decode(kind: Kind, payload: bytes) -> object:
+    """The value ``_encode`` stored: JSON and Parquet read as data, rebuilt by the kind; ValueError when malformed."""
+    import pandas as pd
+    n = int.from_bytes(payload[:8], "big")
+    if n > min(MAX_DOCUMENT_BYTES, len(payload) - 8):
+        raise ValueError("a document longer than the entry")
+    head = json.loads(payload[8:8 + n])
+    sizes = head["frames"]
+    if not (isinstance(sizes, list) and all(type(s) is int and s >= 0 for s in sizes)
+            and 8 + n + sum(sizes) == len(payload)):
+        raise ValueError("frames that do not add up to the entry")
+    frames, at = [], 8 + n
+    for size in sizes:
+        frames.append(pd.read_parquet(io.BytesIO(payload[at:at + size]), engine="pyarrow"))
+        at += size
+    return kind.load(head["value"], frames)
+
+
+def _read(path: Path, key: bytes, kind: Kind) -> tuple[bool, object]:
     """(True, value) for an entry this server signed; (False, None) when there is none or it is bad (deleted)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -159,59 +243,58 @@ def _read(path: Path, key: bytes) -> tuple[bool, object]:
         blob = f.read()
     head = len(MAGIC) + 32
     if blob[:len(MAGIC)] == MAGIC and hmac.compare_digest(blob[len(MAGIC):head], _signature(key, path.name, blob[head:])):
-        with contextlib.suppress(Exception):   # noqa: BLE001 - our own bytes, but from another Python or library
-            return True, pickle.loads(blob[head:])   # noqa: S301 - signed by this server, checked above
+        with contextlib.suppress(Exception):   # noqa: BLE001 - our own bytes, but from another library version
+            return True, _decode(kind, blob[head:])
     return False, None
 
 
-def cached(kind: str, parts: tuple[object, ...], compute: Callable[[], T],
-           expect: Callable[[object], bool] | None = None) -> T:
+def cached(kind: str, parts: tuple[object, ...], compute: Callable[[], T]) -> T:
     """``compute()``, read from the cache folder when it was stored before under the same key, else stored there.
 
-    ``expect`` says whether a loaded value is of the kind's type (default: ``EXPECTED[kind]``; a kind with
-    neither is never cached).
+    ``kind`` names an entry of ``KINDS`` (how its value is stored and what it must be once loaded); another
+    kind is never cached.
     """
     folder = cache_dir()
-    expected = expect or EXPECTED.get(kind)
-    if folder is None or expected is None or not _safe_folder(folder):
+    spec = KINDS.get(kind)
+    if folder is None or spec is None or not _safe_folder(folder):
         return compute()
     key = _signing_key(folder)
     if key is None:
         return compute()
-    path = folder / f"{kind}-{key_of(kind, *parts)}.pickle"
-    found, value = _read(path, key)
-    if found and expected(value):
+    path = folder / f"{kind}-{key_of(kind, *parts)}{ENTRY_SUFFIX}"
+    found, value = _read(path, key, spec)
+    if found:
         with contextlib.suppress(OSError):
             os.utime(path, follow_symlinks=False)   # recently read: the last to be pruned
         return value
     path.unlink(missing_ok=True)   # a bad entry goes; it is never refreshed
     value = compute()
-    _write(folder, path, key, kind, value)
+    _write(folder, path, key, spec, value)
     return value
 
 
-def _write(folder: Path, path: Path, key: bytes, kind: str, value: object) -> None:
+def _write(folder: Path, path: Path, key: bytes, kind: Kind, value: object) -> None:
     tmp: str | None = None
     try:
-        buffer = io.BytesIO()
-        pickle.dump(value, buffer, protocol=pickle.HIGHEST_PROTOCOL)
-        payload = buffer.getvalue()
+        payload = _encode(kind, value)
         # written to a temporary name (created 0600, never an existing file) and renamed: no half entries
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{kind}-", suffix=".tmp", delete=False) as f:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".entry-", suffix=".tmp", delete=False) as f:
             tmp = f.name
             f.write(MAGIC + _signature(key, path.name, payload) + payload)
         os.replace(tmp, path)
         tmp = None
         _prune(folder)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
-        pass   # a read-only or full disk, or a value that does not pickle: returned, just not kept
+    except (OSError, TypeError, ValueError, AttributeError, ImportError):
+        pass   # a read-only or full disk, or a value with no plain form: returned, just not kept
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
 
 
 def _prune(folder: Path) -> None:
-    """Keep the ``MAX_ENTRIES`` most recently used entries."""
-    entries = sorted(folder.glob("*.pickle"), key=lambda p: p.lstat().st_mtime)
+    """Keep the ``MAX_ENTRIES`` most recently used entries; delete an older version's pickles unread."""
+    for old in folder.glob("*.pickle"):
+        old.unlink(missing_ok=True)
+    entries = sorted(folder.glob(f"*{ENTRY_SUFFIX}"), key=lambda p: p.lstat().st_mtime)
     for old in entries[:max(len(entries) - MAX_ENTRIES, 0)]:
         old.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from shapeviz.analyses.shapes import (
 )
 from shapeviz.analyses.traffic import Traffic, traffic
 from shapeviz.ingest import LoadedLog, LoadReport, combine, load_log
+from shapeviz.plain import from_plain, to_plain
 from shapeviz.progress import Progress, analysis_stage, silent
 from shapeviz.recommend import Recommendation, recommend
 from shapeviz.workload.distributed import sketch_paths
@@ -46,6 +47,15 @@ class Analysis:
     sessions: dict[str, Any] | None
     agents: dict[str, AgentVerdict]
     recommendations: list[Recommendation]
+
+    def to_plain(self, frames: list[Any]) -> dict[str, Any]:
+        """This analysis as JSON values (DataFrames appended to ``frames``), for a store that never runs code."""
+        return to_plain(Analysis, self, frames)
+
+    @classmethod
+    def from_plain(cls, data: Any, frames: Sequence[Any]) -> Analysis:
+        """The analysis ``to_plain`` described, built from its declared types only; ValueError when it does not fit."""
+        return from_plain(cls, data, frames)
 
 
 def analyze(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from shapeviz.ingest.columns import (
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.limits import Limits
 from shapeviz.ingest.readers import RawTable, too_many_columns
+from shapeviz.plain import from_plain, to_plain
 from shapeviz.schema import CANONICAL, DTYPES
 
 REASONS: tuple[str, ...] = ("malformed_row", "missing_tokens", "not_a_number", "negative_tokens", "absurd_tokens",
@@ -88,6 +89,19 @@ class LoadedLog(NamedTuple):
 
     frame: pd.DataFrame
     report: LoadReport
+
+    def to_plain(self, frames: list[Any]) -> dict[str, Any]:
+        """The report as JSON values and the frame appended to ``frames`` (stored as Parquet by the caller)."""
+        return to_plain(LoadedLog, self, frames)
+
+    @classmethod
+    def from_plain(cls, data: Any, frames: Sequence[Any]) -> LoadedLog:
+        """The log ``to_plain`` described; ValueError when it does not fit (a frame that is not canonical included)."""
+        log = from_plain(cls, data, frames)
+        missing = {"input_tokens", "output_tokens", "product"} - set(log.frame.columns)
+        if missing:
+            raise ValueError(f"not a canonical frame: no {', '.join(sorted(missing))}")
+        return log
 
 
 def file_stem(label: str) -> str:
