@@ -42,18 +42,24 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
         return future
 
 
+def key_of(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
+           gpu_hour_usd: float) -> tuple:
+    """The key a sizing is kept under: the log's digest and every setting it depends on."""
+    return (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd))
+
+
 def sizing_of(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
               tpot_slo_ms: float, gpu_hour_usd: float) -> Sizing:
     """The one sizing of ``dep`` for this log and settings, waited for: for the page's own deployment it is the
     headline's (the same key), so Compare deployments shows the headline's fleet, not a second answer."""
-    key = (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd))
+    key = key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
     return submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd).result()
 
 
 def ready(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
           gpu_hour_usd: float) -> Sizing | None:
     """The headline's sizing for these settings when it is done (None while it runs, or never started)."""
-    key = (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd))
+    key = key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
     with _LOCK:
         future = _RESULTS.get(key)
     if future is None or not future.done() or future.exception() is not None:
@@ -93,12 +99,12 @@ def answer_line(sizing: Sizing, tp: int) -> str:
 
 def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
                   tpot_slo_ms: float, gpu_hour_usd: float, pressure: tuple[float, float] | None = None) -> None:
-    """The simulated fleet below the estimate: a line that fills in when the replays are done."""
+    """The simulated fleet below the estimate: a line that fills in when the replays are done (``pressure``: the
+    estimate's prefill and decode pressure per replica, for ``sizing.pressure_reason``)."""
     if frame is None or "timestamp" not in frame.columns:
         st.caption("The fleet size above is the analytic estimate: this log has no timestamps to replay.")
         return
-    key = (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd))
-    future = submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+    future = submit(key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd), frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
 
     @st.fragment(run_every=None if future.done() else POLL_S)
     def _line() -> None:
@@ -112,10 +118,8 @@ def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif:
         left, right = st.columns([0.85, 0.15])
         sizing = future.result()
         left.markdown(answer_line(sizing, dep.tp))
-        if pressure is not None and sizing.replicas and sizing.estimate:
-            # the estimate's pressure per replica, spread over the answer's replicas (as plan's text says it)
-            scale = sizing.estimate / sizing.replicas
-            why = pressure_reason(sizing, pressure[0] * scale, pressure[1] * scale)
+        if pressure is not None:   # the estimate's pressure, as plan's text judges it
+            why = pressure_reason(sizing, *pressure)
             if why:
                 left.caption(md_literal(why[0].upper() + why[1:] + "."))
         with right:

@@ -12,7 +12,7 @@ import streamlit as st
 
 from components import data
 from shapeviz.analyses.shapes import Corners
-from shapeviz.fleet.sizing import DEFAULT_MODEL, log_model
+from shapeviz.fleet.sizing import checkpoint_precision_source, model_of_log
 from shapeviz.ingest import DEFAULT_LIMITS
 from shapeviz.ingest.limits import human_bytes
 from shapeviz.physics import get_gpu, get_model, list_gpus, list_models
@@ -225,15 +225,13 @@ def _on_model_change(chosen: bool = True) -> None:
 
 def follow_log_model(digest: str, frame: object) -> None:
     """The log's model column chooses the model, as ``plan`` does, once per log and unless the user picked one
-    (the most requested catalogue model; ``shapeviz.fleet.sizing.log_model``). Reruns when it changes it."""
+    (the most requested catalogue model; ``shapeviz.fleet.sizing.model_of_log``). Reruns when it changes it."""
     if st.session_state.get(_MODEL_FOR) == digest:
         return
     st.session_state[_MODEL_FOR] = digest
     if st.session_state.get(_MODEL_CHOSEN):
         return
-    found, why = log_model(frame)
-    st.session_state[MODEL_SOURCE] = why if found else f"shapeviz default ({why})"
-    model = found or DEFAULT_MODEL
+    model, st.session_state[MODEL_SOURCE] = model_of_log(frame)
     if model != st.session_state.get("model"):
         st.session_state[PENDING_MODEL] = model
         st.rerun()   # the model widget was drawn with the old value
@@ -243,8 +241,8 @@ def deployment_sources(s: Settings) -> tuple[str, str]:
     """Where the sidebar's model and precision came from, in words (the log, the user, a default)."""
     model = get_model(s.model)
     source = str(st.session_state.get(MODEL_SOURCE) or "shapeviz default")
-    precision = (f"the checkpoint's own precision ({s.precision.upper()}, what a team serves without quantising; "
-                 "FP8/FP4 are levers)" if s.precision == model.checkpoint_precision
+    precision = (checkpoint_precision_source(s.precision) + "; FP8/FP4 are levers"
+                 if s.precision == model.checkpoint_precision
                  else f"chosen in the sidebar (the checkpoint is {model.checkpoint_precision.upper()})")
     return source, precision
 

@@ -23,7 +23,7 @@ from shapeviz.fleet.sizing import (
     DEFAULT_SLO_WINDOW_S,
     checkpoint_precision_source,
     fleet_answer,
-    log_model,
+    model_of_log,
     pair_classes,
 )
 from shapeviz.serving.compare import precisions_for
@@ -36,17 +36,14 @@ def resolve_model(args: argparse.Namespace, frame: Any = None) -> tuple[str, str
     """``(model id, source)``: --model, else the log's model column, else the default model."""
     if getattr(args, "model", None):
         return get_model(args.model).id, "set by user (--model)"
-    found, why = log_model(frame)
-    if found is not None:
-        return found, why
-    return DEFAULT_MODEL, f"shapeviz default ({why}; set --model)"
+    return model_of_log(frame)
 
 
 def precision_source(args: argparse.Namespace, dep: Deployment) -> str:
     """Where the weight precision came from: the user, or the model's own checkpoint."""
     if getattr(args, "precision", None):
         return "set by user (--precision)"
-    return checkpoint_precision_source(dep) + "; FP8/FP4 are levers, priced in `precision_levers`"
+    return checkpoint_precision_source(dep.precision) + "; FP8/FP4 are levers, priced in `precision_levers`"
 
 
 def deployment_from_args(args: argparse.Namespace, model_id: str | None = None) -> tuple[Deployment, str]:
@@ -127,6 +124,17 @@ def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Dep
     return workload, info
 
 
+def answer_from_args(args: argparse.Namespace, workload: Workload, dep: Deployment, frame: Any, whatif: WhatIf,
+                     ttft_slo: float, tpot_slo: float, classes: Any) -> Any:
+    """``fleet_answer`` with the command line's sizing options (method, SLO window, router, block size): the fleet
+    ``plan`` prints, and every other command's "today's fleet" (``plan --growth``'s month 0)."""
+    return fleet_answer(
+        workload, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo, classes=classes,
+        gpu_hour_usd=args.gpu_hour_usd, method=getattr(args, "method", "simulated"),
+        slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)), router=getattr(args, "router", None),
+        block_size=getattr(args, "block_size", None))
+
+
 def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
     """The ``plan`` JSON document: deployment, workload, max throughput, phases, TTFT/TPOT, GPUs, cost, assumptions."""
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
@@ -149,11 +157,8 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     tpot_slo = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
     if frames:   # every product's class: its own --slo, else the TTFT/TPOT pair (the default class)
         classes = pair_classes(frames[0], ttft_slo, tpot_slo, overrides)
-    planned, sizing, estimate, routed = fleet_answer(
-        workload, dep, frames[0] if frames else None, whatif=whatif, ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo,
-        classes=classes, gpu_hour_usd=args.gpu_hour_usd, method=getattr(args, "method", "simulated"),
-        slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)), router=getattr(args, "router", None),
-        block_size=getattr(args, "block_size", None))
+    planned, sizing, estimate, routed = answer_from_args(args, workload, dep, frames[0] if frames else None, whatif,
+                                                         ttft_slo, tpot_slo, classes)
     result = planned.to_dict()
     effect = (None if dep.speculative is None
               else speculative_effect(workload, dep, whatif, ttft_slo, tpot_slo, args.gpu_hour_usd))

@@ -122,15 +122,9 @@ class Sizing:
         })
 
 
-def log_model(frame: Any) -> tuple[str | None, str]:
-    """The catalogue model the log's ``model`` column names (the most requested one), and where it came from.
-
-    Names are shown literally (they are the log's text); a name the catalogue does not know is skipped."""
-    if frame is None:
-        return None, "no log rows to read a model from"
-    if "model" not in frame.columns:
-        return None, "the log has no model column"
-    counts = frame["model"].astype(str).value_counts()
+def _catalogue_counts(counts: pd.Series) -> tuple[dict[str, int], dict[str, str]]:
+    """Requests per catalogue model id from ``counts`` (requests per model name), and the first name of each id
+    (a name the catalogue does not know is skipped)."""
     known: dict[str, int] = {}
     names: dict[str, str] = {}
     for name, n in counts.items():
@@ -140,49 +134,60 @@ def log_model(frame: Any) -> tuple[str | None, str]:
             continue
         known[model] = known.get(model, 0) + int(n)
         names.setdefault(model, str(name))
+    return known, names
+
+
+def log_model(frame: Any) -> tuple[str | None, str]:
+    """The catalogue model the log's ``model`` column names (the most requested one), and where it came from.
+
+    Names are shown literally (they are the log's text); a name the catalogue does not know is skipped."""
+    if frame is None:
+        return None, "no log rows to read a model from"
+    if "model" not in frame.columns:
+        return None, "the log has no model column"
+    counts = frame["model"].astype(str).value_counts()
+    known, names = _catalogue_counts(counts)
     if not known:
         return None, f"the log's model column names no catalogue model ({', '.join(map(repr, counts.index[:3]))})"
     best = max(known, key=known.__getitem__)
-    others = log_models(frame)
-    others = {p: m for p, m in others.items() if m is not None and m != best}
+    others = {p: m for p, m in log_models(frame).items() if m is not None and m != best}
     return best, (f"the log's model column ({names[best]!r}, {known[best]:,} of {int(counts.sum()):,} requests)"
                   + (f"; products on other models, planned here on {best} (plan each on its own model for its "
                      f"pool): {', '.join(f'{p} ({m})' for p, m in sorted(others.items()))}" if others else ""))
+
+
+def model_of_log(frame: Any) -> tuple[str, str]:
+    """The model to plan when nobody chose one: the log's (``log_model``), else ``DEFAULT_MODEL``; and its source.
+    ``plan``, ``summary`` and the page's sidebar all choose it here."""
+    found, why = log_model(frame)
+    return (found, why) if found is not None else (DEFAULT_MODEL, f"shapeviz default ({why})")
 
 
 def log_models(frame: pd.DataFrame) -> dict[str, str | None]:
     """Each product's catalogue model: the one its rows' ``model`` column names most (None: none it knows)."""
     if frame is None or "model" not in frame.columns or "product" not in frame.columns:
         return {}
-    out: dict[str, str | None] = {}
     pairs = frame.groupby(["product", "model"], observed=True).size()
+    out: dict[str, str | None] = {}
     for product in pairs.index.get_level_values(0).unique():
-        known: dict[str, int] = {}
-        for name, n in pairs.loc[product].items():
-            try:
-                model = get_model(str(name)).id
-            except ValueError:
-                continue
-            known[model] = known.get(model, 0) + int(n)
+        known, _ = _catalogue_counts(pairs.loc[product])
         out[str(product)] = max(known, key=known.__getitem__) if known else None
     return out
 
 
-def checkpoint_precision_source(dep: Deployment) -> str:
+def checkpoint_precision_source(precision: str) -> str:
     """Where a precision nobody chose comes from: the model's own checkpoint."""
-    return (f"the checkpoint's own precision ({str(dep.precision).upper()}, what a team serves without "
-            "quantising)")
+    return f"the checkpoint's own precision ({str(precision).upper()}, what a team serves without quantising)"
 
 
 def default_deployment_for(frame: pd.DataFrame | None, gpu: str = DEFAULT_GPU) -> tuple[Deployment, str, str]:
     """The deployment ``plan`` uses when none is given: the log's model (else the default model) at its
     checkpoint's precision on the smallest TP that holds it; ``(deployment, model source, precision source)``."""
-    found, why = log_model(frame)
-    model = get_model(found or DEFAULT_MODEL)
-    source = why if found else f"shapeviz default ({why})"
+    model_id, source = model_of_log(frame)
+    model = get_model(model_id)
     precision = model.checkpoint_precision
     dep = Deployment(model, get_gpu(gpu), precision, None, smallest_tp(model, gpu, precision))
-    return dep, source, checkpoint_precision_source(dep)
+    return dep, source, checkpoint_precision_source(precision)
 
 
 def analytic_sizing(replicas: int | None, meets: bool, why: str) -> Sizing:
@@ -224,10 +229,14 @@ def burstiness(arrival_s: np.ndarray) -> dict[str, float | None]:
 
 def pressure_reason(sizing: Sizing, prefill_pressure: float, decode_pressure: float) -> str | None:
     """Why a replayed answer runs its GPUs at low average pressure, with the levers (None when it does not, or
-    when the log is not bursty: then the reason is not known here)."""
+    when the log is not bursty: then the reason is not known here). The pressures are the analytic estimate's,
+    per replica of its ``sizing.estimate`` replicas; the answer's are those spread over ``sizing.replicas``."""
     ratio = sizing.sized_on.get("burst_ratio")
-    if (sizing.method != "simulated" or ratio is None or ratio < BURSTY
-            or max(prefill_pressure, decode_pressure) >= LOW_PRESSURE):
+    if sizing.method != "simulated" or ratio is None or ratio < BURSTY or not sizing.replicas:
+        return None
+    spread = (sizing.estimate or sizing.replicas) / sizing.replicas
+    prefill_pressure, decode_pressure = prefill_pressure * spread, decode_pressure * spread
+    if max(prefill_pressure, decode_pressure) >= LOW_PRESSURE:
         return None
     return (f"the answer runs its GPUs at {prefill_pressure:.0%} prefill / {decode_pressure:.0%} decode pressure on "
             f"average because it is sized for the log's bursts: its busiest {BURST_S:g} s arrive at "
@@ -411,8 +420,7 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
             continue
         decoding = mine & (n_out > 1)
         if decoding.any():
-            step = decode_step_s(dep, 1.0, n_in[decoding] + n_out[decoding] / 2.0) * 1000.0
-            alone = float(np.percentile(np.broadcast_to(step, (int(decoding.sum()),)), q))
+            alone = float(np.percentile(decode_step_s(dep, 1.0, n_in[decoding] + n_out[decoding] / 2.0) * 1000.0, q))
             if alone > cls.tpot_ms:
                 out.append({"product": name, "metric": "tpot", "percentile": q, "target_ms": cls.tpot_ms,
                             "alone_ms": alone, "input_tokens": prompt,
@@ -603,9 +611,8 @@ def sized_plan(planned: Plan, sizing: Sizing, tp: int) -> Plan:
         ttft_ms=Percentiles(**sizing.answer.ttft_ms), tpot_ms=Percentiles(**sizing.answer.tpot_ms),
         prefill=replace(planned.prefill, utilization=planned.prefill.utilization / factor),
         decode=replace(planned.decode, utilization=planned.decode.utilization / factor),
-        provenance=provenance,
-        notes=[*planned.notes, sizing_note(sizing)] + [why for why in [pressure_reason(
-            sizing, planned.prefill.utilization / factor, planned.decode.utilization / factor)] if why])
+        provenance=provenance, notes=[*planned.notes, sizing_note(sizing), *filter(None, [pressure_reason(
+            sizing, planned.prefill.utilization, planned.decode.utilization)])])
 
 
 def sizing_note(sizing: Sizing) -> str:
@@ -692,8 +699,7 @@ def size_comparison(table: pd.DataFrame, model: str, size: Any, *, current: Depl
     sizing function, ``fleet_answer``). Those rows say ``method`` "simulated" with the replayed GPUs, p90s, cost
     (the estimate's, scaled by GPUs), ``estimate_gpus``, ``meets_others`` and ``no_size_serves`` (the products
     no size serves on that deployment, ``unreachable_classes``), ``yours`` (the row of ``current``); the others
-    stay estimates (replaying every
-    configuration would take a replay search each)."""
+    stay estimates (replaying every configuration would take a replay search each)."""
     out = table.copy()
     if out.empty:
         return out
