@@ -74,11 +74,14 @@ def _source(args: argparse.Namespace, mapping: dict[str, str] | None) -> Any:
 def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = None,
                    command: str = "plan") -> dict[str, Any]:
     """The JSON document of ``plan --autoscale`` / ``plan --growth`` / ``simulate --autoscale``."""
+    import pandas as pd
+
     from shapeviz.cli.plan import deployment_from_args, resolve_model
     from shapeviz.fleet.autoscale import (
         Policy,
         compare_policies,
         simulate_autoscale,
+        sized_by_simulation,
         startup,
         traffic_windows,
     )
@@ -94,17 +97,13 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     if args.window_min is not None and args.window_min < 1:
         raise ValueError(f"--window-min must be at least 1 minute, got {args.window_min}")
     source = _source(args, mapping)
-    import pandas as pd
-
     # the model the log's model column names, as plan reads it (the deployment plan prints)
     model_id, _ = resolve_model(args, source if isinstance(source, pd.DataFrame) else None)
     dep, tp_source = deployment_from_args(args, model_id)
     document: dict[str, Any] = {"command": command, "deployment": dep.describe(), "tp_source": tp_source,
                                 "slo": {"ttft_p90_ms": ttft, "tpot_p90_ms": tpot}}
+    overrides = parse_slo(getattr(args, "slo", None))
     if args.autoscale:
-        import pandas as pd
-
-        overrides = parse_slo(getattr(args, "slo", None))
         if overrides and not isinstance(source, pd.DataFrame):
             raise ValueError("--slo names products of a LOG read row by row; a --engine dask sketch has one SLO "
                              "(--ttft-slo-ms/--tpot-slo-ms)")
@@ -115,8 +114,6 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
                              whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=args.gpu_hour_usd,
                              classes=classes)
         if getattr(args, "method", "simulated") == "simulated" and isinstance(source, pd.DataFrame):
-            from shapeviz.fleet.autoscale import sized_by_simulation
-
             tw = sized_by_simulation(source, tw, whatif=whatif, router=getattr(args, "router", None) or "round_robin",
                                      block_size=getattr(args, "block_size", None))
         document["windows_sized_by"] = tw.sized_by
@@ -146,26 +143,27 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     if growth or output_growth:
         result = project(source, dep, Growth(growth, output_growth, args.months), whatif=whatif, ttft_slo_ms=ttft,
                          tpot_slo_ms=tpot, gpu_hour_usd=args.gpu_hour_usd, replicas_now=args.replicas_now,
-                         sized_now=_sized_now(source, dep, whatif, ttft, tpot, args))
+                         sized_now=_sized_now(source, dep, whatif, ttft, tpot, overrides, args))
         document["growth"] = result.to_dict()
     from shapeviz.plain import json_safe
 
     return json_safe(document)
 
 
-def _sized_now(source: Any, dep: Any, whatif: Any, ttft: float, tpot: float, args: argparse.Namespace) -> int | None:
-    """Today's fleet as ``plan`` sizes it (the one sizing function), for growth's month 0; None from a sketch."""
+def _sized_now(source: Any, dep: Any, whatif: Any, ttft: float, tpot: float, overrides: dict[str, Any],
+               args: argparse.Namespace) -> int | None:
+    """Today's fleet as ``plan`` sizes it (its ``answer_from_args``, with the --slo classes), for growth's month 0;
+    None from a sketch or with --method analytic."""
     import pandas as pd
 
-    from shapeviz.cli.plan import slo_window_seconds
-    from shapeviz.fleet.sizing import fleet_answer
+    from shapeviz.cli.plan import answer_from_args
+    from shapeviz.fleet.sizing import pair_classes
     from shapeviz.serving.planner import Workload
 
     if not isinstance(source, pd.DataFrame) or getattr(args, "method", "simulated") == "analytic":
         return None
-    _, sizing, _, _ = fleet_answer(Workload.from_frame(source, rate_rps=args.rate), dep, source, whatif=whatif,
-                                   ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=args.gpu_hour_usd,
-                                   slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)))
+    _, sizing, _, _ = answer_from_args(args, Workload.from_frame(source, rate_rps=args.rate), dep, source, whatif,
+                                       ttft, tpot, pair_classes(source, ttft, tpot, overrides))
     return sizing.replicas if sizing.method == "simulated" and sizing.meets_others else None
 
 

@@ -138,6 +138,12 @@ def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_p
     grown = _run(capsys, "plan", *argv, "--growth", "0.5", "--months", "2")["growth"]
     assert grown["replicas_now"] == replicas and grown["months"][0]["replicas"] == replicas
     assert grown["months"][0]["method"] == "simulated" and grown["months"][2]["replicas"] > replicas
+    # a stricter class of the user's (--slo) reaches both: month 0 is still the fleet plan prints
+    strict = ("--slo", "*=500:40")
+    planned_strict = _run(capsys, "plan", *argv, *strict)["replicas"]
+    assert planned_strict > replicas
+    grown = _run(capsys, "plan", *argv, *strict, "--growth", "0.5", "--months", "1")["growth"]
+    assert grown["months"][0]["replicas"] == planned_strict
 
 
 
