@@ -37,6 +37,7 @@ from shapeviz.serving.planner import (
     Workload,
     replica_limits,
 )
+from shapeviz.serving.products import class_targets_ms
 from shapeviz.serving.simulator import simulate
 from shapeviz.workload.sketch import WorkloadSketch
 
@@ -323,9 +324,9 @@ def traffic_windows(source: pd.DataFrame | Any, dep: Deployment, *, window_s: fl
         pairs, present = _window_pairs(source, origin, window_s, n_win, classes, default)
     elif classes and len({(c.ttft_ms, c.tpot_ms) for c in classes.values()}) > 1:
         raise ValueError("per-product SLO classes need the log's rows (the embedded engine), not a sketch")
-    else:
-        pairs = [(float(next(iter(classes.values())).ttft_ms), float(next(iter(classes.values())).tpot_ms))
-                 if classes else default]
+    else:   # one pair for every product: the classes' (all equal), else the default
+        only = next(iter(classes.values()), None) if classes else None
+        pairs = [default if only is None else (float(only.ttft_ms), float(only.tpot_ms))]
         present = np.ones((n_win, 1), dtype=bool)
     slo = np.zeros(n_win)
     full = np.zeros(n_win)
@@ -391,14 +392,15 @@ def sized_by_simulation(frame: pd.DataFrame, tw: TrafficWindows, *, whatif: What
     last = int(math.floor((float(on.get("end_s", tw.n_windows * tw.window_s)) + tw.offset_s) / tw.window_s))
     est = float(need[max(first, 0):min(last, tw.n_windows - 1) + 1].max(initial=0.0))
     if not sizing.meets or not sizing.replicas or est <= 0:
-        info["method"] = "analytic"
-        info["why"] = "no replica count met every class in the replay: the windows keep the planner's need"
-        return replace(tw, sized_by=info, notes=[*tw.notes, "windows sized by the planner: " + info["why"]])
-    if sizing.replicas == 1:   # one replica is a floor, not a measure: the replay says the hour needs at most one
-        info["method"] = "analytic"
-        info["why"] = (f"{on.get('window')} meets every class on one replica replayed, which bounds its need but does "
-                       "not measure it: the windows keep the planner's need")
-        return replace(tw, sized_by=info, notes=[*tw.notes, "windows sized by the planner: " + info["why"]])
+        why = "no replica count met every class in the replay: the windows keep the planner's need"
+    elif sizing.replicas == 1:   # one replica is a floor, not a measure: the replay says the hour needs at most one
+        why = (f"{on.get('window')} meets every class on one replica replayed, which bounds its need but does not "
+               "measure it: the windows keep the planner's need")
+    else:
+        why = None
+    if why is not None:
+        info.update(method="analytic", why=why)
+        return replace(tw, sized_by=info, notes=[*tw.notes, "windows sized by the planner: " + why])
     scale = float(sizing.replicas) / est
     info["scale"] = scale
     info["planner_need"] = est
@@ -410,12 +412,6 @@ def sized_by_simulation(frame: pd.DataFrame, tw: TrafficWindows, *, whatif: What
     return replace(tw, scale=scale, sized_by=info, notes=[*tw.notes, note])
 
 
-def _product_pair(product: str, classes: dict[str, Any], default: tuple[float, float]) -> tuple[float, float]:
-    """A product's (TTFT, TPOT) p90 targets: its class, else the '*' class, else the pair."""
-    cls = classes.get(product) or classes.get("*")
-    return (float(cls.ttft_ms), float(cls.tpot_ms)) if cls is not None else default
-
-
 def _window_pairs(frame: pd.DataFrame, origin: pd.Timestamp, window_s: float, n_win: int, classes: dict[str, Any],
                   default: tuple[float, float]) -> tuple[list[tuple[float, float]], np.ndarray]:
     """The distinct SLO pairs of the log's products, and which of them each window holds requests of."""
@@ -423,7 +419,9 @@ def _window_pairs(frame: pd.DataFrame, origin: pd.Timestamp, window_s: float, n_
     win = ((rows["timestamp"] - origin) / pd.Timedelta(seconds=window_s)).to_numpy(dtype=np.float64).astype(np.int64)
     product = rows["product"].astype(str) if "product" in rows.columns else pd.Series("all", index=rows.index)
     codes, names = pd.factorize(product, sort=True)
-    of_name = [_product_pair(str(n), classes, default) for n in names]
+    names = np.asarray(names, dtype=object)
+    of_name = list(zip(class_targets_ms(names, classes, default[0], "ttft_ms").tolist(),
+                       class_targets_ms(names, classes, default[1], "tpot_ms").tolist()))
     pairs = sorted(set(of_name))
     index = np.array([pairs.index(p) for p in of_name], dtype=np.int64)
     present = np.zeros((n_win, len(pairs)), dtype=bool)
@@ -1008,12 +1006,11 @@ def simulate_autoscale(frame: pd.DataFrame, tw: TrafficWindows, policy: Policy |
 
 def _request_targets(r: pd.DataFrame, tw: TrafficWindows) -> tuple[np.ndarray, np.ndarray]:
     """Every replayed request's TTFT and TPOT p90 targets: its product's class, else the pair."""
-    default = (tw.ttft_slo_ms, tw.tpot_slo_ms)
     if not tw.classes or "product" not in r.columns:
-        return np.full(len(r), default[0]), np.full(len(r), default[1])
-    codes, names = pd.factorize(r["product"].astype(str))
-    pairs = np.array([_product_pair(str(n), tw.classes, default) for n in names], dtype=np.float64).reshape(-1, 2)
-    return pairs[codes, 0], pairs[codes, 1]
+        return np.full(len(r), tw.ttft_slo_ms), np.full(len(r), tw.tpot_slo_ms)
+    products = r["product"].astype(str).to_numpy()
+    return (class_targets_ms(products, tw.classes, tw.ttft_slo_ms, "ttft_ms"),   # type: ignore[return-value]
+            class_targets_ms(products, tw.classes, tw.tpot_slo_ms, "tpot_ms"))
 
 
 def _waiting_per_replica(r: pd.DataFrame, tw: TrafficWindows, sched: Schedule) -> np.ndarray:
@@ -1028,20 +1025,18 @@ def _waiting_per_replica(r: pd.DataFrame, tw: TrafficWindows, sched: Schedule) -
 
 def _carried_in(r: pd.DataFrame, tw: TrafficWindows, sched: Schedule) -> np.ndarray:
     """Per window: did the replay carry a queue into it? The requests that arrived before its start and still
-    wait for their first token then, over the serving replicas' full rate, take longer than its TTFT target."""
+    wait for their first token then, over the serving replicas' full rate, take longer than its TTFT target.
+    (A first token comes after its arrival, so those are the arrivals before the start less the first tokens by it.)"""
     arrival = r["arrival_s"].to_numpy()
     first = arrival + r["ttft_ms"].to_numpy() / 1000.0
+    answered = np.isfinite(first)
     t0 = np.arange(tw.n_windows) * tw.window_s - tw.offset_s
-    order = np.argsort(arrival, kind="stable")
-    arr_sorted, first_sorted = arrival[order], first[order]
+    waiting = (np.searchsorted(np.sort(arrival[answered]), t0, side="left")
+               - np.searchsorted(np.sort(first[answered]), t0, side="right"))
     minute0 = np.minimum(np.searchsorted(tw.window_of_minute, np.arange(tw.n_windows)), tw.window_of_minute.size - 1)
-    out = np.zeros(tw.n_windows, dtype=bool)
-    ttft_s = _window_ttft_ms(tw) / 1000.0
-    for k in range(1, tw.n_windows):
-        before = int(np.searchsorted(arr_sorted, t0[k], side="left"))
-        waiting = int((first_sorted[:before] > t0[k]).sum())
-        rate = max(int(sched.ready[minute0[k]]), 1) * float(tw.full_rps[k])
-        out[k] = waiting > 0 and waiting / max(rate, 1e-12) > ttft_s[k]
+    rate = np.maximum(sched.ready[minute0], 1) * tw.full_rps[: tw.n_windows]
+    out = (waiting > 0) & (waiting / np.maximum(rate, 1e-12) > _window_ttft_ms(tw) / 1000.0)
+    out[0] = False   # nothing is carried into the first window
     return out
 
 

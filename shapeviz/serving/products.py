@@ -110,13 +110,20 @@ def resolve_classes(frame: pd.DataFrame, overrides: Mapping[str, tuple[float, fl
     return classes
 
 
-def ttft_targets_ms(products: np.ndarray | None, classes: Mapping[str, SloClass], default_ms: float) -> np.ndarray | None:
-    """Each request's TTFT target (its product's class; ``default_ms`` for a product without one)."""
+def class_targets_ms(products: np.ndarray | None, classes: Mapping[str, SloClass], default_ms: float,
+                     metric: str = "ttft_ms") -> np.ndarray | None:
+    """Each request's ``metric`` target (``ttft_ms`` or ``tpot_ms``): its product's class, else the ``*`` class,
+    else ``default_ms``."""
     if products is None:
         return None
-    lookup = {p: c.ttft_ms for p, c in classes.items()}
-    values = pd.Series(products, dtype="object").map(lookup).fillna(default_ms)
+    lookup = {p: float(getattr(c, metric)) for p, c in classes.items()}
+    values = pd.Series(products, dtype="object").map(lookup).fillna(lookup.get(ALL_PRODUCTS, default_ms))
     return values.to_numpy(dtype=np.float64)
+
+
+def ttft_targets_ms(products: np.ndarray | None, classes: Mapping[str, SloClass], default_ms: float) -> np.ndarray | None:
+    """Each request's TTFT target (its product's class; ``default_ms`` for a product without one)."""
+    return class_targets_ms(products, classes, default_ms, "ttft_ms")
 
 
 
