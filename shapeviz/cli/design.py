@@ -66,7 +66,7 @@ def design_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
         doc = design_fleet(log.frame, classes, gpus=gpus, prices=prices, model=model, precision=args.precision,
                            whatif=WhatIf(traffic_multiplier=args.traffic), search_requests=args.search_requests,
                            top=args.top, check_seed=args.seed, progress=progress, kv_cache_tokens=kv.tokens,
-                           gpu_memory_utilization=kv.gpu_memory_utilization, runner=None if runner.serial else runner)
+                           gpu_memory_utilization=kv.gpu_memory_utilization, runner=runner)
     return {"command": "design", **doc, "price_sources": sources,
             "workload": {"files": [str(p) for p in args.logs], "rows_kept": log.report.rows_kept}}
 

@@ -121,7 +121,7 @@ def fleet_simulate_document(args: argparse.Namespace, mapping: dict[str, str] | 
     classes = resolve_classes(log.frame, overrides, source="set by user (fleet file or --slo)")
     with runner_from_args(args) as runner:
         result = simulate_fleet(fleet_requests(log.frame, whatif, seed=args.seed, rate_rps=args.rate), fleet, classes,
-                                runner=None if runner.serial else runner)
+                                runner=runner)
     prices, sources = gpu_prices(sorted(result.gpus))
     document: dict[str, Any] = {"command": "simulate", **fleet_document(result, prices)}
     document["prices_usd_per_gpu_hour"] = prices

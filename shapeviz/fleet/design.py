@@ -49,7 +49,7 @@ from shapeviz.physics.steps import (
 )
 from shapeviz.plain import json_safe
 from shapeviz.progress import Progress, silent
-from shapeviz.serving.parallel import Runner
+from shapeviz.serving.parallel import Runner, map_jobs
 from shapeviz.serving.planner import WhatIf, Workload, plan
 from shapeviz.serving.products import SloClass
 from shapeviz.serving.simulator import Requests
@@ -466,19 +466,6 @@ def _harden_job(s: _Search, fleet: Fleet, window: Requests,
     return (*harden(mine, fleet, window, check_window), mine.simulations)
 
 
-def _map(runner: Runner | None, fn: Callable[..., Any], jobs: list[tuple[Any, ...]],
-         each: Callable[[int], None] | None = None) -> list[Any]:
-    """``fn(*job)`` per job, here one after the other (``each(jobs done)`` after every one) or on the runner."""
-    if runner is not None:
-        return runner.map(fn, jobs)
-    out = []
-    for job in jobs:
-        out.append(fn(*job))
-        if each is not None:
-            each(len(out))
-    return out
-
-
 def _summary(s: _Search, result: FleetResult) -> dict[str, dict[str, Any]]:
     out = {}
     for name, o in result.products.items():
@@ -515,7 +502,8 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
 
     ``kv_cache_tokens`` / ``gpu_memory_utilization``: the KV pool of every replica, as the engines set it.
     ``runner``: where the pools' sizing searches and the candidates' check replays run (``serving.parallel``: local
-    processes or Dask); None runs them here, one after the other. The document is the same either way.
+    processes or Dask); None (or a serial runner) runs them here, one after the other. The document is the same
+    either way.
     """
     started = time.process_time()
     whatif = whatif or WhatIf()
@@ -552,7 +540,7 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
             jobs += [("per_corner", "best_colocated", (c, ps, gpus)) for c, ps in sorted(by_corner.items())]
     if "split" in families:
         jobs.append(("split", "best_split", ("split", [ANY_PRODUCT], gpus)))
-    found = _map(runner, _search_job, [(s, method, args) for _, method, args in jobs],
+    found = map_jobs(runner, _search_job, [(s, method, args) for _, method, args in jobs],
                  lambda i: progress("fleet design", f"sizing search {i} of {len(jobs)} ({jobs[i - 1][0]})",
                                     0.5 * i / len(jobs)))
     pools_of: dict[str, list[Pool | None]] = {}
@@ -582,7 +570,7 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
             seen.add(repr(fleet.pools))
             unique.append((family, fleet))
     scored = []
-    hardened = _map(runner, _harden_job, [(s, fleet, window, check_window) for _, fleet in unique])
+    hardened = map_jobs(runner, _harden_job, [(s, fleet, window, check_window) for _, fleet in unique])
     for (family, _), (fleet, result, check, grown, simulations) in zip(unique, hardened):
         s.absorb(simulations, ())
         gpus_used = fleet_gpus(fleet)

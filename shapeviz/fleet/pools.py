@@ -27,7 +27,7 @@ from shapeviz.ingest.documents import finite_number, parse_json, parse_yaml, rea
 from shapeviz.physics.catalogue import get_gpu
 from shapeviz.physics.kv_pool import KVPool, with_kv_pool
 from shapeviz.physics.steps import Deployment, smallest_tp
-from shapeviz.serving.parallel import Runner
+from shapeviz.serving.parallel import Runner, map_jobs
 from shapeviz.serving.planner import WhatIf, Workload
 from shapeviz.serving.products import (
     SloClass,
@@ -457,16 +457,8 @@ def simulate_fleet(requests: Requests, fleet: Fleet, classes: Mapping[str, SloCl
     target = route(requests, fleet.pools)
     jobs = [(pool, subset(requests, target == i), fleet.model, classes, seed)
             for i, pool in enumerate(fleet.pools) if (target == i).any()]
-    if runner is None:
-        replays = []
-        for i, job in enumerate(jobs):
-            replays.append(simulate_pool(*job))
-            if progress is not None:
-                progress((i + 1) / len(jobs))
-    else:
-        replays = runner.map(simulate_pool, jobs)
-        if progress is not None:
-            progress(1.0)
+    each = None if progress is None else (lambda done: progress(done / len(jobs)))
+    replays = map_jobs(runner, simulate_pool, jobs, each)
     results, frames = [], []
     for r in replays:
         f = r.requests.copy()

@@ -96,6 +96,23 @@ class Runner:
         return list(self._pool.map(fn, *zip(*jobs)))
 
 
+def map_jobs(runner: Runner | None, fn: Callable[..., T], jobs: Sequence[tuple[Any, ...]],
+             each: Callable[[int], None] | None = None) -> list[T]:
+    """``fn(*job)`` per job, results in job order: here, one after the other, when ``runner`` is None or serial
+    (``each(jobs done)`` after every one, for a progress bar), else on the runner (``each`` once all are back)."""
+    if runner is not None and not runner.serial:
+        out = runner.map(fn, jobs)
+        if each is not None and jobs:
+            each(len(jobs))
+        return out
+    done: list[T] = []
+    for job in jobs:
+        done.append(fn(*job))
+        if each is not None:
+            each(len(done))
+    return done
+
+
 def run_parallel(fn: Callable[..., T], jobs: Sequence[tuple[Any, ...]], *, workers: int | None = None,
                  scheduler: str | None = None) -> list[T]:
     """``fn(*job)`` for every job, results in job order (one batch: a ``Runner`` opened and closed around it).
