@@ -138,13 +138,6 @@ class Kind:
     dump: Callable[[Any, list[Any]], Any]
     load: Callable[[Any, list[Any]], Any]
 
-    @classmethod
-    def plain(cls, hint: Any) -> Kind:
-        """A kind whose values are of type ``hint`` (plain data, dataclasses of it, frames): ``shapeviz.plain``."""
-        from shapeviz.plain import from_plain, to_plain
-        return cls(lambda value, frames: to_plain(hint, value, frames),
-                   lambda doc, frames: from_plain(hint, doc, frames))
-
 
 def _dump_generated(value: Any, frames: list[Any]) -> Any:
     log, digest = value

@@ -143,7 +143,6 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
                         settings: Settings, headline: tuple[Sizing, Deployment] | None = None) -> dict[str, Any] | None:
     """The "Fleet design" section: GPU types to choose from, a run button, the designs side by side."""
     model, traffic = settings.model, settings.traffic
-    sidebar_settings = settings
     st.subheader("Fleet design")
     st.caption("The cheapest set of pools whose simulated p90s meet every product's class: one shared pool "
                "(FCFS or earliest-deadline first), a pool per product or corner, a prefill/decode split across GPU "
@@ -158,13 +157,13 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         st.info("Pick at least one GPU type.")
         return None
     classes_key = tuple(sorted((p, c.ttft_ms, c.tpot_ms) for p, c in classes.items()))
-    settings = (digest, classes_key, tuple(gpus), model, traffic)
-    if not run_on_click("Design the fleet", icon=":material/architecture:", key="fleet_design", settings=settings,
+    run_key = (digest, classes_key, tuple(gpus), model, traffic)
+    if not run_on_click("Design the fleet", icon=":material/architecture:", key="fleet_design", settings=run_key,
                         state_key=DESIGN_KEY):
         st.caption(f"Searches the busiest {PAGE_SEARCH_REQUESTS:,} requests of your log; takes tens of seconds.")
         return None
     try:
-        doc = held(RESULTS_KEY, settings, lambda: _design(settings, log, classes), max_entries=4)
+        doc = held(RESULTS_KEY, run_key, lambda: _design(run_key, log, classes), max_entries=4)
     except ValueError as exc:
         st.error(f"Fleet design: {md_literal(exc)}", icon=":material/error:")
         return None
@@ -188,7 +187,7 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         # beside the headline, each design's cost difference from it (the same price list)
         sizing, dep = headline
         prices, _ = gpu_prices([dep.gpu.id])
-        first = headline_row(sizing, dep, sidebar_settings, classes, prices[dep.gpu.id])
+        first = headline_row(sizing, dep, settings, classes, prices[dep.gpu.id])
         for row in rows:
             row["vs the headline $/hour"] = row["$/hour"] - first["$/hour"]
         rows.insert(0, {**first, "vs the headline $/hour": 0.0})

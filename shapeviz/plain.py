@@ -53,13 +53,10 @@ def to_plain(hint: Any, value: Any, frames: list[Any]) -> Any:
         if len(inner) != 1:
             raise TypeError(f"cannot store a value of {hint}: more than one type besides None")
         return to_plain(inner[0], value, frames)
-    if dataclasses.is_dataclass(hint):
+    names = _record_fields(hint)
+    if names is not None:
         hints = _hints(hint)
-        return {f.name: to_plain(hints[f.name], getattr(value, f.name), frames)
-                for f in dataclasses.fields(hint) if f.init}
-    if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):   # a NamedTuple
-        hints = _hints(hint)
-        return {name: to_plain(hints[name], getattr(value, name), frames) for name in hint._fields}
+        return {name: to_plain(hints[name], getattr(value, name), frames) for name in names}
     if hint is np.ndarray:
         arr = np.ascontiguousarray(value)
         if arr.dtype.kind not in _NUMERIC_KINDS:
@@ -102,12 +99,9 @@ def _from_plain(hint: Any, data: Any, frames: typing.Sequence[Any]) -> Any:
     if origin in (typing.Union, types.UnionType):
         (inner,) = [a for a in args if a is not type(None)]
         return _from_plain(inner, data, frames)
-    is_record = dataclasses.is_dataclass(hint) or (isinstance(hint, type) and issubclass(hint, tuple)
-                                                    and hasattr(hint, "_fields"))
-    if is_record:
+    names = _record_fields(hint)
+    if names is not None:
         hints = _hints(hint)
-        names = ([f.name for f in dataclasses.fields(hint) if f.init] if dataclasses.is_dataclass(hint)
-                 else list(hint._fields))
         if not isinstance(data, dict) or set(data) != set(names):
             raise TypeError(f"{hint.__name__} needs exactly the fields {names}")
         return hint(**{n: _from_plain(hints[n], data[n], frames) for n in names})
@@ -135,6 +129,15 @@ def _from_plain(hint: Any, data: Any, frames: typing.Sequence[Any]) -> Any:
     if hint in (int, float, str, bool):
         return _scalar(hint, data)
     raise TypeError(f"cannot read a value of {hint}")
+
+
+def _record_fields(hint: Any) -> list[str] | None:
+    """The fields a dataclass (those its constructor takes) or a NamedTuple is built from; None for other types."""
+    if dataclasses.is_dataclass(hint):
+        return [f.name for f in dataclasses.fields(hint) if f.init]
+    if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):
+        return list(hint._fields)
+    return None
 
 
 @functools.cache

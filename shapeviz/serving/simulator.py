@@ -954,11 +954,10 @@ def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: s
     blocks = req.blocks
     # token counts summed per replica by bincount: whole numbers, so the sums are exact in any order, and no
     # per-replica copy of a column is made
-    counted = blocks.with_blocks if blocks is not None else None
-    pick = (lambda a: a) if counted is None else (lambda a: a[counted])
-    hit = pick(pool.n_cached).astype(np.float64)
-    inp = pick(req.input_tokens).astype(np.float64)
-    rep = pick(pool.replica)
+    counted = blocks.with_blocks if blocks is not None else slice(None)   # the requests that carry blocks
+    hit = pool.n_cached[counted].astype(np.float64)
+    inp = req.input_tokens[counted].astype(np.float64)
+    rep = pool.replica[counted]
     size = int(max((r.index for r in fleet), default=-1)) + 1
     n_per = np.bincount(rep, minlength=size)
     hit_per = np.bincount(rep, weights=hit, minlength=size)

@@ -149,10 +149,11 @@ def _window_saturated(in_system: np.ndarray, queue_ms: np.ndarray) -> bool:
 
 def saturated_stages(requests: pd.DataFrame, stages: list[Stage] | None = None) -> list[bool]:
     """Per stage of the log (detected from its arrivals unless given): True where the fleet could not keep up."""
-    arrival = requests["arrival_s"].to_numpy(dtype=np.float64)
-    # a simulation's result is in arrival order already: no sorted copy of the whole frame then
-    r = requests if bool(np.all(arrival[1:] >= arrival[:-1])) else requests.sort_values("arrival_s", kind="stable")
+    r = requests
     arrival = r["arrival_s"].to_numpy(dtype=np.float64)
+    if not np.all(arrival[1:] >= arrival[:-1]):   # a simulation's result is in arrival order: no sorted copy then
+        r = requests.sort_values("arrival_s", kind="stable")
+        arrival = r["arrival_s"].to_numpy(dtype=np.float64)
     stages = detect_stages(arrival) if stages is None else stages
     if not stages:
         return []

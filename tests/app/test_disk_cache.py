@@ -6,6 +6,13 @@ from typing import Any
 import pytest
 
 from components import disk_cache
+from shapeviz.plain import from_plain, to_plain
+
+
+def _plain_kind(hint: Any) -> disk_cache.Kind:
+    """A kind whose values are of type ``hint``, stored through ``shapeviz.plain``."""
+    return disk_cache.Kind(lambda value, frames: to_plain(hint, value, frames),
+                           lambda doc, frames: from_plain(hint, doc, frames))
 
 
 @pytest.fixture
@@ -13,8 +20,8 @@ def folder(tmp_path, monkeypatch):
     monkeypatch.setenv(disk_cache.ENV, str(tmp_path / "cache"))
     monkeypatch.setenv(disk_cache.KEY_ENV, str(tmp_path / "key" / "cache.key"))
     # the test's kinds hold plain values: how each is stored, and what it must be once read back
-    monkeypatch.setitem(disk_cache.KINDS, "analysis", disk_cache.Kind.plain(Any))
-    monkeypatch.setitem(disk_cache.KINDS, "plane", disk_cache.Kind.plain(int))
+    monkeypatch.setitem(disk_cache.KINDS, "analysis", _plain_kind(Any))
+    monkeypatch.setitem(disk_cache.KINDS, "plane", _plain_kind(int))
     return tmp_path / "cache"
 
 
