@@ -14,6 +14,6 @@ navigation = st.navigation(
         st.Page("pages/report.py", title="Report", icon=":material/description:"),
     ]
 )
-data.end_session_when_it_leaves()   # a session whose browser left is ended, and its memory handed back
+data.end_session_when_it_leaves()   # a session whose browser left is ended, and its freed memory offered back
 sidebar.render()
 navigation.run()

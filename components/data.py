@@ -8,14 +8,16 @@ What one visitor can cost the server is bounded: a session reads at most ``SESSI
 once (the per-file limit is ``server.maxUploadSize``), and at most ``PARSE_SLOTS`` pieces of heavy work run at the
 same time server-wide (``work_slot``: parsing a log, then its analysis, plane and binned workload; the others wait
 their turn, so five concurrent uploads neither stack five peaks nor starve the server's event loop of the
-interpreter). When a session's upload is released (the session ended, or its cache entry expired) the memory is
-handed back to the operating system.
+interpreter). When a session's upload is released (the session ended, or its cache entry expired), freed memory
+is offered back to the operating system (``_give_back``): what the allocators still hold after that is measured
+in benchmarks/README.md and explained in docs/THREATS.md.
 
 A session whose browser left is ended ``server.disconnectedSessionTTL`` later (``end_session_when_it_leaves``):
 Streamlit keeps a disconnected session for that long so that a reconnecting browser finds it, but only drops it
 from its store when another session connects or leaves, and never shuts it down then; so the last page's objects
 (the frame of every upload), its uploaded files and its widget state stayed in memory for good after the last
-visitor left. Here the session is closed (``Runtime.close_session``) unless it came back, and memory handed back.
+visitor left. Here the session is closed (``Runtime.close_session``) unless it came back, and its freed memory
+offered back.
 """
 from __future__ import annotations
 
