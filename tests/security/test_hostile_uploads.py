@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
@@ -19,11 +20,12 @@ def test_a_session_cannot_read_more_than_its_upload_budget():
     data.check_upload_budget(files[:3])   # 900 MB together: read
 
 
-def test_five_concurrent_uploads_are_parsed_at_most_two_at_a_time(monkeypatch):
+def _busy_work() -> tuple[Callable[..., SimpleNamespace], list[int]]:
+    """Heavy work stand-in (0.3 s) and the most of it that ever ran at once (``most[0]``)."""
     running, most = [0], [0]
     lock = threading.Lock()
 
-    def slow_sketch(source, **kwargs):
+    def busy(*args, **kwargs):
         with lock:
             running[0] += 1
             most[0] = max(most[0], running[0])
@@ -31,7 +33,11 @@ def test_five_concurrent_uploads_are_parsed_at_most_two_at_a_time(monkeypatch):
         with lock:
             running[0] -= 1
         return SimpleNamespace(frame=None, sketch=None, report=None)
+    return busy, most
 
+
+def test_five_concurrent_uploads_are_parsed_at_most_two_at_a_time(monkeypatch):
+    slow_sketch, most = _busy_work()
     monkeypatch.setattr(data, "sketch_log", slow_sketch)
     monkeypatch.setattr(data, "merge_all", lambda sketches: SimpleNamespace(
         sample_frame=lambda: None, report=None))
@@ -47,18 +53,7 @@ def test_parses_and_the_analyses_after_them_share_the_same_two_slots(monkeypatch
     """Five visitors: what follows each parse (the analysis) waits for a slot too, and a slot is never taken twice."""
     from components import context
 
-    running, most = [0], [0]
-    lock = threading.Lock()
-
-    def busy(*args, **kwargs):
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.3)
-        with lock:
-            running[0] -= 1
-        return SimpleNamespace(frame=None, sketch=None, report=None)
-
+    busy, most = _busy_work()
     monkeypatch.setattr(data, "sketch_log", busy)
     monkeypatch.setattr(data, "merge_all", lambda sketches: SimpleNamespace(sample_frame=lambda: None, report=None))
     monkeypatch.setattr(data, "sketch_of", lambda digest: None)

@@ -21,21 +21,10 @@ from shapeviz.fleet.autoscale import (
 )
 from shapeviz.fleet.sizing import pair_classes
 from shapeviz.ingest import load_log
-from shapeviz.physics import default_deployment
 from shapeviz.workload.synth import generate
 
 CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
-
-
-@pytest.fixture(scope="module")
-def dep():
-    return default_deployment()
-
-
-@pytest.fixture(scope="module")
-def conv(traces):
-    return load_log(traces / CONV).frame
 
 
 def _slice(frame: pd.DataFrame, minutes: float) -> pd.DataFrame:

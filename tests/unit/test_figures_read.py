@@ -13,7 +13,6 @@ import pytest
 from shapeviz.fleet.autoscale import POLICIES, POLICY_LABELS, Policy, autoscale, startup, traffic_windows
 from shapeviz.fleet.growth import Growth, project
 from shapeviz.fleet.routing import hit_ratio_figure
-from shapeviz.ingest import load_log
 from shapeviz.outputs.columns import design_family, readable
 from shapeviz.outputs.figures import (
     fleet_over_time_figure,
@@ -29,13 +28,7 @@ from shapeviz.serving import Workload, load_curve
 from shapeviz.serving.compare import caveats
 from shapeviz.serving.routers import ROUTERS
 
-CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 ROUND_MANTISSAS = {1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0}
-
-
-@pytest.fixture(scope="module")
-def conv(traces) -> pd.DataFrame:
-    return load_log(traces / CONV).frame
 
 
 def test_every_pair_of_product_colours_is_told_apart() -> None:

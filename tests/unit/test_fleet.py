@@ -31,6 +31,7 @@ from shapeviz.serving.products import (
 )
 from shapeviz.serving.simulator import Requests, simulate
 from shapeviz.workload import synth
+from tests.unit.logs import squeezed_brief
 
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
 AZURE_CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
@@ -38,11 +39,7 @@ AZURE_CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 
 @pytest.fixture(scope="module")
 def brief() -> pd.DataFrame:
-    """The brief's RAG search + coding agent (synth scenario), 1,200 requests squeezed into 10 minutes."""
-    f = synth.scenario("shared_pool", 1200, seed=3)
-    start = f["timestamp"].min()
-    f["timestamp"] = start + (f["timestamp"] - start) / 144.0
-    return f
+    return squeezed_brief(1200)
 
 
 @pytest.fixture(scope="module")

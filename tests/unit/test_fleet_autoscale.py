@@ -20,7 +20,6 @@ from shapeviz.fleet.autoscale import (
 )
 from shapeviz.fleet.growth import Growth, parse_growth, project
 from shapeviz.ingest import load_log
-from shapeviz.physics import default_deployment
 from shapeviz.serving.simulator import simulate
 from shapeviz.workload.sketch import WorkloadSketch
 from shapeviz.workload.synth import generate
@@ -28,16 +27,6 @@ from shapeviz.workload.synth import generate
 CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
 MOONCAKE = "mooncake_fast25/conversation_trace.jsonl.gz"
-
-
-@pytest.fixture(scope="module")
-def dep():
-    return default_deployment()
-
-
-@pytest.fixture(scope="module")
-def conv(traces):
-    return load_log(traces / CONV).frame
 
 
 def test_every_policy_costs_between_the_windows_minimum_and_the_peak(traces, dep) -> None:

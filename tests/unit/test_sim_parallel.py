@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from tests.needs import require_module
+from tests.unit.logs import squeezed_brief
 
 require_module("distributed", "the Dask path runs on a distributed LocalCluster")
 
@@ -24,11 +25,7 @@ from shapeviz.workload import synth  # noqa: E402
 
 @pytest.fixture(scope="module")
 def brief() -> pd.DataFrame:
-    """The brief's RAG search + coding agent (synth scenario), 600 requests squeezed into 5 minutes."""
-    f = synth.scenario("shared_pool", 600, seed=3)
-    start = f["timestamp"].min()
-    f["timestamp"] = start + (f["timestamp"] - start) / 144.0
-    return f
+    return squeezed_brief(600)
 
 
 @pytest.fixture(scope="module")
