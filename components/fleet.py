@@ -1,6 +1,7 @@
-"""The Capacity page's per-product SLO classes, what each product gets, and the "Fleet design" section.
+"""The Capacity page's "Fleet design" section, and what each product gets against its SLO class.
 
-Classes default to each product's corner (published ranges); the user edits them in a table. The design runs on
+Each product's class is the page's (``components.classes``: the sidebar's pair unless the product has its own). The
+design runs on
 request, with a progress bar, and is held per log, classes, GPU types and model. Everything here is simulated.
 """
 from __future__ import annotations
@@ -23,54 +24,17 @@ from shapeviz.physics.catalogue import get_gpu, list_gpus
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving.products import (
     SloClass,
-    default_classes,
     outcomes_table,
     product_outcomes,
 )
 from shapeviz.text import md_literal
 
-CLASSES_KEY = "fleet_slo_classes"     # {digest: {product: (ttft_ms, tpot_ms)}}
 DESIGN_KEY = "fleet_design_run"
 RESULTS_KEY = "fleet_design_results"   # {settings: design document}, bounded
 GPUS_KEY = "fleet_gpus_chosen"
 FLEET_DESIGN_KEY = "fleet_design_chosen"   # {digest, design}: the report bundle carries it
 DEFAULT_GPUS = ("h100-sxm", "h200", "b200", "l40s")
 PAGE_SEARCH_REQUESTS = DEFAULT_SEARCH_REQUESTS
-
-
-@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner=False)
-def _default_classes(digest: str, _log: LoadedLog) -> dict[str, SloClass]:
-    # Each product's corner from every row: once per log, not on every rerun of the page.
-    return default_classes(_log.frame)
-
-
-def edit_classes(digest: str, log: LoadedLog) -> dict[str, SloClass]:
-    """The per-product SLO table (editable); returns each product's class."""
-    defaults = _default_classes(digest, log)
-    saved = st.session_state.setdefault(CLASSES_KEY, {}).get(digest, {})
-    rows = pd.DataFrame({
-        "product": list(defaults),
-        "corner": [c.corner for c in defaults.values()],
-        "TTFT p90 target (ms)": [saved.get(p, (c.ttft_ms, c.tpot_ms))[0] for p, c in defaults.items()],
-        "TPOT p90 target (ms)": [saved.get(p, (c.ttft_ms, c.tpot_ms))[1] for p, c in defaults.items()],
-    })
-    st.subheader("SLO class of each product")
-    st.caption("p90 targets. Defaults: the upper end of its corner's published planner range. Edit a target to set "
-               "your own.")
-    edited = st.data_editor(rows, hide_index=True, disabled=["product", "corner"], key=f"fleet_classes_{digest}",
-                            column_config={"TTFT p90 target (ms)": st.column_config.NumberColumn(min_value=1.0),
-                                           "TPOT p90 target (ms)": st.column_config.NumberColumn(min_value=0.1)})
-    classes = {}
-    chosen = {}
-    for r in edited.itertuples(index=False):
-        product, ttft, tpot = str(r[0]), float(r[2]), float(r[3])
-        base = defaults[product]
-        changed = (ttft, tpot) != (base.ttft_ms, base.tpot_ms)
-        classes[product] = SloClass(product, ttft, tpot, base.percentile, base.corner,
-                                    "set by user" if changed else base.source)
-        chosen[product] = (ttft, tpot)
-    st.session_state[CLASSES_KEY][digest] = chosen
-    return classes
 
 
 def render_product_outcomes(requests: pd.DataFrame, classes: dict[str, SloClass]) -> None:
@@ -123,18 +87,13 @@ def levers_taken(settings: Settings) -> str:
             f"{', '.join(left_out)}: every request is served as the log has it.")
 
 
-def headline_row(headline: Sizing, dep: Deployment, settings: Settings, classes: dict[str, SloClass],
-                 price_per_gpu_hour: float) -> dict[str, Any]:
+def headline_row(headline: Sizing, dep: Deployment, price_per_gpu_hour: float) -> dict[str, Any]:
     """The Capacity headline's fleet as a row of the design table: one shared pool of the sidebar's deployment,
-    sized by the one sizing function (``fleet_answer``), priced as the designs are."""
+    sized by the one sizing function (``fleet_answer``) with the same classes, priced as the designs are."""
     gpus = int(headline.replicas or 0) * dep.tp
-    same = all((c.ttft_ms, c.tpot_ms) == (settings.ttft_slo_ms, settings.tpot_slo_ms) for c in classes.values())
-    judged = ("" if same else f" (judged on the sidebar's pair, TTFT {settings.ttft_slo_ms:,.0f} / TPOT "
-              f"{settings.tpot_slo_ms:,.0f} ms, for every product)")
     return {"design": "The headline: one shared pool of your deployment", "$/hour": gpus * price_per_gpu_hour,
             "GPUs": f"{gpus}× {dep.gpu.name} ({headline.replicas} × TP{dep.tp}, {str(dep.precision).upper()})",
-            "meets every class": ("yes" if headline.meets else "every other" if headline.meets_others else "NO")
-            + judged,
+            "meets every class": "yes" if headline.meets else "every other" if headline.meets_others else "NO",
             "re-seeded replay": "-", "why": "the Capacity headline's answer (replayed on the log's busiest hour)",
             "pools": "shared"}
 
@@ -187,7 +146,7 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         # beside the headline, each design's cost difference from it (the same price list)
         sizing, dep = headline
         prices, _ = gpu_prices([dep.gpu.id])
-        first = headline_row(sizing, dep, settings, classes, prices[dep.gpu.id])
+        first = headline_row(sizing, dep, prices[dep.gpu.id])
         for row in rows:
             row["vs the headline $/hour"] = row["$/hour"] - first["$/hour"]
         rows.insert(0, {**first, "vs the headline $/hour": 0.0})

@@ -2,22 +2,25 @@
 
 The answer is ``shapeviz.fleet.sizing.fleet_answer`` (what ``plan``, ``config`` and the report print), run in a
 background thread so the sliders never wait for it; results are kept per log and settings (a bounded table of at
-most ``MAX_ENTRIES``), so moving a slider back shows its answer at once. Every product's class is the sidebar's
-TTFT/TPOT pair (the default class).
+most ``MAX_ENTRIES``), so moving a slider back shows its answer at once. Every product is judged against the page's
+classes (``components.classes``: its own, else the sidebar's TTFT/TPOT pair).
 """
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import streamlit as st
 
+from components.classes import classes_key
 from components.widgets import badge
 from shapeviz.fleet.sizing import Sizing, fleet_answer, pressure_reason
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf, Workload
+from shapeviz.serving.products import SloClass
 from shapeviz.text import md_literal
 
 MAX_ENTRIES = 16
@@ -28,13 +31,14 @@ _RESULTS: OrderedDict[tuple, Future] = OrderedDict()
 
 
 def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
-           tpot_slo_ms: float, gpu_hour_usd: float) -> Future:
+           tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None) -> Future:
     """The sizing of ``key`` (log digest and settings): started once, kept while it is among the latest."""
     with _LOCK:
         future = _RESULTS.get(key)
         if future is None:
             future = _POOL.submit(lambda: fleet_answer(w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
-                                                       tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)[1])
+                                                       tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd,
+                                                       classes=classes)[1])
             _RESULTS[key] = future
             while len(_RESULTS) > MAX_ENTRIES:
                 _RESULTS.popitem(last=False)
@@ -43,23 +47,24 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
 
 
 def key_of(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
-           gpu_hour_usd: float) -> tuple:
-    """The key a sizing is kept under: the log's digest and every setting it depends on."""
-    return (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd))
+           gpu_hour_usd: float, classes: Mapping[str, SloClass] | None) -> tuple:
+    """The key a sizing is kept under: the log's digest and every setting it depends on (the classes too)."""
+    judged = None if classes is None else classes_key(classes)
+    return (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd), judged)
 
 
 def sizing_of(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
-              tpot_slo_ms: float, gpu_hour_usd: float) -> Sizing:
+              tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None) -> Sizing:
     """The one sizing of ``dep`` for this log and settings, waited for: for the page's own deployment it is the
     headline's (the same key), so Compare deployments shows the headline's fleet, not a second answer."""
-    key = key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
-    return submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd).result()
+    key = key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
+    return submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes).result()
 
 
 def ready(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
-          gpu_hour_usd: float) -> Sizing | None:
+          gpu_hour_usd: float, classes: Mapping[str, SloClass] | None) -> Sizing | None:
     """The headline's sizing for these settings when it is done (None while it runs, or never started)."""
-    key = key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+    key = key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
     with _LOCK:
         future = _RESULTS.get(key)
     if future is None or not future.done() or future.exception() is not None:
@@ -98,13 +103,15 @@ def answer_line(sizing: Sizing, tp: int) -> str:
 
 
 def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
-                  tpot_slo_ms: float, gpu_hour_usd: float, pressure: tuple[float, float] | None = None) -> None:
+                  tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None,
+                  pressure: tuple[float, float] | None = None) -> None:
     """The simulated fleet below the estimate: a line that fills in when the replays are done (``pressure``: the
     estimate's prefill and decode pressure per replica, for ``sizing.pressure_reason``)."""
     if frame is None or "timestamp" not in frame.columns:
         st.caption("The fleet size above is the analytic estimate: this log has no timestamps to replay.")
         return
-    future = submit(key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd), frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
+    future = submit(key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes), frame, w, dep,
+                    whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
 
     @st.fragment(run_every=None if future.done() else POLL_S)
     def _line() -> None:

@@ -8,7 +8,8 @@ import streamlit as st
 
 from components import sidebar
 from components.context import PageContext, page_context, rate_chart, workload
-from components.fleet import DESIGN_KEY, FLEET_DESIGN_KEY, edit_classes, render_fleet_design
+from components.classes import edit_classes, page_classes
+from components.fleet import DESIGN_KEY, FLEET_DESIGN_KEY, render_fleet_design
 from components.fleet_answer import ready as fleet_ready
 from components.fleet_answer import render_answer, sizing_of
 from components.fleet_time import render_traffic_over_time
@@ -61,6 +62,11 @@ def _plan(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot
     curve = load_curve(_w, dep, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
                        multipliers=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0))
     return cmp, curve
+
+
+def _classes(now: PageContext) -> dict:
+    """Every product's class as the page judges it now: its own, else the sidebar's pair."""
+    return page_classes(ctx.dataset.digest, ctx.dataset.log, now.settings.ttft_slo_ms, now.settings.tpot_slo_ms)
 
 
 def _now() -> tuple[PageContext, WhatIfComparison, pd.DataFrame]:
@@ -122,7 +128,7 @@ def _headline() -> None:
                    None if per_m is None else _delta(b["cost"].get("usd_per_million_tokens"), per_m, " $"),
                    delta_color="inverse")
     render_answer(ctx.dataset.digest, ctx.dataset.log.frame if ctx.dataset.sketch is None else None, w, dep,
-                  now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
+                  now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, _classes(now),
                   pressure=(after.prefill.utilization, after.decode.utilization))
     left, right = st.columns([0.85, 0.15])
     left.markdown(
@@ -151,7 +157,7 @@ def _simulation() -> bool:
     s = now.settings
     return render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, w.rate_rps * s.traffic,
                              int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve,
-                             ctx.analysis.recommendations, classes)
+                             ctx.analysis.recommendations, _classes(now))
 
 
 def _routers() -> bool:
@@ -162,10 +168,10 @@ def _routers() -> bool:
 
 
 def _fleet_design() -> bool:
-    now = sidebar.settings()
-    headline = fleet_ready(ctx.dataset.digest, dep, replace(ctx, settings=now).whatif, now.ttft_slo_ms,
-                           now.tpot_slo_ms, now.gpu_hour_usd)
-    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, now,
+    now = replace(ctx, settings=sidebar.settings())
+    s, classes = now.settings, _classes(now)
+    headline = fleet_ready(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, classes)
+    design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, s,
                                  None if headline is None else (headline, dep))
     if design is not None:
         st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
@@ -199,8 +205,9 @@ def _compare() -> bool:
     if frame is not None and "timestamp" in frame.columns and not table_all.empty:
         # the same sizing as the headline: its own row is the headline's answer, the cheapest estimates replayed
         with st.spinner("Replaying the log on your deployment and the cheapest estimates…"):
+            classes = _classes(now)
             table_all = size_comparison(table_all, dep.model.id, lambda d: sizing_of(
-                ctx.dataset.digest, frame, w, d, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd),
+                ctx.dataset.digest, frame, w, d, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, classes),
                 current=dep)
         replayed = int((table_all["method"] == "simulated").sum())
         for _, r in table_all[table_all["yours"] & (table_all["method"] == "simulated")].iterrows():
@@ -251,7 +258,7 @@ def _assumptions() -> bool:
 
 sidebar.whatif_fragment(_headline)
 sidebar.whatif_fragment(_speculative, "whatif_speculative")
-classes = edit_classes(ctx.dataset.digest, ctx.dataset.log)  # edited in place: a change reruns the page
+edit_classes(ctx.dataset.digest, ctx.dataset.log, s.ttft_slo_ms, s.tpot_slo_ms)  # an edit reruns the page
 sidebar.whatif_fragment(_simulation, "whatif_simulation")
 sidebar.whatif_fragment(_routers, "whatif_routers")
 sidebar.whatif_fragment(_fleet_design, "whatif_fleet_design")

@@ -6,6 +6,7 @@ from dataclasses import astuple
 
 import streamlit as st
 
+from components.classes import classes_key, page_classes
 from components.context import PageContext, page_context, workload
 from components.fleet import FLEET_DESIGN_KEY
 from components.measured import plan_vs_measured
@@ -22,17 +23,23 @@ s = ctx.settings
 
 
 @st.cache_resource(max_entries=4, ttl=3600, scope="session", show_spinner=False)
-def _bundle(digest: str, settings: tuple, png: bool, _ctx: PageContext, design_key: str = "",
+def _bundle(digest: str, settings: tuple, png: bool, _ctx: PageContext, judged: tuple, design_key: str = "",
             _design: dict | None = None) -> tuple[Bundle, bytes]:
-    """The bundle and its zip, once per dataset and settings (the key is the digest and the sidebar values)."""
+    """The bundle and its zip, once per dataset and settings (the key is the digest, the sidebar values and the
+    products' classes ``judged``)."""
     bundle = report_files(
         _ctx.report_log, corners=_ctx.settings.corners, deployment=_ctx.deployment, whatif=_ctx.whatif,
         ttft_slo_ms=_ctx.settings.ttft_slo_ms, tpot_slo_ms=_ctx.settings.tpot_slo_ms,
         gpu_hour_usd=_ctx.settings.gpu_hour_usd, png=png, analysis=_ctx.analysis,
         workload=workload(_ctx.dataset.digest, _ctx.dataset.log), fleet_design=_design,
         method="simulated",   # the fleet the Capacity headline gives (a log without timestamps: the estimate)
+        classes=_classes(),   # the Capacity page's classes: its own, else the sidebar's pair
     )
     return bundle, bundle.zip()
+
+
+def _classes() -> dict:
+    return page_classes(ctx.dataset.digest, ctx.dataset.log, s.ttft_slo_ms, s.tpot_slo_ms)
 
 
 def _chosen_design() -> tuple[str, dict | None]:
@@ -85,10 +92,11 @@ if not has_browser:
 png = st.toggle("Include PNG charts", value=has_browser, disabled=not has_browser,
                 help="Rendered by a headless Chromium: a few seconds more.")
 
-key = (ctx.dataset.digest, astuple(s), bool(png))
+judged = classes_key(_classes())
+key = (ctx.dataset.digest, astuple(s), bool(png), judged)
 if st.button("Build report bundle", type="primary", icon=":material/inventory_2:"):
     with st.spinner("Building the report bundle…"):
-        _bundle(ctx.dataset.digest, astuple(s), bool(png), ctx, *_chosen_design())
+        _bundle(ctx.dataset.digest, astuple(s), bool(png), ctx, judged, *_chosen_design())
     st.session_state[BUILT_KEY] = key
 
 built = st.session_state.get(BUILT_KEY)
@@ -97,7 +105,7 @@ if built is None:
 elif built != key:
     st.info("The data or the sidebar changed since the last build: build the bundle again.", icon=":material/sync:")
 else:
-    bundle, zipped = _bundle(ctx.dataset.digest, astuple(s), bool(png), ctx, *_chosen_design())
+    bundle, zipped = _bundle(ctx.dataset.digest, astuple(s), bool(png), ctx, judged, *_chosen_design())
     for note in bundle.notes:
         st.caption(md_literal(note))
     after = json.loads(bundle.files["summary.json"])["plan_after"]

@@ -56,9 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("logs", nargs="*", metavar="LOG")
     _add_plan_options(plan)
     _add_sizing_options(plan)
-    plan.add_argument("--slo", action="append", metavar="PRODUCT=TTFT_MS:TPOT_MS",
-                      help="a product's own SLO class at p90, judged on the planned fleet (repeatable; PRODUCT '*' "
-                           "sets every product); default: its corner's published range (data/slo_ranges.csv, upper end)")
     _add_router_options(plan)
     _add_common(plan)
     _add_engine(plan)
@@ -204,6 +201,10 @@ def _add_sizing_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo-window", default=None, metavar="DURATION",
                    help="the stretch of the log whose p90s must meet the classes: its busiest window of this length "
                         "(seconds, or 90m, 1h; default 1h, the whole log when shorter)")
+    p.add_argument("--slo", action="append", metavar="PRODUCT=TTFT_MS:TPOT_MS",
+                   help="a product's own SLO class at p90, judged on the sized fleet (repeatable; PRODUCT '*' sets "
+                        "every product); a product without one is judged against --ttft-slo-ms/--tpot-slo-ms, the "
+                        "default class")
 
 
 def _add_router_options(p: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from shapeviz.analysis import load_logs
-from shapeviz.cli.plan import (_workload, deployment_from_args, kv_pool_from_args, resolve_model,
+from shapeviz.cli.plan import (_workload, classes_from_args, deployment_from_args, kv_pool_from_args, resolve_model,
                                slo_window_seconds, speculative_from_args)
 from shapeviz.fleet.pools import load_fleet
 from shapeviz.fleet.sizing import fleet_answer
@@ -94,7 +94,7 @@ def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
     # the fleet size: the one sizing function `plan` uses (shapeviz.fleet.sizing), so both print one fleet
     planned, sizing, _, routed = fleet_answer(
         workload, dep, frame, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
-        method=getattr(args, "method", "simulated"), slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)),
+        classes=classes_from_args(args, frame, ttft, tpot), method=getattr(args, "method", "simulated"), slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)),
         router=getattr(args, "router", None), block_size=getattr(args, "block_size", None))
     if routed is not None:
         # the reuse this router keeps on the planned fleet replaces the log's ideal (one shared cache) figure

@@ -124,6 +124,16 @@ def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Dep
     return workload, info
 
 
+def classes_from_args(args: argparse.Namespace, frame: Any, ttft_slo: float, tpot_slo: float) -> Any:
+    """Every product's class from the command line: its own ``--slo``, else the TTFT/TPOT pair (the default class);
+    None without the log's rows (one SLO: the pair). ``plan``, ``config`` and ``report`` judge with it."""
+    overrides = parse_slo(getattr(args, "slo", None))
+    if overrides and frame is None:
+        raise ValueError("--slo names products of a LOG read row by row; a fixed --isl/--osl shape or a --engine dask "
+                         "sketch has one SLO (--ttft-slo-ms/--tpot-slo-ms)")
+    return None if frame is None else pair_classes(frame, ttft_slo, tpot_slo, overrides)
+
+
 def answer_from_args(args: argparse.Namespace, workload: Workload, dep: Deployment, frame: Any, whatif: WhatIf,
                      ttft_slo: float, tpot_slo: float, classes: Any) -> Any:
     """``fleet_answer`` with the command line's sizing options (method, SLO window, router, block size): the fleet
@@ -139,7 +149,7 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     """The ``plan`` JSON document: deployment, workload, max throughput, phases, TTFT/TPOT, GPUs, cost, assumptions."""
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     frames: list = []
-    overrides = parse_slo(getattr(args, "slo", None))
+    parse_slo(getattr(args, "slo", None))   # a malformed --slo fails before the log is read
     if args.isl is not None or args.osl is not None or not getattr(args, "logs", None):
         model_id, model_source = resolve_model(args)
         dep, tp_source = deployment_from_args(args, model_id)
@@ -148,15 +158,10 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
         workload, info = _workload(args, mapping, None, frames)  # type: ignore[arg-type]
         model_id, model_source = resolve_model(args, frames[0] if frames else None)
         dep, tp_source = deployment_from_args(args, model_id)
-    if overrides and not frames:
-        raise ValueError("--slo names products of a LOG read row by row; a fixed --isl/--osl shape or a --engine dask "
-                         "sketch has one SLO (--ttft-slo-ms/--tpot-slo-ms)")
-    classes = None
     dep = speculative_from_args(dep, workload, args)
     ttft_slo = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
     tpot_slo = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
-    if frames:   # every product's class: its own --slo, else the TTFT/TPOT pair (the default class)
-        classes = pair_classes(frames[0], ttft_slo, tpot_slo, overrides)
+    classes = classes_from_args(args, frames[0] if frames else None, ttft_slo, tpot_slo)
     planned, sizing, estimate, routed = answer_from_args(args, workload, dep, frames[0] if frames else None, whatif,
                                                          ttft_slo, tpot_slo, classes)
     result = planned.to_dict()

@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 
 from shapeviz.analysis import analyze, load_logs
-from shapeviz.cli.plan import deployment_from_args, resolve_model, slo_window_seconds, speculative_from_args
+from shapeviz.cli.plan import (classes_from_args, deployment_from_args, resolve_model, slo_window_seconds,
+                               speculative_from_args)
 from shapeviz.outputs.report import report_files, write_bundle
 from shapeviz.progress import terminal_progress
-from shapeviz.serving import WhatIf, Workload
+from shapeviz.physics import DEFAULT_TPOT_SLO_MS
+from shapeviz.serving import DEFAULT_TTFT_SLO_MS, WhatIf, Workload
 from shapeviz.workload.distributed import sketch_paths
 from shapeviz.workload.sketch import SketchedLog, report_log
 
@@ -33,8 +35,10 @@ def write_report_from_args(args: Any, mapping: dict[str, str] | None = None) -> 
         dep = speculative_from_args(dep, Workload.from_view(sketch, rate_rps=1.0), args)
         extra = {"analysis": analyze(SketchedLog(sketch), deployment=dep),
                  "workload": Workload.from_view(sketch, rate_rps=args.rate)}
+        rows = None   # a sketch has one SLO class (the pair): --slo needs the log's rows
     else:
         log = load_logs(args.logs, mapping)
+        rows = log.frame
         dep, _ = deployment_from_args(args, resolve_model(args, log.frame)[0])   # the log's model column
         dep = speculative_from_args(dep, Workload.from_frame(log.frame, rate_rps=1.0), args)
         with terminal_progress() as progress:   # stages on stderr when it is a terminal; pipes stay clean
@@ -42,7 +46,11 @@ def write_report_from_args(args: Any, mapping: dict[str, str] | None = None) -> 
     bundle = report_files(log, deployment=dep, whatif=whatif, ttft_slo_ms=args.ttft_slo_ms,
                           tpot_slo_ms=args.tpot_slo_ms, gpu_hour_usd=args.gpu_hour_usd, rate_rps=args.rate,
                           method=getattr(args, "method", "simulated"),
-                          slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)), **extra)
+                          slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)),
+                          classes=classes_from_args(args, rows, DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None
+                                                    else args.ttft_slo_ms, DEFAULT_TPOT_SLO_MS
+                                                    if args.tpot_slo_ms is None else args.tpot_slo_ms),
+                          **extra)
     for note in bundle.notes:
         print(f"shapeviz report: {note}", file=sys.stderr)
     return write_bundle(bundle, folder)

@@ -580,13 +580,21 @@ def pair_classes(frame: pd.DataFrame, ttft_ms: float, tpot_ms: float,
                  overrides: Mapping[str, tuple[float, float]] | None = None,
                  pair_source: str = "the default class (--ttft-slo-ms/--tpot-slo-ms)") -> dict[str, SloClass]:
     """Every product's class: its own ``overrides`` entry, else the TTFT/TPOT pair (the default class)."""
-    corners = resolve_classes(frame, overrides)
+    return with_pair(resolve_classes(frame, overrides), ttft_ms, tpot_ms, overrides, pair_source)
+
+
+def with_pair(corners: Mapping[str, SloClass], ttft_ms: float, tpot_ms: float,
+              overrides: Mapping[str, tuple[float, float]] | None = None,
+              pair_source: str = "the default class (--ttft-slo-ms/--tpot-slo-ms)",
+              own_source: str = "set by user (--slo)") -> dict[str, SloClass]:
+    """``corners`` (each product's class from its corner) with the pair in place of every product that has no
+    ``overrides`` entry of its own (``"*"`` in ``overrides`` is every product's)."""
+    overrides = dict(overrides or {})
     out = {}
     for product, cls in corners.items():
-        if product in (overrides or {}) or ALL_PRODUCTS in (overrides or {}):
-            out[product] = cls
-        else:
-            out[product] = SloClass(product, float(ttft_ms), float(tpot_ms), cls.percentile, cls.corner, pair_source)
+        own = overrides.get(product, overrides.get(ALL_PRODUCTS))
+        ttft, tpot, source = (ttft_ms, tpot_ms, pair_source) if own is None else (*own, own_source)
+        out[product] = SloClass(product, float(ttft), float(tpot), cls.percentile, cls.corner, source)
     return out
 
 

@@ -144,6 +144,12 @@ def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_p
     assert planned_strict > replicas
     grown = _run(capsys, "plan", *argv, *strict, "--growth", "0.5", "--months", "1")["growth"]
     assert grown["months"][0]["replicas"] == planned_strict
+    # ...and config and the memo judge with the same classes: one fleet again
+    config = _run(capsys, "config", *argv, *strict, "--layout", "colocated")
+    assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == planned_strict
+    assert main(["report", *argv, *strict, "--out", str(out), "--method", "simulated"]) == 0
+    capsys.readouterr()
+    assert json.loads((out / "summary.json").read_text())["plan_after"]["replicas"] == planned_strict
 
 
 

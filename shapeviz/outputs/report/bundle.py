@@ -64,6 +64,7 @@ from shapeviz.physics import DEFAULT_TPOT_SLO_MS, Deployment, balance_ratio
 from shapeviz.serving import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, load_curve
 from shapeviz.fleet.sizing import DEFAULT_SLO_WINDOW_S, fleet_answer
 from shapeviz.serving.compare import WhatIfComparison, compare_whatif
+from shapeviz.serving.products import SloClass
 
 # --- the bundle ---------------------------------------------------------------------------------------------------
 LOAD_MULTIPLIERS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
@@ -213,6 +214,7 @@ def report_files(
     fleet_design: Mapping[str, Any] | None = None,
     method: str = "analytic",
     slo_window_s: float = DEFAULT_SLO_WINDOW_S,
+    classes: Mapping[str, SloClass] | None = None,
 ) -> Bundle:
     """Every file of the report bundle as ``{filename: bytes}`` (PNGs, CSVs, HTML memo, replay traces, README).
 
@@ -220,6 +222,7 @@ def report_files(
     they are computed here. Without a browser the PNGs are left out and the README says why; everything else
     is still built. ``method="simulated"`` sizes the fleet before and after the what-if by replaying the log
     (``shapeviz.fleet.sizing.fleet_answer``, what ``plan`` and ``config`` print); "analytic" keeps the estimate.
+    ``classes``: every product's SLO class (None: the TTFT/TPOT pair for every product, as ``plan`` without --slo).
     """
     if not isinstance(whatif, WhatIf):
         raise ValueError(f"whatif must be a shapeviz.serving.WhatIf, got {type(whatif).__name__}")
@@ -233,7 +236,7 @@ def report_files(
     if method != "analytic":
         rows = log.frame if "timestamp" in log.frame.columns else None   # a sketch's sample has no timestamps
         kwargs = dict(ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=gpu_hour_usd, method=method,
-                      slo_window_s=slo_window_s)
+                      slo_window_s=slo_window_s, classes=classes)
         sized["after"] = fleet_answer(w, dep, rows, whatif=whatif, **kwargs)[0]
         sized["before"] = (sized["after"] if whatif.is_identity
                            else fleet_answer(w, dep, rows, whatif=WhatIf(), **kwargs)[0])
