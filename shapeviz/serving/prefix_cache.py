@@ -118,8 +118,14 @@ def _session_codes(frame: pd.DataFrame) -> np.ndarray:
     return np.asarray(cat.codes, dtype=np.int64)
 
 
-def blocks_from_frame(frame: pd.DataFrame, block_size: int | None = None) -> PrefixBlocks | None:
-    """The prompt blocks of every row (frame order): from ``hash_ids``, else from sessions; None without either."""
+def blocks_from_frame(frame: pd.DataFrame, block_size: int | None = None,
+                      tokens: tuple[np.ndarray, np.ndarray] | None = None) -> PrefixBlocks | None:
+    """The prompt blocks of every row (frame order): from ``hash_ids``, else from sessions; None without either.
+
+    ``tokens``: each row's input and output tokens after a trim (the what-if), when they differ from the log's. A
+    trim removes cached and uncached prompt tokens alike, as the planner's trim does: a hashed row keeps its blocks,
+    each shorter by the trim; a session's stream is built from the trimmed turns. (The untrimmed blocks would cover
+    nearly all of a shorter prompt: a 5% trim made the demo's session turns almost fully cached.)"""
     if block_size is not None and not (isinstance(block_size, (int, np.integer)) and 0 < block_size <= 1_048_576):
         raise ValueError(f"--block-size must be a whole number of tokens in 1..1048576, got {block_size!r}")
     sessions = has_sessions(frame)
@@ -131,6 +137,11 @@ def blocks_from_frame(frame: pd.DataFrame, block_size: int | None = None) -> Pre
             how = f"inferred from input length / number of hashes ({share:.0%} of requests agree)"
         else:
             size, how = int(block_size), "given (--block-size)"
+        if tokens is not None:   # a trimmed prompt keeps its blocks, each of them shorter by the trim
+            share = float(np.sum(tokens[0])) / max(float(frame["input_tokens"].sum()), 1.0)
+            trimmed = max(int(round(size * share)), 1)
+            how += f"; {size} × {share:.2f} = {trimmed} tokens per block after the trim"
+            size = trimmed
         ptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
         key = codes if codes is not None else np.full(len(lengths), -1, dtype=np.int64)
         return PrefixBlocks(size, "block_hashes", how, ptr, ids, ptr, ids, key)
@@ -138,8 +149,8 @@ def blocks_from_frame(frame: pd.DataFrame, block_size: int | None = None) -> Pre
         return None
     size = int(block_size) if block_size is not None else engine_block_tokens()
     how = "given (--block-size)" if block_size is not None else "the engine's default KV block (vLLM: 16 tokens)"
-    n = frame["input_tokens"].to_numpy(dtype=np.int64)
-    m = frame["output_tokens"].to_numpy(dtype=np.int64)
+    n, m = ((frame["input_tokens"].to_numpy(dtype=np.int64), frame["output_tokens"].to_numpy(dtype=np.int64))
+            if tokens is None else (np.asarray(tokens[0], dtype=np.int64), np.asarray(tokens[1], dtype=np.int64)))
     in_session = codes >= 0
     look_len = np.where(in_session, -(-n // size), 0)          # every block of the prompt, the last maybe partial
     keep_len = np.where(in_session, (n + m) // size, 0)        # the full blocks of the whole context

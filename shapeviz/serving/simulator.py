@@ -187,7 +187,11 @@ def requests_from_frame(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), *, reuse
     block size, inferred when None), so the replicas' prefix caches decide each request's hit.
     """
     n, m, p = request_tokens(frame, "simulate")
-    blocks = blocks_from_frame(frame, block_size) if reuse else None
+    trimmed = None
+    if whatif.trim_input or whatif.trim_output:   # the rows' tokens after the trim, as _apply_whatif rounds them
+        trimmed = (np.maximum(np.round(n * (1.0 - whatif.trim_input)), 1).astype(np.int64),
+                   np.maximum(np.round(m * (1.0 - whatif.trim_output)), 1).astype(np.int64))
+    blocks = blocks_from_frame(frame, block_size, trimmed) if reuse else None
     arrival = None
     keep = None
     if "timestamp" in frame.columns and frame["timestamp"].notna().sum() >= 2:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -124,6 +125,22 @@ def test_round_robin_splits_the_two_sessions_and_loses_their_reuse():
     # one replica holds both sessions: nothing lost, the router only matters once there are more caches
     one = simulate(frame, SMALL_MODEL, replicas=1, router="round_robin")
     assert one.prefix["hit_ratio_tokens"] == pytest.approx(aff.prefix["hit_ratio_tokens"])
+
+
+def test_a_trimmed_prompt_keeps_its_share_of_cached_tokens(mooncake):
+    # the what-if's trim removes cached and uncached prompt tokens alike (as the planner's trim does): a trimmed
+    # session turn must not find its untrimmed context covering nearly all of its shorter prompt
+    frame = _two_sessions()
+    whole = simulate(frame, SMALL_MODEL, replicas=2, router="session")
+    trimmed = simulate(frame, SMALL_MODEL, replicas=2, router="session", whatif=WhatIf(trim_input=0.3))
+    assert trimmed.prefix["hit_ratio_tokens"] == pytest.approx(whole.prefix["hit_ratio_tokens"], abs=0.03)
+    uncached = [(r.requests["input_tokens"] - r.requests["cached_tokens"]).sum() for r in (whole, trimmed)]
+    assert 0.6 < uncached[1] / uncached[0] < 0.8
+    # a hashed log keeps each trimmed prompt's leading blocks only
+    rows = mooncake["conversation"].iloc[:300]
+    whole = simulate(rows, SMALL_MODEL, replicas=1, whatif=SLOW)
+    trimmed = simulate(rows, SMALL_MODEL, replicas=1, whatif=replace(SLOW, trim_input=0.5))
+    assert trimmed.prefix["hit_ratio_tokens"] <= whole.prefix["hit_ratio_tokens"] + 0.02
 
 
 def _hot_prefix(n: int = 400) -> pd.DataFrame:
