@@ -235,7 +235,7 @@ def _show_slo_hint(shape: str) -> None:
         return
     lo_ttft, hi_ttft, lo_tpot, hi_tpot = slo_range(shape)
     slot.caption(sidebar.slo_hint(shape, (lo_ttft, hi_ttft), (lo_tpot, hi_tpot),
-                                  float(st.session_state["ttft_slo_ms"]), float(st.session_state["tpot_slo_ms"])))
+                                  float(sidebar.value("ttft_slo_ms")), float(sidebar.value("tpot_slo_ms"))))
 
 
 LOGGED_CACHE_PCT = "_logged_cache_pct"

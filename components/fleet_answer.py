@@ -17,9 +17,9 @@ import streamlit as st
 
 from components.classes import classes_key
 from components.widgets import badge
-from shapeviz.fleet.sizing import Sizing, fleet_answer, pressure_reason
+from shapeviz.fleet.sizing import Sizing, fleet_answer, pressure_reason, sized_plan
 from shapeviz.physics import Deployment
-from shapeviz.serving import WhatIf, Workload
+from shapeviz.serving import Plan, WhatIf, Workload
 from shapeviz.serving.products import SloClass
 from shapeviz.text import md_literal
 
@@ -102,23 +102,48 @@ def answer_line(sizing: Sizing, tp: int) -> str:
     return text
 
 
-def render_answer(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
-                  tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None,
-                  pressure: tuple[float, float] | None = None) -> None:
-    """The simulated fleet below the estimate: a line that fills in when the replays are done (``pressure``: the
-    estimate's prefill and decode pressure per replica, for ``sizing.pressure_reason``)."""
+def start(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
+          tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None) -> tuple[Future, Future] | None:
+    """The headline's two sizings, started where they are not: after the what-if (the answer) and of the log as it
+    is (today's fleet, which the before → after compares on). None when the log has no timestamps to replay."""
     if frame is None or "timestamp" not in frame.columns:
+        return None
+    before = None if whatif.is_identity else submit(
+        key_of(digest, dep, WhatIf(), ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes), frame, w, dep, WhatIf(),
+        ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
+    after = submit(key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes), frame, w, dep,
+                   whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)   # submitted last: the latest kept
+    return after, before or after
+
+
+def sized_plans(futures: tuple[Future, Future] | None, before: Plan, after: Plan, tp: int) -> tuple[Plan, Plan] | None:
+    """The estimate's plans before and after the what-if with the simulated answers in their place, once both
+    sizings are done (None until then, or when one failed: the estimate stands)."""
+    if futures is None or not all(f.done() and f.exception() is None for f in futures):
+        return None
+    sized_after, sized_before = (f.result() for f in futures)
+    return sized_plan(before, sized_before, tp), sized_plan(after, sized_after, tp)
+
+
+def render_answer(futures: tuple[Future, Future] | None, dep: Deployment,
+                  pressure: tuple[float, float] | None = None) -> None:
+    """The simulated fleet below the metrics: a line that fills in when the replays are done, then one rerun of the
+    page so the metrics above show the simulated fleet in place of the estimate (``pressure``: the estimate's
+    prefill and decode pressure per replica, for ``sizing.pressure_reason``)."""
+    if futures is None:
         st.caption("The fleet size above is the analytic estimate: this log has no timestamps to replay.")
         return
-    future = submit(key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes), frame, w, dep,
-                    whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
+    future = futures[0]
+    pending = not all(f.done() for f in futures)
 
-    @st.fragment(run_every=None if future.done() else POLL_S)
+    @st.fragment(run_every=POLL_S if pending else None)
     def _line() -> None:
-        if not future.done():
+        if not all(f.done() for f in futures):
             st.caption("GPUs above: **estimate** (analytic queue at the peak-minute rate); replaying the log on "
                        "candidate fleets for the simulated answer…")
             return
+        if pending:   # the replays finished while this line waited: redraw the page with the simulated fleet
+            st.rerun()
         if future.exception() is not None:
             st.caption(f"The simulated answer failed: {md_literal(future.exception())}; the estimate stands.")
             return

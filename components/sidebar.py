@@ -76,6 +76,10 @@ SLO_HINT_SLOT = "_slo_hint_slot"
 CACHE_OFFER_SLOT = "_cache_offer_slot"
 WHATIF_FRAGMENT = "whatif"                 # the key of a page's main what-if fragment
 _LIVE = "_whatif_live_fragments"           # this page's what-if fragments that show what the levers move
+# The user's sidebar values as the last full run drew them, under a key no widget owns: a polling fragment that
+# fires while the user switches pages can make Streamlit drop the widgets' own state (streamlit#10805), and the
+# next run then restores the user's values from here instead of failing or resetting them to the defaults.
+_VALUES = "_sidebar_values"
 
 
 def _on_whatif_step() -> None:
@@ -132,8 +136,10 @@ def whatif_fragment(draw: Callable[[], bool | None], key: str = WHATIF_FRAGMENT)
 
 
 def _init_state() -> None:
+    kept = st.session_state.get(_VALUES, {})
     for key, value in DEFAULTS.items():
-        st.session_state.setdefault(key, value)
+        if key not in st.session_state:
+            st.session_state[key] = kept.get(key, value)
     # A page measured the log's prefix-hit ratio: it becomes the slider's value before the slider is drawn.
     if PENDING_CACHE_HIT in st.session_state:
         st.session_state["cache_hit_pct"] = st.session_state.pop(PENDING_CACHE_HIT)
@@ -316,25 +322,41 @@ def render() -> None:
     render_data_source()
     render_whatif()
     render_corners()
+    _remember()
+
+
+def _remember() -> None:
+    # a what-if step reruns only the page's fragments: they read settings(), which keeps this copy current too
+    kept = st.session_state.setdefault(_VALUES, {})
+    kept.update({key: st.session_state[key] for key in DEFAULTS if key in st.session_state})
+
+
+def value(key: str) -> object:
+    """One sidebar value: the widget's, else the last full run's (its state dropped meanwhile), else the default."""
+    if key in st.session_state:
+        return st.session_state[key]
+    return st.session_state.get(_VALUES, {}).get(key, DEFAULTS[key])
 
 
 def settings() -> Settings:
     """Plain values of the sidebar controls."""
-    s = st.session_state
-    long_output = int(s["long_output"])
-    short_output = min(int(s["short_output"]), long_output - 1)
-    tp = s["tp"]
+    _remember()
+    v = value
+    long_output = int(v("long_output"))
+    short_output = min(int(v("short_output")), long_output - 1)
+    tp = v("tp")
+    speculative = str(v("speculative"))
     return Settings(
-        corners=Corners(int(s["long_input"]), long_output, max(short_output, 1)),
-        trim_input=s["trim_input_pct"] / 100, trim_output=s["trim_output_pct"] / 100,
-        cache_hit=s["cache_hit_pct"] / 100, traffic=float(s["traffic"]),
-        model=str(s["model"]), gpu=str(s["gpu"]), precision=str(s["precision"]),
-        kv_precision=None if s["kv_precision"] == "same" else str(s["kv_precision"]),
+        corners=Corners(int(v("long_input")), long_output, max(short_output, 1)),
+        trim_input=float(v("trim_input_pct")) / 100, trim_output=float(v("trim_output_pct")) / 100,
+        cache_hit=float(v("cache_hit_pct")) / 100, traffic=float(v("traffic")),
+        model=str(v("model")), gpu=str(v("gpu")), precision=str(v("precision")),
+        kv_precision=None if v("kv_precision") == "same" else str(v("kv_precision")),
         tp=None if tp == "auto" else int(tp),
-        ttft_slo_ms=float(s["ttft_slo_ms"]), tpot_slo_ms=float(s["tpot_slo_ms"]),
-        gpu_hour_usd=float(s["gpu_hour_usd"]),
-        layout=str(s.get("layout", "tp")),
-        speculative=str(s.get("speculative", "none")),
-        draft_tokens=int(s["draft_tokens"]) if s.get("speculative", "none") != "none" else None,
-        acceptance_length=(float(s["acceptance_length"]) or None) if s.get("speculative", "none") != "none" else None,
+        ttft_slo_ms=float(v("ttft_slo_ms")), tpot_slo_ms=float(v("tpot_slo_ms")),
+        gpu_hour_usd=float(v("gpu_hour_usd")),
+        layout=str(v("layout")),
+        speculative=speculative,
+        draft_tokens=int(v("draft_tokens")) if speculative != "none" else None,
+        acceptance_length=(float(v("acceptance_length")) or None) if speculative != "none" else None,
     )

@@ -8,10 +8,11 @@ import streamlit as st
 
 from components import sidebar
 from components.context import PageContext, page_context, rate_chart, workload
-from components.classes import edit_classes, page_classes
+from components.classes import classes_key, edit_classes, page_classes
 from components.fleet import DESIGN_KEY, FLEET_DESIGN_KEY, render_fleet_design
 from components.fleet_answer import ready as fleet_ready
-from components.fleet_answer import render_answer, sizing_of
+from components.fleet_answer import render_answer, sized_plans, sizing_of
+from components.fleet_answer import start as start_sizing
 from components.fleet_time import render_traffic_over_time
 from components.measured import plan_vs_measured
 from components.routing import render_routers
@@ -69,6 +70,13 @@ def _classes(now: PageContext) -> dict:
     return page_classes(ctx.dataset.digest, ctx.dataset.log, now.settings.ttft_slo_ms, now.settings.tpot_slo_ms)
 
 
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
+def _sized_comparison(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
+                      gpu_hour_usd: float, judged: tuple, _w: Workload, _sized: tuple) -> WhatIfComparison:
+    """Before → after on today's simulated fleet, with the simulated answers (what the memo carries)."""
+    return compare_whatif(_w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, before=_sized[0], after=_sized[1])
+
+
 def _now() -> tuple[PageContext, WhatIfComparison, pd.DataFrame]:
     """The sidebar's values as they are now (a fragment rerun sees the step), with the plan and curve they give."""
     now = replace(ctx, settings=sidebar.settings())
@@ -84,6 +92,16 @@ def _headline() -> None:
     """Pressure, latency, GPUs and cost before → after the what-if, and the load curve of the plan's fleet."""
     now, cmp, curve = _now()
     s = now.settings
+    frame = ctx.dataset.log.frame if ctx.dataset.sketch is None else None
+    classes = _classes(now)
+    futures = start_sizing(ctx.dataset.digest, frame, w, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
+                           s.gpu_hour_usd, classes)
+    pressure = (cmp.after.prefill.utilization, cmp.after.decode.utilization)   # the estimate's, per replica
+    sized = sized_plans(futures, cmp.before, cmp.after, dep.tp)
+    if sized is not None:   # the replays are done: today's fleet and the answer are the simulated ones
+        cmp = _sized_comparison(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
+                                classes_key(classes), w, sized)
+    method = "simulated" if sized is not None else "estimate"
     before, after = cmp.before, cmp.after
     b, a = before.to_dict(), after.to_dict()
 
@@ -109,12 +127,13 @@ def _headline() -> None:
     st.subheader("GPUs and cost that meet both SLOs")
     row2 = st.columns(4)
     g_b, g_a = b["gpus"], a["gpus"]
-    row2[0].metric("GPUs colocated (estimate)", f"{g_a['colocated'] or MISSING}",
+    row2[0].metric(f"GPUs colocated ({method})", f"{g_a['colocated'] or MISSING}",
                    _delta(g_b["colocated"], g_a["colocated"]), delta_color="inverse",
-                   help="The analytic estimate (a queue at the peak-minute rate), shown at once; the simulated "
-                        "answer below replays the log on candidate fleets.")
+                   help="The smallest fleet whose replay of the log meets every product's p90 class (see below)."
+                   if sized is not None else "The analytic estimate (a queue at the peak-minute rate), shown at "
+                   "once; the simulated answer replaces it when the replays of the log on candidate fleets are done.")
     no_split = g_a["prefill"] is None or g_a["decode"] is None
-    row2[1].metric("GPUs split P + D", MISSING if no_split else f"{g_a['prefill']} + {g_a['decode']}",
+    row2[1].metric("GPUs split P + D (estimate)", MISSING if no_split else f"{g_a['prefill']} + {g_a['decode']}",
                    "no split meets the SLOs" if no_split else _delta(g_b.get("disaggregated"), g_a.get("disaggregated"),
                                                                      " total"),
                    delta_color="off" if no_split else "inverse", delta_arrow="off" if no_split else "auto",
@@ -127,14 +146,14 @@ def _headline() -> None:
     row2[3].metric("Cost per 1M tokens", MISSING if per_m is None else f"${per_m:,.3f}",
                    None if per_m is None else _delta(b["cost"].get("usd_per_million_tokens"), per_m, " $"),
                    delta_color="inverse")
-    render_answer(ctx.dataset.digest, ctx.dataset.log.frame if ctx.dataset.sketch is None else None, w, dep,
-                  now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, _classes(now),
-                  pressure=(after.prefill.utilization, after.decode.utilization))
+    render_answer(futures, dep, pressure=pressure)
     left, right = st.columns([0.85, 0.15])
+    phase = f"After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
     left.markdown(
-        ("Both SLOs are met" + (f" ({md_literal('; '.join(after.notes))})." if after.notes else ".") if after.meets_slo
-         else "**The SLOs cannot be met** on this deployment at this rate: " + md_literal("; ".join(after.notes)) + ".")
-        + f" After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
+        phase if sized is not None   # the line above says what the replays found
+        else ("The estimate meets both SLOs" + (f" ({md_literal('; '.join(after.notes))})." if after.notes else ".")
+              if after.meets_slo else "**The estimate cannot meet the SLOs** on this deployment at this rate: "
+              + md_literal("; ".join(after.notes)) + ".") + " " + phase
     )
     with right:
         badge("estimated")

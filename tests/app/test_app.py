@@ -260,3 +260,16 @@ def test_the_sessions_page_of_a_sketch_only_log_shows_its_sampled_sessions(trace
     assert any("workload sketch" in i.value for i in at.info)
     assert not any("no session or conversation ids" in i.value for i in at.info)
     assert at.get("plotly_chart")
+
+
+def test_the_sidebar_keeps_the_users_values_when_streamlit_drops_their_widget_state() -> None:
+    # A polling fragment that fires while the user switches pages can make Streamlit drop every other widget's state
+    # (streamlit#10805): the next run must keep the user's values, neither failing nor resetting them to defaults.
+    at = open_page(CAPACITY)
+    at.slider(key="traffic").set_value(1.5)
+    at.number_input(key="ttft_slo_ms").set_value(800).run()
+    for key in ("traffic", "ttft_slo_ms", "tpot_slo_ms", "model"):
+        del at.session_state[key]
+    at.switch_page("pages/shape.py").run()
+    assert not at.exception, at.exception
+    assert at.slider(key="traffic").value == 1.5 and at.number_input(key="ttft_slo_ms").value == 800

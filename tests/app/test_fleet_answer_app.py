@@ -29,6 +29,8 @@ def _shown(markdown: str) -> str:
 
 
 def test_headline_shows_the_estimate_then_the_simulated_fleet() -> None:
+    with fleet_answer._LOCK:   # a first visit: no sizing of the demo kept from an earlier test in this process
+        fleet_answer._RESULTS.clear()
     at = open_page()
     assert "GPUs colocated (estimate)" in [m.label for m in at.metric]
     fleet_answer.wait_all(timeout=900)   # the page never waits; the test does, then reruns as the poll would
@@ -41,6 +43,9 @@ def test_headline_shows_the_estimate_then_the_simulated_fleet() -> None:
     assert f"{sizing.replicas} × TP" in text and "p90 class" in text
     assert (f"the estimate said {sizing.estimate}" in text) if sizing.meets_others else ("No fleet size meets" in text)
     assert "replaying the log" not in text
+    # and the metric above now shows that fleet in place of the estimate, labelled so
+    gpus = next(m for m in at.metric if m.label.startswith("GPUs colocated"))
+    assert gpus.label == "GPUs colocated (simulated)" and gpus.value == str(sizing.replicas * 4)   # 4 × TP4 H100
     # the demo's swe-agent prompts cannot meet a 1 s TTFT on any number of replicas: named, with why, the rest sized
     assert sizing.meets_others and "swe-agent" in {u["product"] for u in sizing.unreachable}
     shown = _shown(text)
