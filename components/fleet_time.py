@@ -1,11 +1,14 @@
 """The Capacity page's "Traffic over time" section: replicas and cost window by window, each autoscaling policy
-against holding the peak (with its risk: the windows it misses and why), the replay, and next quarter's pool."""
+against holding the peak (with its risk: the windows it misses and why), the replay, and next quarter's pool
+(month by month by the one sizing engine, month 0 the headline's fleet)."""
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
 from components import data
+from components.context import workload
+from components.fleet_answer import sizing_of
 from components.widgets import badge, chart, table
 from shapeviz.fleet.autoscale import (
     POLICIES,
@@ -20,7 +23,8 @@ from shapeviz.fleet.autoscale import (
     startup,
     traffic_windows,
 )
-from shapeviz.fleet.growth import Growth, parse_growth, project
+from shapeviz.fleet.growth import Growth, GrowthResult, parse_growth, project
+from shapeviz.fleet.sizing import Sizing
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure, replica_minutes_figure, time_axis
 from shapeviz.physics import Deployment
@@ -176,18 +180,41 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         return True
     sketch = data.sketch_of(digest)
     try:
-        result = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
-                         tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+        if sketch is not None:   # no rows to replay: the analytic months, labelled
+            result = project(sketch, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                             gpu_hour_usd=gpu_hour_usd)
+        else:   # the one engine month by month; month 0 is the headline's own answer (the same cached sizing)
+            today = sizing_of(digest, frame, workload(digest, log), dep, whatif, ttft_slo_ms, tpot_slo_ms,
+                              gpu_hour_usd)
+            result = _growth(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, growth_text, output_text,
+                             int(months), log, today)
     except ValueError as exc:
         st.info(md_literal(str(exc)))
         return True
     chart(growth_figure(result.months, result.replicas_now), key="fleet_growth_chart")
     table(result.months, usd_per_month=st.column_config.NumberColumn("$ / month", format="dollar"))
-    badge("estimated")
-    st.caption("Each month is planned like the plan above: the whole log's shape at its p99 minute, grown per "
-               "product (the windows above size each window on its own, so their peak can be higher). "
+    simulated = result.method == "simulated"
+    badge("simulated" if simulated else "estimated")
+    st.caption(("Each month is sized like the headline: the log's busiest hour grown per product (new users as "
+                "copies of today's requests, each shifted in time inside the hour, with their own sessions: no "
+                "reuse invented with today's), replayed on candidate fleets; month 0 is the headline's fleet. "
+                if simulated else
+                "Each month is the analytic estimate: the whole log's shape at its p99 minute, grown per product. ")
                + ("Today's pool runs out of headroom in month "
                 f"{result.runs_out_month}." if result.runs_out_month is not None
                 else "Today's pool holds within the horizon.")
                + f" Products in the log: {md_literal(', '.join(products))}.")
+    for note in result.notes:
+        st.caption(md_literal(note))
     return True
+
+
+@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner="Replaying every month of growth…")
+def _growth(digest: str, deployment: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
+            gpu_hour_usd: float, growth_text: str, output_text: str, months: int, _log: LoadedLog,
+            _today: Sizing) -> GrowthResult:
+    """The months sized by the one engine, once per log and settings (``_today``: the headline's sizing of them)."""
+    growth = Growth(parse_growth([x for x in growth_text.split(",") if x.strip()]),
+                    parse_growth([x for x in output_text.split(",") if x.strip()]), months)
+    return project(_log.frame, deployment, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                   gpu_hour_usd=gpu_hour_usd, method="simulated", today=_today)
