@@ -5,6 +5,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
+from components import fleet_answer
 from tests.app.dashboard import open_page
 
 
@@ -40,3 +41,8 @@ def test_the_page_shows_each_policy_against_the_peak_and_a_slower_start_costs_at
     assert not at.exception, at.exception
     after = _policies(at).set_index("policy").loc["predicted SLO attainment", "SLO attainment"]
     assert after < before
+    # next quarter's months are replayed by the one engine, and month 0 is the headline's own sizing
+    months = next(f.value for f in at.dataframe if {"month", "estimate_replicas", "one_fewer"} <= set(f.value.columns))
+    assert (months["method"] == "simulated").all()
+    headline = list(fleet_answer._RESULTS.values())[-1].result()   # the headline of the settings drawn last
+    assert months["replicas"].iloc[0] == headline.replicas
