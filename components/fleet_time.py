@@ -3,12 +3,17 @@ against holding the peak (with its risk: the windows it misses and why), the rep
 (month by month by the one sizing engine, month 0 the headline's fleet)."""
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
 import pandas as pd
 import streamlit as st
 
 from components import data
 from components.context import workload
-from components.fleet_answer import sizing_of
+from components.fleet_answer import POLL_S, sizing_of
 from components.widgets import badge, chart, table
 from shapeviz.fleet.autoscale import (
     POLICIES,
@@ -24,13 +29,17 @@ from shapeviz.fleet.autoscale import (
     traffic_windows,
 )
 from shapeviz.fleet.growth import Growth, GrowthResult, parse_growth, project
-from shapeviz.fleet.sizing import Sizing
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure, replica_minutes_figure, time_axis
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf
 from shapeviz.text import md_literal
 
+# next quarter's replayed months run on a thread of their own (not the headline's: they wait for its sizing)
+GROWTH_ENTRIES = 8
+_GROWTH_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="growth-months")
+_GROWTH_LOCK = threading.Lock()
+_GROWTH: OrderedDict[tuple, Future] = OrderedDict()
 REPLAY_MAX_REQUESTS = 60_000   # the replay runs on the page up to this many requests (seconds, not minutes)
 REPLAY_KEY = "fleet_time_replay"
 MINIMUM_FLEET = ("Every window needs one replica, the minimum fleet: no policy can scale below it, so every policy "
@@ -179,18 +188,51 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         st.error(md_literal(str(exc)))
         return True
     sketch = data.sketch_of(digest)
-    try:
-        if sketch is not None:   # no rows to replay: the analytic months, labelled
-            result = project(sketch, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
-                             gpu_hour_usd=gpu_hour_usd)
-        else:   # the one engine month by month; month 0 is the headline's own answer (the same cached sizing)
-            today = sizing_of(digest, frame, workload(digest, log), dep, whatif, ttft_slo_ms, tpot_slo_ms,
-                              gpu_hour_usd)
-            result = _growth(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, growth_text, output_text,
-                             int(months), log, today)
+    try:   # the analytic months, at once; labelled "estimate" until the replayed months replace them
+        estimate = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif,
+                           ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
     except ValueError as exc:
         st.info(md_literal(str(exc)))
         return True
+    future = None
+    if sketch is None:   # the one engine month by month, when asked; month 0 is the headline's own sizing
+        key = (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd), growth_text,
+               output_text, int(months))
+        with _GROWTH_LOCK:
+            future = _GROWTH.get(key)
+        # each month costs a sizing like the headline's: replayed on request, kept per log and settings
+        if future is None and st.button("Size every month by replaying it", icon=":material/replay:",
+                                        key="fleet_growth_replay", help="Each month's grown traffic replayed on "
+                                        "candidate fleets by the engine behind the headline (month 0 is the "
+                                        "headline's fleet); the sliders stay free while it runs."):
+            w = workload(digest, log)
+            future = submit_growth(key, lambda: project(
+                frame, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                gpu_hour_usd=gpu_hour_usd, method="simulated",
+                today=sizing_of(digest, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)))
+
+    @st.fragment(run_every=None if future is None or future.done() else POLL_S)
+    def _months() -> None:
+        result = estimate
+        if future is not None and future.done():
+            if future.exception() is None:
+                result = future.result()
+            else:
+                st.caption(f"Replaying the months failed: {md_literal(future.exception())}; the estimate stands.")
+        elif future is not None:
+            st.caption("Months below: **estimate** (analytic, at the p99 minute); replaying every month of growth "
+                       "on the one sizing engine…")
+        elif sketch is None:
+            st.caption("Months below: **estimate** (analytic, at the p99 minute). Size them by replaying each "
+                       "month, as the headline is sized, with the button above.")
+        _draw_growth(result, products)
+
+    _months()
+    return True
+
+
+def _draw_growth(result: GrowthResult, products: list[str]) -> None:
+    """The months: chart, table, where they came from, and when today's pool runs out of headroom."""
     chart(growth_figure(result.months, result.replicas_now), key="fleet_growth_chart")
     table(result.months, usd_per_month=st.column_config.NumberColumn("$ / month", format="dollar"))
     simulated = result.method == "simulated"
@@ -206,15 +248,25 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
                + f" Products in the log: {md_literal(', '.join(products))}.")
     for note in result.notes:
         st.caption(md_literal(note))
-    return True
 
 
-@st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner="Replaying every month of growth…")
-def _growth(digest: str, deployment: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
-            gpu_hour_usd: float, growth_text: str, output_text: str, months: int, _log: LoadedLog,
-            _today: Sizing) -> GrowthResult:
-    """The months sized by the one engine, once per log and settings (``_today``: the headline's sizing of them)."""
-    growth = Growth(parse_growth([x for x in growth_text.split(",") if x.strip()]),
-                    parse_growth([x for x in output_text.split(",") if x.strip()]), months)
-    return project(_log.frame, deployment, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
-                   gpu_hour_usd=gpu_hour_usd, method="simulated", today=_today)
+def submit_growth(key: tuple, job: Callable[[], GrowthResult]) -> Future:
+    """The replayed months of ``key`` (log digest, settings, growth): started once on a thread of their own (the
+    sliders never wait), kept while among the latest ``GROWTH_ENTRIES``."""
+    with _GROWTH_LOCK:
+        future = _GROWTH.get(key)
+        if future is None:
+            future = _GROWTH_POOL.submit(job)
+            _GROWTH[key] = future
+            while len(_GROWTH) > GROWTH_ENTRIES:
+                _GROWTH.popitem(last=False)
+        _GROWTH.move_to_end(key)
+        return future
+
+
+def wait_growth(timeout: float) -> None:
+    """Block until every growth replay started so far is done (tests; the page never waits)."""
+    with _GROWTH_LOCK:
+        futures = list(_GROWTH.values())
+    for future in futures:
+        future.result(timeout=timeout)

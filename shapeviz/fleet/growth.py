@@ -281,6 +281,16 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
                          f"today's fleet; later months replay {GROWN_BY}, each search starting from the month "
                          f"before; {sum(len(s.trials) for s in sizings[1:])} replays, "
                          f"{sum(s.cpu_s for s in sizings[1:]):.1f} s CPU")
+            dips = _dips(table["replicas"].tolist())
+            if dips:
+                notes.append(
+                    "fewer replicas than an earlier month in month(s) " + ", ".join(
+                        f"{m} ({k} against {top} in month {at})" for m, k, top, at in dips)
+                    + ": the grown month holds every request of the earlier one, but its p90 is taken over more "
+                    "requests, and new users' requests mostly land outside today's bursts (their bursts are placed "
+                    "independently of today's), so fewer of them wait; a pool sized for the earlier month keeps "
+                    "its headroom. If today's bursts come from one client that grows, its bursts grow with it and "
+                    "these months are too small")
         else:
             notes.append(f"months are the analytic estimate ({why})")
     now = int(table["replicas"].iloc[0]) if replicas_now is None else int(replicas_now)
@@ -294,6 +304,17 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
                      f"{int(table['replicas'].iloc[over[0]])} needed")
     return GrowthResult(table, now, runs_out, growth, dep.describe(), notes,
                         "simulated" if sizings else "analytic", sizings)
+
+
+def _dips(replicas: list[int]) -> list[tuple[int, int, int, int]]:
+    """``(month, replicas, the most before it, the month of that most)`` for each month below an earlier one."""
+    out, top, at = [], -1, 0
+    for month, k in enumerate(replicas):
+        if k < top:
+            out.append((month, int(k), int(top), at))
+        elif k > top:
+            top, at = int(k), month
+    return out
 
 
 def _why_not_replayed(source: Any) -> str | None:
