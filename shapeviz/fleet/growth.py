@@ -32,6 +32,7 @@ from shapeviz.serving.simulator import Requests
 from shapeviz.workload.sketch import WorkloadSketch
 
 HOURS_PER_MONTH = 730.0          # 8,760 h / 12: a month of GPU rental
+MAX_REPLAYED_FACTOR = 20.0       # a month is replayed up to 20× today's requests (or output length): bounded work
 ALL = "*"                        # the growth of every product not named
 
 
@@ -331,6 +332,12 @@ def _simulated_months(frame: pd.DataFrame, dep: Deployment, growth: Growth, name
                       today: Sizing | None, classes: Mapping[str, SloClass] | None, slo_window_s: float,
                       router: str | None, block_size: int | None, seed: int) -> list[Sizing]:
     """Month by month, the one engine's ``Sizing`` ([] when today's fleet is not a replayed answer)."""
+    last = [(1.0 + growth.rate(p)) ** growth.months for p in names]
+    longest = [(1.0 + growth.output_rate(p)) ** growth.months for p in names]
+    if max(last + longest) > MAX_REPLAYED_FACTOR:   # the replay holds every grown request: bounded, like uploads
+        raise ValueError(f"the growth reaches {max(last):,.3g}× today's requests and {max(longest):,.3g}× their "
+                         f"output length by month {growth.months}; months are replayed up to "
+                         f"{MAX_REPLAYED_FACTOR:g}× (a shorter horizon, or --method analytic for the estimate)")
     if classes is None:
         classes = pair_classes(frame, ttft_slo_ms, tpot_slo_ms)
     if today is None:

@@ -86,3 +86,11 @@ def test_new_users_arrive_at_their_own_times_with_their_own_sessions() -> None:
     # more growth keeps every request of less growth (a month never loses the month before's traffic)
     more = grow_window(req, 600.0, {"chat": 2.8})
     assert np.isin(grown.arrival_s, more.arrival_s).all()
+
+
+def test_growth_beyond_what_is_replayed_is_refused_before_any_replay(code_10min: pd.DataFrame) -> None:
+    # the page's growth box is the user's text: 100%/month for 5 months is 32× today's requests, refused at once
+    dep, _, _ = default_deployment_for(code_10min, "h100")
+    with pytest.raises(ValueError, match=r"32× today's requests.*replayed up to 20×"):
+        project(code_10min, dep, Growth({"*": 1.0}, {}, 5), method="simulated")
+    assert project(code_10min, dep, Growth({"*": 1.0}, {}, 5)).method == "analytic"   # the estimate still answers
