@@ -244,12 +244,11 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
     notes = []
     if unknown:
         notes.append(f"growth given for product(s) not in the log, ignored: {', '.join(unknown)}")
-    rows, plans = [], []
+    rows = []
     for month in range(growth.months + 1):
         rates = peak_rps * share * (1.0 + g) ** month
         w = mix(shapes, rates, (1.0 + o) ** month)
         p = plan(w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
-        plans.append(p)
         per_hour = p.cost.get("usd_per_hour") or 0.0
         rows.append({"month": month, "rate_rps": p.rate_rps, "mean_output_tokens": w.apply(whatif).mean_output,
                      "replicas": p.replicas, "gpus": p.gpus["colocated"], "usd_per_month": per_hour * HOURS_PER_MONTH,
