@@ -1,11 +1,20 @@
 """The Capacity page's "Traffic over time" section: replicas and cost window by window, each autoscaling policy
-against holding the peak (with its risk: the windows it misses and why), the replay, and next quarter's pool."""
+against holding the peak (with its risk: the windows it misses and why), the replay, and next quarter's pool
+(month by month by the one sizing engine, month 0 the headline's fleet)."""
 from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pandas as pd
 import streamlit as st
 
 from components import data
+from components.context import workload
+from components.classes import classes_key
+from components.fleet_answer import POLL_S, sizing_of
 from components.widgets import badge, chart, table
 from shapeviz.fleet.autoscale import (
     POLICIES,
@@ -20,13 +29,18 @@ from shapeviz.fleet.autoscale import (
     startup,
     traffic_windows,
 )
-from shapeviz.fleet.growth import Growth, parse_growth, project
+from shapeviz.fleet.growth import Growth, GrowthResult, parse_growth, project
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure, replica_minutes_figure, time_axis
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf
 from shapeviz.text import md_literal
 
+# next quarter's replayed months run on a thread of their own (not the headline's: they wait for its sizing)
+GROWTH_ENTRIES = 8
+_GROWTH_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="growth-months")
+_GROWTH_LOCK = threading.Lock()
+_GROWTH: OrderedDict[tuple, Future] = OrderedDict()
 REPLAY_MAX_REQUESTS = 60_000   # the replay runs on the page up to this many requests (seconds, not minutes)
 REPLAY_KEY = "fleet_time_replay"
 MINIMUM_FLEET = ("Every window needs one replica, the minimum fleet: no policy can scale below it, so every policy "
@@ -35,17 +49,18 @@ MINIMUM_FLEET = ("Every window needs one replica, the minimum fleet: no policy c
 
 @st.cache_resource(max_entries=8, ttl=6 * 3600, scope="session", show_spinner="Planning every window…")
 def _windows(digest: str, deployment: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
-             gpu_hour_usd: float, _log: LoadedLog) -> TrafficWindows:
+             gpu_hour_usd: float, judged: tuple, _log: LoadedLog, _classes: dict | None) -> TrafficWindows:
     sketch = data.sketch_of(digest)
     tw = traffic_windows(sketch if sketch is not None else _log.frame, deployment, whatif=whatif,
-                         ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+                         ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd,
+                         classes=None if sketch is not None else _classes)
     if sketch is None and len(_log.frame) <= REPLAY_MAX_REQUESTS:   # the one sizing engine, as plan --autoscale
         tw = sized_by_simulation(_log.frame, tw, whatif=whatif)
     return tw
 
 
 def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
-                             tpot_slo_ms: float, gpu_hour_usd: float) -> bool:
+                             tpot_slo_ms: float, gpu_hour_usd: float, classes: dict | None = None) -> bool:
     """The section: controls, the policies side by side, the chart, the missed windows, the replay, growth.
 
     False while it is switched off (nothing drawn depends on the what-if levers).
@@ -64,7 +79,8 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         st.info("The log has no timestamps, so its traffic over time cannot be planned: map a timestamp column.")
         return False
     try:
-        tw = _windows(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, log)
+        tw = _windows(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd,
+                      None if classes is None else classes_key(classes), log, classes)
     except ValueError as exc:
         st.info(md_literal(str(exc)))
         return True
@@ -175,19 +191,85 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         st.error(md_literal(str(exc)))
         return True
     sketch = data.sketch_of(digest)
-    try:
-        result = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
-                         tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+    try:   # the analytic months, at once; labelled "estimate" until the replayed months replace them
+        estimate = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif,
+                           ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
     except ValueError as exc:
         st.info(md_literal(str(exc)))
         return True
+    future = None
+    if sketch is None:   # the one engine month by month, when asked; month 0 is the headline's own sizing
+        key = (digest, dep, whatif, float(ttft_slo_ms), float(tpot_slo_ms), float(gpu_hour_usd), growth_text,
+               output_text, int(months), None if classes is None else classes_key(classes))
+        with _GROWTH_LOCK:
+            future = _GROWTH.get(key)
+        # each month costs a sizing like the headline's: replayed on request, kept per log and settings
+        if future is None and st.button("Size every month by replaying it", icon=":material/replay:",
+                                        key="fleet_growth_replay", help="Each month's grown traffic replayed on "
+                                        "candidate fleets by the engine behind the headline (month 0 is the "
+                                        "headline's fleet); the sliders stay free while it runs."):
+            w = workload(digest, log)
+            future = submit_growth(key, lambda: project(
+                frame, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                gpu_hour_usd=gpu_hour_usd, method="simulated", classes=classes,
+                today=sizing_of(digest, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)))
+
+    @st.fragment(run_every=None if future is None or future.done() else POLL_S)
+    def _months() -> None:
+        result = estimate
+        if future is not None and future.done():
+            if future.exception() is None:
+                result = future.result()
+            else:
+                st.caption(f"Replaying the months failed: {md_literal(future.exception())}; the estimate stands.")
+        elif future is not None:
+            st.caption("Months below: **estimate** (analytic, at the p99 minute); replaying every month of growth "
+                       "on the one sizing engine…")
+        elif sketch is None:
+            st.caption("Months below: **estimate** (analytic, at the p99 minute). Size them by replaying each "
+                       "month, as the headline is sized, with the button above.")
+        _draw_growth(result, products)
+
+    _months()
+    return True
+
+
+def _draw_growth(result: GrowthResult, products: list[str]) -> None:
+    """The months: chart, table, where they came from, and when today's pool runs out of headroom."""
     chart(growth_figure(result.months, result.replicas_now), key="fleet_growth_chart")
     table(result.months, usd_per_month=st.column_config.NumberColumn("$ / month", format="dollar"))
-    badge("estimated")
-    st.caption("Each month is planned like the plan above: the whole log's shape at its p99 minute, grown per "
-               "product (the windows above size each window on its own, so their peak can be higher). "
+    simulated = result.method == "simulated"
+    badge("simulated" if simulated else "estimated")
+    st.caption(("Each month is sized like the headline: the log's busiest hour grown per product (new users as "
+                "copies of today's requests, each shifted in time inside the hour, with their own sessions: no "
+                "reuse invented with today's), replayed on candidate fleets; month 0 is the headline's fleet. "
+                if simulated else
+                "Each month is the analytic estimate: the whole log's shape at its p99 minute, grown per product. ")
                + ("Today's pool runs out of headroom in month "
                 f"{result.runs_out_month}." if result.runs_out_month is not None
                 else "Today's pool holds within the horizon.")
                + f" Products in the log: {md_literal(', '.join(products))}.")
-    return True
+    for note in result.notes:
+        st.caption(md_literal(note))
+
+
+def submit_growth(key: tuple, job: Callable[[], GrowthResult]) -> Future:
+    """The replayed months of ``key`` (log digest, settings, growth): started once on a thread of their own (the
+    sliders never wait), kept while among the latest ``GROWTH_ENTRIES``."""
+    with _GROWTH_LOCK:
+        future = _GROWTH.get(key)
+        if future is None:
+            future = _GROWTH_POOL.submit(job)
+            _GROWTH[key] = future
+            while len(_GROWTH) > GROWTH_ENTRIES:
+                _GROWTH.popitem(last=False)
+        _GROWTH.move_to_end(key)
+        return future
+
+
+def wait_growth(timeout: float) -> None:
+    """Block until every growth replay started so far is done (tests; the page never waits)."""
+    with _GROWTH_LOCK:
+        futures = list(_GROWTH.values())
+    for future in futures:
+        future.result(timeout=timeout)

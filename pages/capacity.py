@@ -201,7 +201,7 @@ def _over_time() -> bool:
     now, _, _ = _now()
     s = now.settings
     return render_traffic_over_time(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, s.ttft_slo_ms,
-                                    s.tpot_slo_ms, s.gpu_hour_usd)
+                                    s.tpot_slo_ms, s.gpu_hour_usd, _classes(now))
 
 
 def _measured() -> bool:

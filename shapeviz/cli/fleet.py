@@ -141,9 +141,16 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     growth = parse_growth(getattr(args, "growth", None))
     output_growth = parse_growth(getattr(args, "output_growth", None))
     if growth or output_growth:
+        # every month by the one engine, with plan's own settings: month 0 is the fleet plan prints
+        from shapeviz.cli.plan import slo_window_seconds
+
         result = project(source, dep, Growth(growth, output_growth, args.months), whatif=whatif, ttft_slo_ms=ttft,
                          tpot_slo_ms=tpot, gpu_hour_usd=args.gpu_hour_usd, replicas_now=args.replicas_now,
-                         sized_now=_sized_now(source, dep, whatif, ttft, tpot, overrides, args))
+                         method=getattr(args, "method", "simulated"),
+                         today=_sized_now(source, dep, whatif, ttft, tpot, overrides, args),
+                         classes=pair_classes(source, ttft, tpot, overrides) if isinstance(source, pd.DataFrame)
+                         else None, slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)),
+                         router=getattr(args, "router", None), block_size=getattr(args, "block_size", None))
         document["growth"] = result.to_dict()
     from shapeviz.plain import json_safe
 
@@ -151,9 +158,9 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
 
 
 def _sized_now(source: Any, dep: Any, whatif: Any, ttft: float, tpot: float, overrides: dict[str, Any],
-               args: argparse.Namespace) -> int | None:
-    """Today's fleet as ``plan`` sizes it (its ``answer_from_args``, with the --slo classes), for growth's month 0;
-    None from a sketch or with --method analytic."""
+               args: argparse.Namespace) -> Any:
+    """Today's fleet as ``plan`` sizes it (its ``answer_from_args``, with the --slo classes), for growth's month 0
+    (a ``Sizing``); None from a sketch or with --method analytic."""
     import pandas as pd
 
     from shapeviz.cli.plan import answer_from_args
@@ -164,7 +171,7 @@ def _sized_now(source: Any, dep: Any, whatif: Any, ttft: float, tpot: float, ove
         return None
     _, sizing, _, _ = answer_from_args(args, Workload.from_frame(source, rate_rps=args.rate), dep, source, whatif,
                                        ttft, tpot, pair_classes(source, ttft, tpot, overrides))
-    return sizing.replicas if sizing.method == "simulated" and sizing.meets_others else None
+    return sizing
 
 
 def fleet_text(document: dict[str, Any]) -> str:
@@ -193,11 +200,15 @@ def fleet_text(document: dict[str, Any]) -> str:
                          f"attainment {row['attainment']:.1%}  missed {row['missed_windows']}")
     if "growth" in d:
         g = d["growth"]
-        lines.append(f"growth over {g['growth']['months']} months (pool today: {g['replicas_now']} replicas):")
+        lines.append(f"growth over {g['growth']['months']} months (pool today: {g['replicas_now']} replicas; "
+                     f"{'simulated: each month replayed' if g.get('method') == 'simulated' else 'estimate: analytic'}):")
         for m in g["months"]:
             lines.append(f"  month {m['month']}: {m['rate_rps']:,.3g} req/s, {m['replicas']} replicas, {m['gpus']} GPUs, "
-                         f"${m['usd_per_month']:,.0f}/month")
+                         f"${m['usd_per_month']:,.0f}/month"
+                         + (f" (estimate {m['estimate_replicas']}; one fewer: {m['one_fewer']})"
+                            if m.get("one_fewer") else ""))
         lines.append("runs out of headroom: " + ("not within the horizon" if g["runs_out_month"] is None
                                                  else f"month {g['runs_out_month']}"))
+        lines.extend(f"note: {n}" for n in g.get("notes", []))
     lines.extend(f"note: {n}" for n in d.get("notes", []))
     return "\n".join(lines)

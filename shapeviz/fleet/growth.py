@@ -1,26 +1,38 @@
 """The fleet for next quarter: traffic (and output length) growing month by month, per product.
 
 A monthly growth rate per product (+8%/month for chat, +20%/month for the agent) and a monthly growth of the
-output length (a reasoning product's answers getting longer) project the log's peak traffic month by month; each
-month is planned like today (the analytic planner at the grown rate and shape) and gives the replicas, GPUs and
-cost of one pool, and the month its replicas today run out of headroom. One pool per call: a fleet of pools
-projects each pool with the products it serves.
+output length (a reasoning product's answers getting longer) give each month's traffic. With the simulated method
+(``plan --growth``, the page, the memo) every month is sized by the one sizing engine (``fleet.sizing``), on the
+window the headline is judged on (the log's busiest hour) grown per product: a product growing by f = k + r keeps
+its requests and gains k - 1 whole copies of them plus a seeded share r of another copy, each copy circularly
+shifted in time inside the window by a seeded offset (new users behave like today's, independently of them), with
+its own sessions and prompt blocks (no reuse is invented between new users and today's), output lengths scaled by
+the month's output growth. Month 0 is the headline's answer; each later month's search starts from the month
+before. The analytic method plans each month at the log's peak minute grown alike (the estimate, labelled).
+One pool per call: a fleet of pools projects each pool with the products it serves.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from shapeviz.fleet.sizing import DEFAULT_SLO_WINDOW_S, Sizing, fleet_answer, pair_classes, size_fleet
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS, Deployment
 from shapeviz.plain import json_safe
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
+from shapeviz.serving.prefix_cache import PrefixBlocks
+from shapeviz.serving.products import SloClass
+from shapeviz.serving.simulator import Requests
 from shapeviz.workload.sketch import WorkloadSketch
 
 HOURS_PER_MONTH = 730.0          # 8,760 h / 12: a month of GPU rental
+MAX_REPLAYED_FACTOR = 20.0       # a month is replayed up to 20× today's requests (or output length): bounded work
 ALL = "*"                        # the growth of every product not named
 
 
@@ -70,25 +82,33 @@ class GrowthResult:
     """Month by month: rate, replicas, GPUs, cost, and when the pool's replicas today run out of headroom."""
 
     months: pd.DataFrame         # month, rate_rps, mean_output_tokens, replicas, gpus, usd_per_month, meets_slo,
-                                 # headroom_replicas
+                                 # estimate_replicas, method, headroom_replicas (+ one_fewer, ttft/tpot p90 when
+                                 # simulated)
     replicas_now: int
     runs_out_month: int | None   # first month needing more replicas than today's (None: not within the horizon)
     growth: Growth
     deployment: str
     notes: list[str] = field(default_factory=list)
+    method: str = "analytic"     # "simulated": every month sized by the one engine; "analytic": the estimate
+    sizings: list[Sizing] = field(default_factory=list)   # month by month, when simulated
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (``plan --growth``)."""
+        simulated = self.method == "simulated"
         return json_safe({
             "deployment": self.deployment,
+            "method": self.method,
             "replicas_now": self.replicas_now,
             "runs_out_month": self.runs_out_month,
             "growth": {"requests": self.growth.requests, "output_length": self.growth.output,
                        "months": self.growth.months, "source": "set by user (monthly fractions)"},
             "months": self.months.to_dict(orient="records"),
             "provenance": {"rate_rps": "estimated: the log's p99 minute grown per product",
-                           "replicas": "estimated", "gpus": "estimated", "usd_per_month": "estimated",
+                           "replicas": "simulated" if simulated else "estimated",
+                           "gpus": "simulated" if simulated else "estimated",
+                           "usd_per_month": "simulated GPUs at the estimate's price" if simulated else "estimated",
                            "hours_per_month": HOURS_PER_MONTH},
+            "sized_on": [s.sized_on for s in self.sizings],
             "notes": self.notes,
         })
 
@@ -131,17 +151,85 @@ def mix(shapes: list[Workload], rates: np.ndarray, output_scale: np.ndarray | No
     return Workload.from_points(n, np.maximum(m, 1.0), np.minimum(c, n), w, rate_rps=float(rates[keep].sum()))
 
 
+GROWN_BY = ("today's window grown per product: each product keeps its requests and gains whole copies of them plus "
+            "a seeded share of another, each copy shifted in time inside the window by a seeded offset (new users "
+            "behave like today's, independently of them), with its own sessions and prompt blocks (no reuse invented "
+            "with today's requests)")
+
+
+def grow_window(req: Requests, span_s: float, factors: Mapping[str, float],
+                output_scale: Mapping[str, float] | None = None, seed: int = 0) -> Requests:
+    """``req`` (a window of arrivals from 0 to ``span_s``) with each product's traffic × ``factors[product]`` and
+    its output lengths × ``output_scale[product]`` (products not named: × 1).
+
+    A factor f = k + r keeps the product's requests, adds k - 1 whole copies and a seeded share r of one more
+    (f < 1 keeps a seeded share f of them); copy c of a product is shifted by its own seeded offset (the same in
+    every month, and a larger share takes a superset of a smaller one, so more growth never removes a request)
+    and gets block ids and session keys of its own.
+    """
+    if req.arrival_s is None:
+        raise ValueError("growing a window needs its arrival times")
+    t = np.asarray(req.arrival_s, dtype=np.float64)
+    span = max(float(span_s), float(t.max()) if t.size else 0.0, 1e-9)
+    product = req.product.astype(str) if req.product is not None else np.full(len(req), "all")
+    picked, copy, arrival = [], [], []
+    for name in sorted(set(product.tolist())):
+        idx = np.flatnonzero(product == name)
+        f = float(factors.get(name, 1.0))
+        if not (math.isfinite(f) and f >= 0):
+            raise ValueError(f"the traffic factor of {name!r} must be ≥ 0, got {f!r}")
+        whole = int(math.floor(f + 1e-9))
+        share = max(f - whole, 0.0)
+        for c in range(max(whole, 1) + (1 if share > 1e-9 and whole >= 1 else 0)):
+            rng = np.random.default_rng([seed, zlib.crc32(name.encode("utf-8")), c])
+            offset = 0.0 if c == 0 else float(rng.uniform(0.0, span))
+            order = rng.permutation(idx.size)
+            partial = (c == whole) if whole >= 1 else True
+            chosen = idx[np.sort(order[:int(round(share * idx.size))] if partial else order)]
+            picked.append(chosen)
+            copy.append(np.full(chosen.size, c, dtype=np.int64))
+            arrival.append(np.mod(t[chosen] + offset, span) if c else t[chosen])
+    positions, copies, arrivals = np.concatenate(picked), np.concatenate(copy), np.concatenate(arrival)
+    grown = req.take(positions)
+    out = grown.output_tokens
+    scale = np.array([float((output_scale or {}).get(p, 1.0)) for p in product[positions]]) if output_scale else None
+    if scale is not None and np.any(scale != 1.0):
+        out = np.maximum(np.round(out * scale), 1).astype(out.dtype)
+    grown = replace(grown, arrival_s=arrivals, output_tokens=out,
+                    blocks=None if grown.blocks is None else _own_blocks(grown.blocks, copies))
+    return grown.take(np.argsort(arrivals, kind="stable"))
+
+
+def _own_blocks(blocks: PrefixBlocks, copies: np.ndarray) -> PrefixBlocks:
+    """``blocks`` with each copy's block ids and session keys in a range of their own (no copy: unchanged)."""
+    if not copies.any():
+        return blocks
+    look_n, keep_n = np.diff(blocks.look_ptr), np.diff(blocks.keep_ptr)
+    ids = np.concatenate([blocks.look_ids, blocks.keep_ids])
+    unique, dense = np.unique(ids, return_inverse=True)
+    owner = np.concatenate([np.repeat(copies, look_n), np.repeat(copies, keep_n)])
+    # ids renumbered densely, each copy in a range of its own: equal ids stay equal within a copy, never across
+    moved = owner * unique.size + dense.reshape(-1)
+    key = np.asarray(blocks.key, dtype=np.int64)
+    stride = int(key.max()) + 1 if key.size else 1
+    key = np.where(key >= 0, key + copies * stride, key)
+    return replace(blocks, look_ids=moved[:blocks.look_ids.size], keep_ids=moved[blocks.look_ids.size:], key=key)
+
+
 def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak_rps: float | None = None,
             whatif: WhatIf = WhatIf(), ttft_slo_ms: float = DEFAULT_TTFT_SLO_MS,
             tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS, gpu_hour_usd: float | None = None,
-            replicas_now: int | None = None, sized_now: int | None = None) -> GrowthResult:
-    """Plan every month of the horizon at the grown traffic and output length; when today's replicas run out.
+            replicas_now: int | None = None, method: str = "analytic", today: Sizing | None = None,
+            classes: Mapping[str, SloClass] | None = None, slo_window_s: float = DEFAULT_SLO_WINDOW_S,
+            router: str | None = None, block_size: int | None = None, seed: int = 0) -> GrowthResult:
+    """Size every month of the horizon at the grown traffic and output length; when today's replicas run out.
 
-    ``peak_rps``: today's planning rate (default: the log's p99 minute, as ``plan``); each product keeps its
-    share of it and grows at its own rate. ``replicas_now``: the pool today (default: month 0's plan).
-    ``sized_now``: today's fleet as the one sizing function replayed it (``fleet.sizing.fleet_answer``, what
-    ``plan`` prints): month 0 is that fleet and every later month is its estimate scaled by the same ratio
-    (replaying a month of grown traffic that the log never saw would invent its arrivals).
+    ``method="simulated"`` (a frame with timestamps): month 0 is ``today`` (the headline's ``Sizing`` from
+    ``fleet.sizing.fleet_answer``; sized here when not given) and every later month is ``size_fleet`` on the
+    headline's window grown per product (``grow_window``), with the same ``classes``, SLO window, router, block
+    size and what-ifs, its search starting from the month before. ``method="analytic"`` (or a sketch, or a log
+    without timestamps): each month is the analytic plan at ``peak_rps`` (default: the log's p99 minute) grown per
+    product, labelled "estimate". ``replicas_now``: the pool today (default: month 0).
     """
     names, shapes, counts = product_workloads(source)
     if peak_rps is None:
@@ -168,19 +256,43 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
     table = pd.DataFrame(rows)
     table["estimate_replicas"] = table["replicas"]
     table["method"] = "estimate"
-    if sized_now is not None and sized_now >= 1 and table["replicas"].iloc[0]:
-        scale = sized_now / float(table["replicas"].iloc[0])
-        grown = np.ceil(table["replicas"].to_numpy(dtype=np.float64) * scale - 1e-9).astype(int)
-        grown[0] = int(sized_now)
-        factor = grown / table["replicas"].to_numpy(dtype=np.float64)
-        table["replicas"] = grown
-        table["gpus"] = grown * dep.tp
-        table["usd_per_month"] = table["usd_per_month"] * factor
-        table["method"] = ["simulated"] + [f"estimate × {scale:.2f} (today's replayed answer / its estimate)"] * (
-            len(table) - 1)
-        notes.append(f"month 0 is today's fleet as the log's replay sizes it ({sized_now} replicas, the estimate "
-                     f"said {int(table['estimate_replicas'].iloc[0])}); later months scale each month's estimate by "
-                     f"that ratio ({scale:.2f}×)")
+    sizings: list[Sizing] = []
+    if method == "simulated":
+        why = _why_not_replayed(source)
+        if why is None:
+            sizings = _simulated_months(source, dep, growth, names, table, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
+                                        tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd, today=today,
+                                        classes=classes, slo_window_s=slo_window_s, router=router,
+                                        block_size=block_size, seed=seed)
+            why = None if sizings else ("today's fleet could not be replayed on this deployment: "
+                                        + "; ".join(today.notes if today is not None else []))
+        if sizings:
+            estimate_usd = table["usd_per_month"].to_numpy(dtype=np.float64) / np.maximum(
+                table["estimate_replicas"].to_numpy(dtype=np.float64), 1.0)
+            table["replicas"] = [int(s.replicas) for s in sizings]
+            table["gpus"] = table["replicas"] * dep.tp
+            table["usd_per_month"] = estimate_usd * table["replicas"]
+            table["meets_slo"] = [bool(s.meets) for s in sizings]
+            table["method"] = "simulated"
+            table["ttft_p90_ms"] = [s.answer.ttft_ms["p90"] if s.answer else None for s in sizings]
+            table["tpot_p90_ms"] = [s.answer.tpot_ms["p90"] if s.answer else None for s in sizings]
+            table["one_fewer"] = [None if s.one_fewer is None else s.one_fewer.verdict()["verdict"] for s in sizings]
+            notes.append(f"every month sized by replaying it ({sizings[0].sized_on.get('window')}): month 0 is "
+                         f"today's fleet; later months replay {GROWN_BY}, each search starting from the month "
+                         f"before; {sum(len(s.trials) for s in sizings[1:])} replays, "
+                         f"{sum(s.cpu_s for s in sizings[1:]):.1f} s CPU")
+            dips = _dips(table["replicas"].tolist())
+            if dips:
+                notes.append(
+                    "fewer replicas than an earlier month in month(s) " + ", ".join(
+                        f"{m} ({k} against {top} in month {at})" for m, k, top, at in dips)
+                    + ": the grown month holds every request of the earlier one, but its p90 is taken over more "
+                    "requests, and new users' requests mostly land outside today's bursts (their bursts are placed "
+                    "independently of today's), so fewer of them wait; a pool sized for the earlier month keeps "
+                    "its headroom. If today's bursts come from one client that grows, its bursts grow with it and "
+                    "these months are too small")
+        else:
+            notes.append(f"months are the analytic estimate ({why})")
     now = int(table["replicas"].iloc[0]) if replicas_now is None else int(replicas_now)
     if now < 1:
         raise ValueError(f"replicas today must be ≥ 1, got {now}")
@@ -190,4 +302,62 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
     if runs_out is not None:
         notes.append(f"today's {now} replica(s) run out of headroom in month {runs_out}: "
                      f"{int(table['replicas'].iloc[over[0]])} needed")
-    return GrowthResult(table, now, runs_out, growth, dep.describe(), notes)
+    return GrowthResult(table, now, runs_out, growth, dep.describe(), notes,
+                        "simulated" if sizings else "analytic", sizings)
+
+
+def _dips(replicas: list[int]) -> list[tuple[int, int, int, int]]:
+    """``(month, replicas, the most before it, the month of that most)`` for each month below an earlier one."""
+    out, top, at = [], -1, 0
+    for month, k in enumerate(replicas):
+        if k < top:
+            out.append((month, int(k), int(top), at))
+        elif k > top:
+            top, at = int(k), month
+    return out
+
+
+def _why_not_replayed(source: Any) -> str | None:
+    """Why a source's months cannot be replayed (None: they can)."""
+    if not isinstance(source, pd.DataFrame):
+        return "a workload sketch has no rows to replay"
+    if "timestamp" not in source.columns or source["timestamp"].notna().sum() < 2:
+        return "the log has no timestamps to replay"
+    return None
+
+
+def _simulated_months(frame: pd.DataFrame, dep: Deployment, growth: Growth, names: list[str], table: pd.DataFrame,
+                      *, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float, gpu_hour_usd: float | None,
+                      today: Sizing | None, classes: Mapping[str, SloClass] | None, slo_window_s: float,
+                      router: str | None, block_size: int | None, seed: int) -> list[Sizing]:
+    """Month by month, the one engine's ``Sizing`` ([] when today's fleet is not a replayed answer)."""
+    last = [(1.0 + growth.rate(p)) ** growth.months for p in names]
+    longest = [(1.0 + growth.output_rate(p)) ** growth.months for p in names]
+    if max(last + longest) > MAX_REPLAYED_FACTOR:   # the replay holds every grown request: bounded, like uploads
+        raise ValueError(f"the growth reaches {max(last):,.3g}× today's requests and {max(longest):,.3g}× their "
+                         f"output length by month {growth.months}; months are replayed up to "
+                         f"{MAX_REPLAYED_FACTOR:g}× (a shorter horizon, or --method analytic for the estimate)")
+    if classes is None:
+        classes = pair_classes(frame, ttft_slo_ms, tpot_slo_ms)
+    if today is None:
+        today = fleet_answer(Workload.from_frame(frame), dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
+                             tpot_slo_ms=tpot_slo_ms, classes=classes, gpu_hour_usd=gpu_hour_usd,
+                             slo_window_s=slo_window_s, router=router, block_size=block_size)[1]
+    if today.method != "simulated" or today.replicas is None:
+        return []
+    sizings = [today]
+    for month in range(1, growth.months + 1):
+        factors = {p: (1.0 + growth.rate(p)) ** month for p in names}
+        output = {p: (1.0 + growth.output_rate(p)) ** month for p in names}
+
+        def grow(req: Requests, span_s: float, factors: dict = factors, output: dict = output,
+                 month: int = month) -> tuple[Requests, dict[str, Any]]:
+            return (grow_window(req, span_s, factors, output, seed),
+                    {"grown": f"month {month}: {GROWN_BY}", "traffic_factor": factors, "output_factor": output})
+
+        sizing = size_fleet(frame, dep, classes, estimate=int(sizings[-1].replicas), whatif=whatif,
+                            slo_window_s=slo_window_s, router=router or "round_robin", block_size=block_size,
+                            default_ttft_ms=ttft_slo_ms, default_tpot_ms=tpot_slo_ms, grow=grow)
+        # the search started from last month's answer; the estimate it is set beside is this month's own
+        sizings.append(replace(sizing, estimate=int(table["estimate_replicas"].iloc[month])))
+    return sizings

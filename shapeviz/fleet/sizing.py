@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -434,11 +434,14 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
                whatif: WhatIf = WhatIf(), slo_window_s: float = DEFAULT_SLO_WINDOW_S, rate_rps: float | None = None,
                router: str = "round_robin", block_size: int | None = None, scheduler: str = "fcfs",
                default_ttft_ms: float = 1000.0, default_tpot_ms: float = 50.0,
-               max_num_seqs: int | None = None) -> Sizing:
+               max_num_seqs: int | None = None,
+               grow: Callable[[Requests, float], tuple[Requests, dict[str, Any]]] | None = None) -> Sizing:
     """The smallest replica count of ``dep`` whose replay of ``frame``'s busiest window meets every class.
 
     ``estimate``: the analytic plan's replicas (the first replay; None starts at one). ``rate_rps``: the rate
     a log without timestamps is replayed at (Poisson). ``router``/``block_size``/``scheduler``: as ``simulate``.
+    ``grow(window requests, window span s) -> (requests, words)``: the window's traffic as it will be (a month
+    of growth, ``fleet.growth``), sized instead of the window itself; ``words`` join ``sized_on``.
     """
     if not (math.isfinite(slo_window_s) and slo_window_s > 0):
         raise ValueError(f"--slo-window must be a positive number of seconds, got {slo_window_s!r}")
@@ -470,6 +473,11 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
         sized_on = {"window": f"the log's first {len(req):,} requests at {rate_rps:,.3g} req/s (Poisson: the log "
                               "has no timestamps)", "requests": len(req), "slo_window_s": slo_window_s,
                     "arrivals": "poisson"}
+    if grow is not None:
+        if req.arrival_s is None:
+            raise ValueError("growth is replayed on the log's own arrivals: the log needs timestamps")
+        req, words = grow(req, float(sized_on["end_s"] - sized_on["start_s"]) / whatif.traffic_multiplier)
+        sized_on.update(words, requests=len(req), **burstiness(np.asarray(req.arrival_s)))
     req = replace(req, ttft_target_ms=ttft_targets_ms(req.product, classes, default_ttft_ms))
     sim = {"router": router, "block_size": block_size, "scheduler": scheduler,
            "ttft_slo_ms": default_ttft_ms, "tpot_slo_ms": default_tpot_ms, "max_num_seqs": max_num_seqs}

@@ -5,6 +5,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
+from components import fleet_answer, fleet_time
 from tests.app.dashboard import open_page
 
 
@@ -40,3 +41,16 @@ def test_the_page_shows_each_policy_against_the_peak_and_a_slower_start_costs_at
     assert not at.exception, at.exception
     after = _policies(at).set_index("policy").loc["predicted SLO attainment", "SLO attainment"]
     assert after < before
+    # next quarter's months: the estimate at once, then (asked for) replayed by the one engine while the page
+    # goes on, month 0 the headline's own sizing
+    months = next(f.value for f in at.dataframe if {"month", "estimate_replicas"} <= set(f.value.columns))
+    assert (months["method"] == "estimate").all()
+    at.number_input(key="fleet_months").set_value(1).run()
+    at.button(key="fleet_growth_replay").click().run()
+    fleet_time.wait_growth(timeout=900)
+    at.run()
+    assert not at.exception, at.exception
+    months = next(f.value for f in at.dataframe if {"month", "estimate_replicas", "one_fewer"} <= set(f.value.columns))
+    assert (months["method"] == "simulated").all()
+    headline = list(fleet_answer._RESULTS.values())[-1].result()   # the headline of the settings drawn last
+    assert months["replicas"].iloc[0] == headline.replicas

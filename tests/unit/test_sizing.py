@@ -134,10 +134,13 @@ def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_p
     assert (float(row["before"]), float(row["after"]), row["source"]) == (replicas, replicas, "simulated")
     memo = (out / "report.html").read_text()
     assert f"fleet size simulated: {replicas} replica(s) meet every product" in memo
-    # growth starts from that fleet: month 0 is the replayed answer, later months its estimate scaled alike
+    # growth starts from that fleet: month 0 is the replayed answer, and every later month is replayed too (its
+    # grown window on the same engine), each with its proof that one replica fewer misses
     grown = _run(capsys, "plan", *argv, "--growth", "0.5", "--months", "2")["growth"]
     assert grown["replicas_now"] == replicas and grown["months"][0]["replicas"] == replicas
-    assert grown["months"][0]["method"] == "simulated" and grown["months"][2]["replicas"] > replicas
+    assert grown["method"] == "simulated" and [m["method"] for m in grown["months"]] == ["simulated"] * 3
+    assert grown["months"][2]["replicas"] > replicas
+    assert all(m["one_fewer"].startswith("misses") for m in grown["months"])
     # a stricter class of the user's (--slo) reaches both: month 0 is still the fleet plan prints
     strict = ("--slo", "*=500:40")
     planned_strict = _run(capsys, "plan", *argv, *strict)["replicas"]

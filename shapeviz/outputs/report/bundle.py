@@ -233,11 +233,13 @@ def report_files(
         analysis = analyze(log, corners=corners, deployment=dep)
     w = workload if workload is not None else Workload.from_frame(log.frame, rate_rps=rate_rps)
     sized: dict[str, Any] = {}
+    today = None   # the fleet after the what-if as the one engine sizes it: growth's month 0
     if method != "analytic":
         rows = log.frame if "timestamp" in log.frame.columns else None   # a sketch's sample has no timestamps
         kwargs = dict(ttft_slo_ms=ttft, tpot_slo_ms=tpot, gpu_hour_usd=gpu_hour_usd, method=method,
                       slo_window_s=slo_window_s, classes=classes)
-        sized["after"] = fleet_answer(w, dep, rows, whatif=whatif, **kwargs)[0]
+        answer = fleet_answer(w, dep, rows, whatif=whatif, **kwargs)
+        sized["after"], today = answer[0], answer[1]
         sized["before"] = (sized["after"] if whatif.is_identity
                            else fleet_answer(w, dep, rows, whatif=WhatIf(), **kwargs)[0])
     cmp = compare_whatif(w, dep, whatif, ttft, tpot, gpu_hour_usd, **sized)
@@ -253,7 +255,7 @@ def report_files(
     }
     replay = replay_trace(log.frame, whatif, rate_rps=cmp.after.rate_rps, seed=seed)
     notes: list[str] = []
-    fleet = _fleet_over_time(log, dep, whatif, ttft, tpot, gpu_hour_usd, notes, method)
+    fleet = _fleet_over_time(log, dep, whatif, ttft, tpot, gpu_hour_usd, notes, method, today, slo_window_s, classes)
     if fleet is not None:
         figures["fleet_over_time"], captions["fleet_over_time"] = fleet[0], fleet[1]
         tables.update(fleet[2])
@@ -292,8 +294,12 @@ def report_files(
 
 def _fleet_over_time(log: LoadedLog, dep: Deployment, whatif: WhatIf, ttft: float, tpot: float,
                      gpu_hour_usd: float | None, notes: list[str],
-                     method: str = "analytic") -> tuple[Any, str, dict, str] | None:
-    """The fleet over time for the memo and bundle: the chart, its caption, the tables and a KEDA ScaledObject."""
+                     method: str = "analytic", today: Any = None,
+                     slo_window_s: float = DEFAULT_SLO_WINDOW_S,
+                     classes: Mapping[str, SloClass] | None = None) -> tuple[Any, str, dict, str] | None:
+    """The fleet over time for the memo and bundle: the chart, its caption, the tables and a KEDA ScaledObject
+    (``today``: the headline's ``Sizing``, growth's month 0 when the months are sized by the one engine, with the
+    same ``classes``)."""
     frame = log.frame
     if "timestamp" not in frame.columns or frame["timestamp"].notna().sum() < 2:
         return None
@@ -317,9 +323,12 @@ def _fleet_over_time(log: LoadedLog, dep: Deployment, whatif: WhatIf, ttft: floa
     tables = autoscaling_tables(tw, slo)
     try:  # next quarter at the issue's example rate, labelled assumed: the command line and page take the user's
         growth = project(frame, dep, Growth({ALL: MEMO_GROWTH}, {}, 3), whatif=whatif, ttft_slo_ms=ttft,
-                         tpot_slo_ms=tpot, gpu_hour_usd=gpu_hour_usd)
+                         tpot_slo_ms=tpot, gpu_hour_usd=gpu_hour_usd, method=method, today=today,
+                         slo_window_s=slo_window_s, classes=classes)
         tables["growth_months"] = growth.months
-        caption += (f" Next quarter at an assumed +{MEMO_GROWTH:.0%}/month for every product: "
+        caption += (f" Next quarter at an assumed +{MEMO_GROWTH:.0%}/month for every product"
+                    + (" (each month replayed on the one sizing engine, month 0 the fleet above): "
+                       if growth.method == "simulated" else " (analytic estimate): ")
                     + (f"today's {growth.replicas_now} replica(s) run out of headroom in month {growth.runs_out_month}."
                        if growth.runs_out_month is not None else
                        f"today's {growth.replicas_now} replica(s) hold for three months."))

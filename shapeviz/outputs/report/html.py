@@ -377,8 +377,11 @@ def memo_html(m: _Memo) -> str:
         if "growth_months" in t:
             sections.append("<h3>Next quarter</h3>" + _html_table(
                 t["growth_months"], {"usd_per_month": lambda v: _num(v, 0), "rate_rps": lambda v: _num(v, 3),
-                                     "mean_output_tokens": lambda v: _num(v, 0)})
-                + f"<p class=\"caption\">{_tag('estimated')} month by month at an {_tag('assumed')} growth "
+                                     "mean_output_tokens": lambda v: _num(v, 0), "ttft_p90_ms": lambda v: _num(v, 0),
+                                     "tpot_p90_ms": lambda v: _num(v, 1)})
+                + f"<p class=\"caption\">"
+                f"{_tag('simulated' if (t['growth_months']['method'] == 'simulated').all() else 'estimated')} "
+                f"month by month at an {_tag('assumed')} growth "
                 "(see the caption above); <code>plan --growth</code> takes yours per product.</p>")
     sections += [
         "<h2 id=\"cost\">GPUs and cost</h2>" + _plan_html(m),

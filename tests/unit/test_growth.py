@@ -1,0 +1,96 @@
+"""Growth months sized by the one engine (issue 27): each month is the headline's window grown per product and
+replayed; month 0 is the headline's fleet, zero growth keeps it, and every month carries its one-fewer proof."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shapeviz.fleet.growth import Growth, grow_window, project
+from shapeviz.fleet.sizing import default_deployment_for, fleet_answer, pair_classes
+from shapeviz.ingest import load_log
+from shapeviz.serving.planner import WhatIf, Workload
+from shapeviz.serving.prefix_cache import PrefixBlocks
+from shapeviz.serving.products import product_outcomes, products_meet
+from shapeviz.serving.simulator import Requests, requests_from_frame, simulate
+
+AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
+
+
+@pytest.fixture(scope="module")
+def code_10min(traces: Path) -> pd.DataFrame:
+    """The first ten minutes of the bursty Azure code trace (about 1,500 requests: each sizing well under a second)."""
+    frame = load_log(traces / AZURE_CODE).frame
+    ts = frame["timestamp"]
+    return frame[ts < ts.min() + pd.Timedelta(minutes=10)].reset_index(drop=True)
+
+
+def test_zero_growth_keeps_the_headline_fleet_every_month(code_10min: pd.DataFrame) -> None:
+    dep, _, _ = default_deployment_for(code_10min, "h100")
+    headline = fleet_answer(Workload.from_frame(code_10min), dep, code_10min)[1]
+    assert headline.method == "simulated"
+    months = project(code_10min, dep, Growth({"*": 0.0}, {}, 2), method="simulated").months
+    assert (months["method"] == "simulated").all()
+    # every month replays the same traffic as today's, so it is today's answer, to the millisecond
+    assert months["replicas"].tolist() == [headline.replicas] * 3
+    assert months["ttft_p90_ms"].tolist() == [headline.answer.ttft_ms["p90"]] * 3
+
+
+def test_months_grow_and_each_is_proven_on_its_grown_window(code_10min: pd.DataFrame) -> None:
+    dep, _, _ = default_deployment_for(code_10min, "h100")
+    result = project(code_10min, dep, Growth({"*": 0.5}, {}, 2), method="simulated")
+    replicas = result.months["replicas"].tolist()
+    assert replicas == sorted(replicas) and replicas[-1] > replicas[0], replicas
+    assert result.months["one_fewer"].str.startswith("misses").all()
+    # replayed here on its own: month 2's traffic (2.25× today's) is met by its fleet and missed by one fewer
+    req = requests_from_frame(code_10min, WhatIf())
+    span = float(req.arrival_s[-1] - req.arrival_s[0])
+    grown = grow_window(req, span, {name: 1.5 ** 2 for name in set(req.product.astype(str))})
+    assert len(grown) == pytest.approx(2.25 * len(req), abs=2)
+    classes = pair_classes(code_10min, 1000.0, 50.0)
+
+    def meets(k: int) -> bool:
+        return products_meet(product_outcomes(simulate(grown, dep, replicas=k).requests, classes))
+
+    assert meets(replicas[2]) and not meets(replicas[2] - 1)
+
+
+def _blocks(n: int) -> PrefixBlocks:
+    # every request looks up two blocks of its session's prompt (session = request // 2) and keeps them
+    ids = np.repeat(np.arange(n) // 2, 2) * 10 + np.tile([0, 1], n)
+    ptr = np.arange(0, 2 * n + 1, 2)
+    return PrefixBlocks(16, "sessions", "given", ptr, ids, ptr.copy(), ids.copy(), np.arange(n) // 2)
+
+
+def test_new_users_arrive_at_their_own_times_with_their_own_sessions() -> None:
+    n = 40
+    t = np.linspace(0.0, 600.0, n)
+    req = Requests(np.full(n, 500), np.arange(1, n + 1), np.zeros(n, dtype=np.int64), t, np.full(n, "chat"),
+                   _blocks(n))
+    grown = grow_window(req, 600.0, {"chat": 2.5}, {"chat": 2.0})
+    assert len(grown) == 100 and np.all(np.diff(grown.arrival_s) >= 0)
+    assert grown.arrival_s.min() >= 0 and grown.arrival_s.max() <= 600.0   # inside the window
+    # today's 40 requests are all there, at their own times; the copies mostly are not at today's times
+    assert np.isin(t, grown.arrival_s).all()
+    assert np.isin(grown.arrival_s, t).sum() < 50
+    assert np.array_equal(np.sort(grown.output_tokens)[-3:], [80, 80, 80])   # outputs doubled
+    # a copy's sessions and prompt blocks are its own: no block id and no session key is shared across copies
+    look = [set(a.tolist()) for a in np.split(grown.blocks.look_ids, grown.blocks.look_ptr[1:-1])]
+    by_key: dict[int, set[int]] = {}
+    for key, ids in zip(grown.blocks.key.tolist(), look):
+        by_key.setdefault(key, set()).update(ids)
+    assert 40 < len(by_key) <= 60   # 20 sessions today, 20 in the whole copy, those the half copy draws from
+    assert sum(len(ids) for ids in by_key.values()) == len(set().union(*by_key.values())) == 2 * len(by_key)
+    # more growth keeps every request of less growth (a month never loses the month before's traffic)
+    more = grow_window(req, 600.0, {"chat": 2.8})
+    assert np.isin(grown.arrival_s, more.arrival_s).all()
+
+
+def test_growth_beyond_what_is_replayed_is_refused_before_any_replay(code_10min: pd.DataFrame) -> None:
+    # the page's growth box is the user's text: 100%/month for 5 months is 32× today's requests, refused at once
+    dep, _, _ = default_deployment_for(code_10min, "h100")
+    with pytest.raises(ValueError, match=r"32× today's requests.*replayed up to 20×"):
+        project(code_10min, dep, Growth({"*": 1.0}, {}, 5), method="simulated")
+    assert project(code_10min, dep, Growth({"*": 1.0}, {}, 5)).method == "analytic"   # the estimate still answers
