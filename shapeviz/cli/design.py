@@ -11,6 +11,7 @@ from typing import Any
 
 from shapeviz.fleet.design import DEFAULT_SEARCH_REQUESTS, design_fleet
 from shapeviz.fleet.prices import gpu_prices, parse_prices
+from shapeviz.cli.plan import slo_window_seconds
 from shapeviz.cli.simulate import add_parallel_options, runner_from_args
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.catalogue import get_gpu, get_model
@@ -33,8 +34,12 @@ def add_design_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-hour-usd", action="append", metavar="GPU=PRICE",
                    help="price per GPU-hour (repeatable); default: the dated table data/gpu_prices.csv")
     p.add_argument("--traffic", type=float, default=1.0, metavar="X", help="traffic multiplier")
+    p.add_argument("--slo-window", default=None, metavar="DURATION",
+                   help="the stretch of the log whose p90s must meet the classes, as plan judges it: its busiest "
+                        "window of this length (seconds, or 90m, 1h; default 1h, the whole log when shorter)")
     p.add_argument("--search-requests", type=int, default=DEFAULT_SEARCH_REQUESTS, metavar="N",
-                   help=f"requests of the busiest window the search replays (default {DEFAULT_SEARCH_REQUESTS})")
+                   help="requests of that window the search replays, its busiest N (default "
+                        f"{DEFAULT_SEARCH_REQUESTS}); every design is then judged on the whole window")
     p.add_argument("--top", type=int, default=5, help="designs to report (default 5)")
     p.add_argument("--seed", type=int, default=1, help="seed of the re-seeded replay every design must pass too")
     # the KV pool as the engines set it (the same flags as plan/simulate/config)
@@ -66,7 +71,8 @@ def design_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
         doc = design_fleet(log.frame, classes, gpus=gpus, prices=prices, model=model, precision=args.precision,
                            whatif=WhatIf(traffic_multiplier=args.traffic), search_requests=args.search_requests,
                            top=args.top, check_seed=args.seed, progress=progress, kv_cache_tokens=kv.tokens,
-                           gpu_memory_utilization=kv.gpu_memory_utilization, runner=runner)
+                           gpu_memory_utilization=kv.gpu_memory_utilization, runner=runner,
+                           slo_window_s=slo_window_seconds(args.slo_window))
     return {"command": "design", **doc, "price_sources": sources,
             "workload": {"files": [str(p) for p in args.logs], "rows_kept": log.report.rows_kept}}
 
@@ -76,6 +82,9 @@ def _entry_lines(d: dict[str, Any]) -> list[str]:
     busy = ", ".join(f"{k} {v:.0%}" for k, v in (d.get("busy") or {}).items())
     lines = [f"${d['cost_per_hour']:,.2f}/h, {gpus}: {d['summary']}", f"  {d['why']}",
              f"  busy (share of time stepping, simulated): {busy}"]
+    fewer = d.get("one_fewer")
+    if fewer is not None:
+        lines.append(f"  one fewer in {fewer['pool']} ({fewer['replicas']}): {fewer['verdict']}")
     for name, o in d["products"].items():
         tpot = o["tpot_p90_ms"]
         lines.append(f"  {name}: TTFT p90 {o['ttft_p90_ms']:,.0f} / {o['ttft_slo_ms']:,.0f} ms, TPOT p90 "
@@ -88,8 +97,9 @@ def design_text(document: dict[str, Any]) -> str:
     """A short human summary of a ``design`` document."""
     d = document
     s = d["search"]
-    lines = [f"fleet design: {s['requests']:,} requests of the busiest {s['window_s']:,.0f} s searched "
-             f"({s['simulations']} simulations, {s['cpu_s']:,.1f} s CPU); classes at p90:"]
+    lines = [f"fleet design: judged on {d['sized_on']['window']} ({s['judged_requests']:,} requests), as plan "
+             f"judges; searched on its busiest {s['requests']:,} requests ({s['window_s']:,.0f} s); "
+             f"{s['simulations']} simulations, {s['cpu_s']:,.1f} s CPU; classes at p90:"]
     for name, c in d["classes"].items():
         lines.append(f"  {name} ({c['corner']}): TTFT {c['ttft_ms']:,.0f} ms, TPOT {c['tpot_ms']:,.0f} ms")
     for i, e in enumerate(d["designs"], 1):

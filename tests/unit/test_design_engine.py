@@ -1,0 +1,75 @@
+"""Fleet design measured as the headline is (issue 27): the same window, the same verdict, the same fleet.
+
+On the Azure 2023 code trace (an hour, 8,819 requests, bursts inside the minute), design's one shared pool of a
+deployment is the fleet ``fleet_answer`` (plan's and the Capacity headline's one sizing function) gives that
+deployment, with the same proof that one replica fewer misses; and the fleet a design lists as meeting meets when
+``simulate --fleet`` replays the log on it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from shapeviz.cli import main
+from shapeviz.fleet.design import design_fleet
+from shapeviz.fleet.pools import fleet_from_dict, pool_deployment
+from shapeviz.fleet.sizing import fleet_answer
+from shapeviz.ingest import load_log
+from shapeviz.serving.planner import Workload
+from shapeviz.serving.products import SloClass, resolve_classes
+
+AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
+MODEL = "llama-3.1-70b"
+CLASS = {"*": (1000.0, 50.0)}   # the issue's pair: TTFT p90 1 s, TPOT p90 50 ms
+
+
+@pytest.fixture(scope="module")
+def code(traces: Path) -> pd.DataFrame:
+    return load_log(traces / AZURE_CODE).frame
+
+
+@pytest.fixture(scope="module")
+def designed(code: pd.DataFrame) -> tuple[dict[str, SloClass], dict[str, Any]]:
+    """One shared pool on H100 FP8 (FCFS and deadline order), designed for the issue's class."""
+    classes = resolve_classes(code, CLASS)
+    doc = design_fleet(code, classes, gpus=["h100-sxm"], prices={"h100-sxm": 2.79}, model=MODEL, precision="fp8",
+                       families=("shared",), top=2)
+    return classes, doc
+
+
+def test_designs_shared_pool_of_a_deployment_is_the_headlines_fleet(code: pd.DataFrame, designed) -> None:
+    classes, doc = designed
+    assert doc["sized_on"]["whole_log"] and doc["sized_on"]["requests"] == len(code) == 8_819
+    pool = fleet_from_dict(doc["baseline"]["fleet"]).pools[0]
+    dep = pool_deployment(pool, MODEL)
+    _, sizing, estimate, _ = fleet_answer(Workload.from_frame(code), dep, code, classes=classes)
+    assert sizing.method == "simulated" and sizing.meets
+    assert sizing.replicas > estimate.replicas   # bursty: the queue estimate is short, both replays see it
+    assert pool.replicas == sizing.replicas, (pool, sizing.replicas)
+    assert doc["sized_on"]["window"] == sizing.sized_on["window"]
+    fewer = doc["baseline"]["one_fewer"]
+    assert fewer["replicas"] == sizing.one_fewer.replicas == pool.replicas - 1
+    assert fewer["meets"] is False and fewer["pool"] == pool.name
+    assert doc["baseline"]["answer"]["ttft_ms"]["p90"] == pytest.approx(sizing.answer.ttft_ms["p90"], rel=1e-9)
+
+
+def test_a_design_listed_as_meeting_meets_when_simulate_replays_it(tmp_path: Path, traces: Path, designed,
+                                                                   capsys) -> None:
+    _, doc = designed
+    best = doc["designs"][0]
+    assert best["meets"] and best["one_fewer"] is not None
+    fleet = best["fleet"]
+    fewer = {**fleet, "pools": [{**fleet["pools"][0], "replicas": best["one_fewer"]["replicas"]}]}
+    for shown, meets in ((fleet, True), (fewer, False)):
+        path = tmp_path / "fleet.json"
+        path.write_text(json.dumps(shown))   # the design's own classes travel in the fleet file
+        assert main(["simulate", str(traces / AZURE_CODE), "--fleet", str(path), "--json"]) == 0
+        sim = json.loads(capsys.readouterr().out)
+        assert sim["meets"] is meets, (shown["pools"][0]["replicas"], sim["products"])
+        if meets:
+            (name, o), = sim["products"].items()
+            assert o["ttft_p90_ms"] == pytest.approx(best["products"][name]["ttft_p90_ms"], rel=1e-9)
