@@ -1,7 +1,8 @@
 """The Capacity page's per-product SLO classes, what each product gets, and the "Fleet design" section.
 
 Classes default to each product's corner (published ranges); the user edits them in a table. The design runs on
-request, with a progress bar, and is held per log, classes, GPU types and model. Everything here is simulated.
+request, with a progress bar, and is held per log, classes, GPU types and model. Everything here is simulated, and
+every design is judged as the headline is: on the log's busiest hour, one replica fewer shown missing.
 """
 from __future__ import annotations
 
@@ -135,8 +136,16 @@ def headline_row(headline: Sizing, dep: Deployment, settings: Settings, classes:
             "GPUs": f"{gpus}× {dep.gpu.name} ({headline.replicas} × TP{dep.tp}, {str(dep.precision).upper()})",
             "meets every class": ("yes" if headline.meets else "every other" if headline.meets_others else "NO")
             + judged,
+            "one fewer": _fewer(headline.one_fewer.verdict() if headline.one_fewer is not None else None, "shared"),
             "re-seeded replay": "-", "why": "the Capacity headline's answer (replayed on the log's busiest hour)",
             "pools": "shared"}
+
+
+def _fewer(verdict: dict[str, Any] | None, pool: str) -> str:
+    """The one-fewer proof of a fleet, in a table cell."""
+    if verdict is None:
+        return "-"
+    return f"{verdict['replicas']} in {pool}: {'meets' if verdict['meets'] else 'misses'}"
 
 
 def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass],
@@ -160,7 +169,8 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
     run_key = (digest, classes_key, tuple(gpus), model, traffic)
     if not run_on_click("Design the fleet", icon=":material/architecture:", key="fleet_design", settings=run_key,
                         state_key=DESIGN_KEY):
-        st.caption(f"Searches the busiest {PAGE_SEARCH_REQUESTS:,} requests of your log; takes tens of seconds.")
+        st.caption(f"Judges every design on your log's busiest hour, as the headline is (searching on its busiest "
+                   f"{PAGE_SEARCH_REQUESTS:,} requests); takes tens of seconds.")
         return None
     try:
         doc = held(RESULTS_KEY, run_key, lambda: _design(run_key, log, classes), max_entries=4)
@@ -175,6 +185,7 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         row = {"design": design_family(e["family"]), "$/hour": e["cost_per_hour"],
                "GPUs": ", ".join(f"{n}× {get_gpu(g).name}" for g, n in e["gpus"].items()),
                "meets every class": "yes" if e["meets"] else "NO",
+               "one fewer": _fewer(e.get("one_fewer"), (e.get("one_fewer") or {}).get("pool", "")),
                "re-seeded replay": "meets" if e["reseeded"]["meets"] else "MISSES"}
         for name, o in e["products"].items():
             tpot = o["tpot_p90_ms"]
@@ -196,8 +207,12 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
     table(pd.DataFrame(rows), **{"$/hour": st.column_config.NumberColumn(format="$%.2f"),
                                  "vs the headline $/hour": st.column_config.NumberColumn(format="$%+.2f")})
     badge("simulated")
-    st.caption("Every design was replayed by the discrete-event simulator, and again with another seed.")
     s = doc["search"]
-    st.caption(f"{s['simulations']} simulations of {s['requests']:,} requests ({s['cpu_s']:,.0f} s CPU). "
-               f"Pruned: {len(s['pruned'])} candidate(s) the analytic plan ruled out.")
+    st.caption(f"Every design is judged as the headline is: replayed by the discrete-event simulator on "
+               f"{md_literal(doc['sized_on']['window'])} ({s['judged_requests']:,} requests), every product's p90s "
+               "against its class; \"one fewer\" is the replay of one replica fewer in its largest pool (the proof "
+               "that it is not padded). The re-seeded replay is a second look (the same window, requests and gaps "
+               "permuted), not the verdict.")
+    st.caption(f"{s['simulations']} simulations; searched on the busiest {s['requests']:,} requests "
+               f"({s['cpu_s']:,.0f} s CPU). Pruned: {len(s['pruned'])} candidate(s) the analytic plan ruled out.")
     return doc

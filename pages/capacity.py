@@ -108,7 +108,7 @@ def _headline() -> None:
                    help="The analytic estimate (a queue at the peak-minute rate), shown at once; the simulated "
                         "answer below replays the log on candidate fleets.")
     no_split = g_a["prefill"] is None or g_a["decode"] is None
-    row2[1].metric("GPUs split P + D", MISSING if no_split else f"{g_a['prefill']} + {g_a['decode']}",
+    row2[1].metric("GPUs split P + D (estimate)", MISSING if no_split else f"{g_a['prefill']} + {g_a['decode']}",
                    "no split meets the SLOs" if no_split else _delta(g_b.get("disaggregated"), g_a.get("disaggregated"),
                                                                      " total"),
                    delta_color="off" if no_split else "inverse", delta_arrow="off" if no_split else "auto",

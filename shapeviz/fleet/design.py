@@ -661,8 +661,9 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     tick("whole-window replays")
     scored.sort(key=lambda d: (not d["settled"].trial.meets, d["cost"]))
     shown = scored[:top] + [d for d in scored[top:] if d["family"] == "shared_fcfs"][:1]
-    # a second look, not a verdict: each design shown replayed on the window's re-seeded twin
-    twin = reseeded(judged, check_seed)
+    # a second look, not a verdict: each design shown replayed on the window's re-seeded twin, without prompt
+    # blocks (permuting a product's requests breaks its sessions' turn order, which the prefix caches would read)
+    twin = reseeded(replace(judged, blocks=None), check_seed)
     for d, again in zip(shown, map_jobs(runner, _reseeded_job, [(d["fleet"], twin, classes) for d in shown])):
         d["check"] = again
     s.simulations += sum(len(d["fleet"].pools) for d in shown)

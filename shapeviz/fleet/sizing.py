@@ -623,8 +623,9 @@ def sized_plan(planned: Plan, sizing: Sizing, tp: int) -> Plan:
     cost["usd_per_hour"] = cost["colocated_usd_per_hour"]
     cost["usd_per_million_output_tokens"] = cost["colocated_usd_per_million_output_tokens"]
     cost["usd_per_million_tokens"] = cost["colocated_usd_per_million_tokens"]
+    # the colocated fleet is the replay's answer; the prefill/decode split beside it stays the analytic estimate
     provenance = {**planned.provenance, "ttft_ms": "simulated", "tpot_ms": "simulated", "gpus": "simulated",
-                  "cost": "simulated"}
+                  "cost": "simulated", "gpus.disaggregated": "estimated"}
     return replace(
         planned, replicas=k, gpus={**planned.gpus, "colocated": k * tp}, cost=cost, meets_slo=sizing.meets,
         ttft_ms=Percentiles(**sizing.answer.ttft_ms), tpot_ms=Percentiles(**sizing.answer.tpot_ms),

@@ -15,10 +15,12 @@ import pandas as pd
 import pytest
 
 from shapeviz.cli import main
+from shapeviz.cli.plan import plan_text
 from shapeviz.fleet.design import design_fleet
 from shapeviz.fleet.pools import fleet_from_dict, pool_deployment
 from shapeviz.fleet.sizing import fleet_answer
 from shapeviz.ingest import load_log
+from shapeviz.outputs.report.tables import plan_table
 from shapeviz.serving.planner import Workload
 from shapeviz.serving.products import SloClass, resolve_classes
 
@@ -73,3 +75,20 @@ def test_a_design_listed_as_meeting_meets_when_simulate_replays_it(tmp_path: Pat
         if meets:
             (name, o), = sim["products"].items()
             assert o["ttft_p90_ms"] == pytest.approx(best["products"][name]["ttft_p90_ms"], rel=1e-9)
+
+
+def test_plans_disaggregated_gpus_are_labelled_the_estimate_beside_the_simulated_fleet(traces: Path, capsys) -> None:
+    """The colocated count is the replay's answer; the prefill/decode split next to it is still the analytic queue,
+    and the JSON, the text and the report's plan table say so."""
+    assert main(["plan", str(traces / AZURE_CODE), "--model", MODEL, "--gpu", "h100", "--precision", "fp8",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["method"] == "simulated" and doc["replicas"] > doc["estimate"]["replicas"]
+    assert doc["gpus_method"] == {"colocated": "simulated", "prefill": "estimate", "decode": "estimate",
+                                  "disaggregated": "estimate"}
+    source = plan_table(doc, doc).set_index("figure")["source"]
+    assert source["GPUs colocated"] == "simulated"
+    for figure in ("GPUs prefill pool (disaggregated)", "GPUs decode pool (disaggregated)", "GPUs disaggregated",
+                   "cost per hour (disaggregated)"):
+        assert source[figure] == "estimated", figure
+    assert "[simulated: the log replayed on the fleet]; disaggregated" in plan_text(doc)

@@ -203,6 +203,8 @@ def test_design_reports_verified_designs_best_first(brief: pd.DataFrame) -> None
     fleet = fleet_from_dict(best["fleet"])
     again = simulate_fleet(fleet_requests(brief), fleet, classes)
     assert again.meets == best["meets"]
+    for p, o in again.products.items():   # the same replay: the replicas' prefix caches on both sides
+        assert o["ttft_p90_ms"] == pytest.approx(best["products"][p]["ttft_p90_ms"], rel=1e-9), p
     assert {p: o["meets"] for p, o in again.products.items()} == {p: o["meets"] for p, o in best["products"].items()}
 
 
@@ -229,9 +231,13 @@ def test_mix_milp_puts_each_prompt_size_on_its_cheapest_gpu(brief: pd.DataFrame,
 def test_design_cli_json_contract(tmp_path: Path, brief: pd.DataFrame, capsys) -> None:
     path = synth.write_log(brief, tmp_path / "brief.csv")
     code = main(["design", str(path), "--gpus", "h100,b200", "--search-requests", "200", "--top", "2",
-                 "--gpu-hour-usd", "h100=2.5", "--json"])
+                 "--gpu-hour-usd", "h100=2.5", "--slo-window", "5m", "--json"])
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
+    # --slo-window as plan means it: the busiest five minutes of this ten-minute log are the window judged
+    on = doc["sized_on"]
+    assert on["slo_window_s"] == 300 and not on["whole_log"] and on["end_s"] - on["start_s"] == pytest.approx(300)
+    assert doc["search"]["judged_requests"] == on["requests"] < len(brief)
     assert doc["prices_usd_per_gpu_hour"]["h100-sxm"] == 2.5
     assert doc["price_sources"]["h100-sxm"].startswith("set by user")
     assert doc["price_sources"]["b200"].startswith("on-demand")
