@@ -17,12 +17,14 @@ import pytest
 from shapeviz.cli import main
 from shapeviz.cli.plan import plan_text
 from shapeviz.fleet.design import design_fleet
-from shapeviz.fleet.pools import fleet_from_dict, pool_deployment
-from shapeviz.fleet.sizing import fleet_answer
+from shapeviz.fleet.pools import Fleet, Pool, fleet_from_dict, fleet_requests, pool_deployment, simulate_fleet
+from shapeviz.fleet.sizing import fleet_answer, slo_window
 from shapeviz.ingest import load_log
 from shapeviz.outputs.report.tables import plan_table
 from shapeviz.serving.planner import Workload
 from shapeviz.serving.products import SloClass, resolve_classes
+from shapeviz.serving.simulator import simulate
+from shapeviz.workload import synth
 
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
 MODEL = "llama-3.1-70b"
@@ -92,3 +94,20 @@ def test_plans_disaggregated_gpus_are_labelled_the_estimate_beside_the_simulated
                    "cost per hour (disaggregated)"):
         assert source[figure] == "estimated", figure
     assert "[simulated: the log replayed on the fleet]; disaggregated" in plan_text(doc)
+
+
+def test_a_fleets_pool_replays_a_log_with_sessions_as_the_headlines_sizing_does() -> None:
+    """The demo's products squeezed into five minutes (sessions whose turns reuse their context): one pool of four
+    replicas replayed by ``simulate --fleet``'s path gives the p90s the headline's sizing replay gives the same
+    deployment, prefix caches included (they were dropped from the pools' replays)."""
+    frame = synth.generate(600, seed=0, with_hashes=False)
+    start = frame["timestamp"].min()
+    frame["timestamp"] = start + (frame["timestamp"] - start) / 288.0
+    classes = resolve_classes(frame, CLASS)
+    pool = Pool("all", ("*",), "b200", 4, 4, router="round_robin")
+    fleet = simulate_fleet(fleet_requests(frame), Fleet((pool,), MODEL), classes).requests
+    req, _ = slo_window(frame, pool_deployment(pool, MODEL))
+    headline = simulate(req, pool_deployment(pool, MODEL), replicas=4, router="round_robin", max_num_seqs=None).requests
+    assert len(fleet) == len(headline) == len(frame)
+    for metric in ("ttft_ms", "tpot_ms"):
+        assert fleet[metric].quantile(0.9) == pytest.approx(headline[metric].quantile(0.9), rel=1e-9), metric
