@@ -11,9 +11,14 @@ The space searched, each family sized by simulation (fewest replicas whose repla
 
 Pruning: the analytic planner prices every (pool, GPU type) first and only the ``PRUNE_KEEP`` cheapest GPU types
 of each pool are simulated, starting at the analytic size; replica counts are found by doubling and bisection.
-The search replays the log's busiest window of ``search_requests`` requests (the peak sizes a fleet); every design
-reported is replayed again with another seed (the same window, its requests and gaps permuted within each product
-and 10-minute block) and says whether it still meets every class.
+"Meets" is the headline's (``sizing.fleet_answer``): every product's p90 TTFT and TPOT within its class over the
+window ``sizing.slo_window`` chooses (the log's busiest ``--slo-window``, an hour by default, the whole log when
+shorter), the same ``Trial`` verdict. The search replays that window's busiest ``search_requests`` requests (without
+prompt blocks, the simulator's quicker loop); every candidate is then ``settle``d on the whole window, with the
+replicas' prefix caches as the headline replays them: pools of a product that misses grow, the largest pool is
+trimmed while the window still meets, and the replay of one replica fewer there is kept as the proof. Every design
+reported is replayed once more with another seed (the window's requests and gaps permuted within each product and
+10-minute block): a second look, shown, not the verdict.
 """
 from __future__ import annotations
 
@@ -707,8 +712,9 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
                           f"size) on the busiest {len(window):,} requests of the window; every design is then judged "
                           "as the headline is, by replaying the whole window (" + str(sized_on["window"]) + "): pools "
                           "of a product that misses its class grow, the largest pool is trimmed while the window "
-                          "still meets, and one replica fewer there is replayed as the proof that it misses; the "
-                          f"designs shown are replayed once more with seed {check_seed} (a second look, not a verdict)"},
+                          "still meets, and one replica fewer there is replayed as the proof that it misses; "
+                          f"the designs shown are replayed once more with seed {check_seed} (a second look, not "
+                          "a verdict)"},
         "best_cost_per_hour": best_cost,
     }
     if not any(d["meets"] for d in designs):
@@ -763,6 +769,4 @@ def _why(d: dict[str, Any], rank: int, best: dict[str, Any], baseline: dict[str,
     if d.get("grown_on_window"):
         words.append(f"{d['grown_on_window']} replica(s) added to the search's size so that the whole window meets "
                      "every class")
-    if d.get("one_fewer"):
-        words.append(f"one replica fewer in {d['one_fewer']['pool']} misses ({d['one_fewer']['verdict']})")
     return "; ".join(words)
