@@ -90,7 +90,7 @@ def _design(settings: tuple, log: LoadedLog, classes: dict[str, SloClass]) -> di
     # into a bar made outside it; its replay on the next full rerun would raise).
     from shapeviz.serving.planner import WhatIf
 
-    _digest, _classes_key, gpus, model, traffic = settings
+    _digest, _classes_key, gpus, model, traffic, reference = settings
     bar = st.progress(0.0, text="Designing…")
 
     def progress(stage: str, detail: str = "", fraction: float | None = None) -> None:
@@ -100,7 +100,7 @@ def _design(settings: tuple, log: LoadedLog, classes: dict[str, SloClass]) -> di
         prices, _ = gpu_prices(gpus)
         return design_fleet(log.frame, classes, gpus=list(gpus), prices=prices, model=model,
                             whatif=WhatIf(traffic_multiplier=traffic), search_requests=PAGE_SEARCH_REQUESTS,
-                            progress=progress)
+                            progress=progress, reference=reference)
     finally:
         bar.empty()
 
@@ -149,8 +149,11 @@ def _fewer(verdict: dict[str, Any] | None, pool: str) -> str:
 
 
 def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass],
-                        settings: Settings, headline: tuple[Sizing, Deployment] | None = None) -> dict[str, Any] | None:
-    """The "Fleet design" section: GPU types to choose from, a run button, the designs side by side."""
+                        settings: Settings, headline: tuple[Sizing, Deployment] | None = None,
+                        deployment: Deployment | None = None) -> dict[str, Any] | None:
+    """The "Fleet design" section: GPU types to choose from, a run button, the designs side by side.
+
+    ``deployment``: the headline's; its busiest hour is the window every design is judged on (the headline's)."""
     model, traffic = settings.model, settings.traffic
     st.subheader("Fleet design")
     st.caption("The cheapest set of pools whose simulated p90s meet every product's class: one shared pool "
@@ -166,7 +169,7 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         st.info("Pick at least one GPU type.")
         return None
     classes_key = tuple(sorted((p, c.ttft_ms, c.tpot_ms) for p, c in classes.items()))
-    run_key = (digest, classes_key, tuple(gpus), model, traffic)
+    run_key = (digest, classes_key, tuple(gpus), model, traffic, deployment)
     if not run_on_click("Design the fleet", icon=":material/architecture:", key="fleet_design", settings=run_key,
                         state_key=DESIGN_KEY):
         st.caption(f"Judges every design on your log's busiest hour, as the headline is (searching on its busiest "

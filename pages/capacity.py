@@ -166,7 +166,7 @@ def _fleet_design() -> bool:
     headline = fleet_ready(ctx.dataset.digest, dep, replace(ctx, settings=now).whatif, now.ttft_slo_ms,
                            now.tpot_slo_ms, now.gpu_hour_usd)
     design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, now,
-                                 None if headline is None else (headline, dep))
+                                 None if headline is None else (headline, dep), deployment=dep)
     if design is not None:
         st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
     return st.session_state.get(DESIGN_KEY) is not None  # clicked once: a traffic step redraws its result or button

@@ -48,7 +48,7 @@ from shapeviz.fleet.pools import (
     simulate_pool,
     subset,
 )
-from shapeviz.fleet.sizing import DEFAULT_SLO_WINDOW_S, Trial, slo_window, window_trial
+from shapeviz.fleet.sizing import DEFAULT_GPU, DEFAULT_SLO_WINDOW_S, Trial, slo_window, window_trial
 from shapeviz.physics.steps import (
     TP_CHOICES,
     Deployment,
@@ -535,9 +535,13 @@ def _search_job(s: _Search, method: str, args: tuple[Any, ...]) -> tuple[Pool | 
     return getattr(mine, method)(*args), mine.simulations, mine.pruned
 
 
-def _settle_job(fleet: Fleet, window: Requests, classes: Mapping[str, SloClass]) -> Settled:
-    """``settle`` one candidate (module-level, so that a local process or a Dask worker can run it)."""
-    return settle(fleet, window, classes)
+def _settle_job(fleet: Fleet, window: Requests, classes: Mapping[str, SloClass]) -> Settled | str:
+    """``settle`` one candidate (module-level, so that a local process or a Dask worker can run it); why not, when
+    the window cannot be replayed on it (a prompt of the window beyond a replica's KV pool, found in no search)."""
+    try:
+        return settle(fleet, window, classes)
+    except ValueError as exc:
+        return str(exc)
 
 
 def _reseeded_job(fleet: Fleet, window: Requests, classes: Mapping[str, SloClass]) -> FleetResult:
@@ -582,8 +586,9 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     """Search the design space and return the ``design --json`` document (``designs`` best first, ``baseline``).
 
     Every design is judged as the headline (``sizing.fleet_answer``) is: replayed on ``sizing.slo_window`` (the
-    busiest ``slo_window_s`` of the log by GPU-work on ``reference``, default the model on the first GPU type that
-    holds it; the whole log when shorter), every product's p90 TTFT and TPOT against its class (``sizing.Trial``).
+    busiest ``slo_window_s`` of the log by GPU-work on ``reference``, the headline's deployment when the page has
+    one, else the model on plan's default GPU type; the whole log when shorter), every product's p90 TTFT and TPOT
+    against its class (``sizing.Trial``).
     ``kv_cache_tokens`` / ``gpu_memory_utilization``: the KV pool of every replica, as the engines set it;
     ``router``: every pool's (the headline's by default, so that a shared pool of its deployment is its fleet).
     ``runner``: where the pools' sizing searches and the candidates' replays run (``serving.parallel``: local
@@ -659,6 +664,9 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
             unique.append((family, replace(fleet, slo=targets)))
     scored = []
     for (family, _), settled in zip(unique, map_jobs(runner, _settle_job, [(f, judged, classes) for _, f in unique])):
+        if isinstance(settled, str):
+            s.note(f"{family}: the window cannot be replayed on it ({settled})")
+            continue
         s.simulations += settled.simulations
         gpus_used = fleet_gpus(settled.fleet)
         scored.append({"family": family, "fleet": settled.fleet, "settled": settled, "gpus": gpus_used,
@@ -725,8 +733,9 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
 
 
 def _reference(model: str, precision: str | None, gpus: Sequence[str], kv: Mapping[str, Any]) -> Deployment:
-    """The deployment whose GPU-work picks the busiest window: the model on the first GPU type that holds it."""
-    for g in gpus:
+    """The deployment whose GPU-work picks the busiest window when none is given: the model on plan's default GPU
+    type (else the first of ``gpus`` that holds it) at the design's precision, on the smallest TP that holds it."""
+    for g in (DEFAULT_GPU, *gpus):
         try:
             return pool_deployment(Pool("reference", precision=precision, **kv), model, g)
         except ValueError:

@@ -111,3 +111,19 @@ def test_a_fleets_pool_replays_a_log_with_sessions_as_the_headlines_sizing_does(
     assert len(fleet) == len(headline) == len(frame)
     for metric in ("ttft_ms", "tpot_ms"):
         assert fleet[metric].quantile(0.9) == pytest.approx(headline[metric].quantile(0.9), rel=1e-9), metric
+
+
+def test_on_a_log_longer_than_the_window_design_judges_the_headlines_window() -> None:
+    """A day of the demo's traffic, windows of 30 minutes: which half hour is the busiest depends on the deployment
+    (its GPU-work), and design judges every candidate on the headline deployment's (the page passes it)."""
+    frame = synth.generate(4000, seed=0, with_hashes=False)
+    classes = resolve_classes(frame, CLASS)
+    dep = pool_deployment(Pool("headline", precision="fp8"), MODEL, "b200", 4)
+    _, plan_window = slo_window(frame, dep, slo_window_s=1800)   # size_fleet's window (plan's sized_on)
+    _, h100_window = slo_window(frame, pool_deployment(Pool("h100", precision="fp8"), MODEL, "h100-sxm"),
+                                slo_window_s=1800)
+    assert plan_window["start_s"] != h100_window["start_s"]   # the premise: another deployment, another half hour
+    doc = design_fleet(frame, classes, gpus=["h100-sxm"], prices={"h100-sxm": 2.79}, model=MODEL,
+                       precision="fp8", families=("shared",), top=1, slo_window_s=1800, reference=dep)
+    assert doc["sized_on"] == pytest.approx(plan_window)
+    assert not doc["sized_on"]["whole_log"] and doc["search"]["judged_requests"] == plan_window["requests"]
