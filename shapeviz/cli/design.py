@@ -70,9 +70,9 @@ def design_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
     with runner_from_args(args) as runner:
         doc = design_fleet(log.frame, classes, gpus=gpus, prices=prices, model=model, precision=args.precision,
                            whatif=WhatIf(traffic_multiplier=args.traffic), search_requests=args.search_requests,
+                           slo_window_s=slo_window_seconds(args.slo_window),
                            top=args.top, check_seed=args.seed, progress=progress, kv_cache_tokens=kv.tokens,
-                           gpu_memory_utilization=kv.gpu_memory_utilization, runner=runner,
-                           slo_window_s=slo_window_seconds(args.slo_window))
+                           gpu_memory_utilization=kv.gpu_memory_utilization, runner=runner)
     return {"command": "design", **doc, "price_sources": sources,
             "workload": {"files": [str(p) for p in args.logs], "rows_kept": log.report.rows_kept}}
 
