@@ -65,11 +65,11 @@ from shapeviz.serving.simulator import Requests
 
 MAX_TP = 8                     # largest replica considered (one 8-GPU node)
 UNLOADED_SHARE = 0.8           # a GPU type is kept when its unloaded p-latency is within 80% of every class
-HARDEN_ROUNDS = 8              # replicas added at most, round by round, when a re-seeded replay misses a class
+HARDEN_ROUNDS = 8              # rounds of growth at most when the whole window misses a class (settle)
 PRUNE_KEEP = 2                 # GPU types simulated per pool, cheapest by the analytic plan
 MAX_REPLICAS = 64              # per pool (or side)
 ANALYTIC_POINTS = 400          # requests the analytic sizing reads per pool (a uniform subsample)
-DEFAULT_SEARCH_REQUESTS = 5000   # the busiest window replayed (benchmarks/README.md, issue 28: the demo in ~5 s of CPU)
+DEFAULT_SEARCH_REQUESTS = 5000   # the busiest requests of the window the search replays (benchmarks/README.md)
 CAPACITY_SCALE = 20.0         # the mix's capacity per replica: analytic plan at 20x a bucket's rate
 MIN_BUCKET_REQUESTS = 20      # smaller prompt-size buckets join their neighbour
 SIZE_EDGES = (0, 512, 2048, 8192, 32768, 10**9)   # prompt-size buckets of the mix (tokens, [lo, hi))
