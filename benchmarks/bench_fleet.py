@@ -1,7 +1,7 @@
 """The fleet designer on the brief's products, the demo and the Azure traces: best design against the best single pool.
 
     python benchmarks/bench_fleet.py                       # every case
-    python benchmarks/bench_fleet.py --case demo           # one case (brief, demo, azure, splitwise, melange)
+    python benchmarks/bench_fleet.py --case demo           # one case (brief, demo, azure, azure_code, splitwise, melange)
 
 Per case: the CPU seconds of the search (one run; this process only), its simulations, peak memory of the
 process, the best design and the baseline (one shared FCFS pool of one GPU type): GPUs, $/hour, each product's
@@ -43,6 +43,8 @@ CASES = {
     "brief": (lambda: fleet_brief(6000, 1.0), "h100-sxm,h200,b200,l40s", "llama-3.1-70b", {}, None),
     "demo": (lambda: generate(20000, seed=0, with_hashes=False), "h100-sxm,h200,b200,l40s", "llama-3.1-70b", {}, None),
     "azure": (_azure, "h100-sxm,h200,b200,l40s", "llama-3.1-70b", {}, None),
+    "azure_code": (lambda: load_log(TRACES / "AzureLLMInferenceTrace_code.csv").frame, "h100-sxm,h200,b200,l40s",
+                   "llama-3.1-70b", {}, None),
     # Splitwise's setting: its own traces (Azure 2023 code and conversation), prefill on H100, decode on A100
     "splitwise": (_azure, "h100-sxm,a100-80gb", "llama-2-70b", {"*": (2000.0, 100.0)}, ("shared", "split")),
     # Mélange's setting: short-context chat (Azure conversation), Llama-2-7B, L4/A10G/A100/H100, TPOT 120 ms only

@@ -1,8 +1,8 @@
 """The Capacity page's "Fleet design" section, and what each product gets against its SLO class.
 
 Each product's class is the page's (``components.classes``: the sidebar's pair unless the product has its own). The
-design runs on
-request, with a progress bar, and is held per log, classes, GPU types and model. Everything here is simulated.
+design runs on request, with a progress bar, and is held per log, classes, GPU types and model. Everything here is
+simulated, and every design is judged as the headline is: on the log's busiest hour, one replica fewer shown missing.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def _design(settings: tuple, log: LoadedLog, classes: dict[str, SloClass]) -> di
     # into a bar made outside it; its replay on the next full rerun would raise).
     from shapeviz.serving.planner import WhatIf
 
-    _digest, _classes_key, gpus, model, traffic = settings
+    _digest, _classes_key, gpus, model, traffic, reference = settings
     bar = st.progress(0.0, text="Designing…")
 
     def progress(stage: str, detail: str = "", fraction: float | None = None) -> None:
@@ -62,8 +62,9 @@ def _design(settings: tuple, log: LoadedLog, classes: dict[str, SloClass]) -> di
     try:
         prices, _ = gpu_prices(gpus)
         return design_fleet(log.frame, classes, gpus=list(gpus), prices=prices, model=model,
+                            precision=None if reference is None else str(reference.precision),
                             whatif=WhatIf(traffic_multiplier=traffic), search_requests=PAGE_SEARCH_REQUESTS,
-                            progress=progress)
+                            progress=progress, reference=reference)
     finally:
         bar.empty()
 
@@ -79,11 +80,11 @@ def levers_taken(settings: Settings) -> str:
     left_out.append("speculative decoding" + (f" ({SPECULATIVE[settings.speculative]})"
                                                if settings.speculative != "none" else ""))
     kv = "same as the weights" if settings.kv_precision is None else settings.kv_precision.upper()
-    left_out.append(f"the sidebar's precision ({settings.precision.upper()} weights, KV cache {kv}), GPU and "
-                    "GPUs per replica")
+    left_out.append(f"the sidebar's KV cache precision ({kv}), GPU and GPUs per replica")
     traffic = f", Traffic ×{settings.traffic:g}" if settings.traffic != 1 else ""
     return (f"Takes: the model ({get_model(settings.model).name}){traffic}, each product's SLO class and the GPU "
-            f"types below, FP8 weights on every GPU type and its own tensor-parallel sizes. Leaves out: "
+            f"types below, the sidebar's {settings.precision.upper()} weights (as the headline) on every GPU type "
+            f"and its own tensor-parallel sizes. Leaves out: "
             f"{', '.join(left_out)}: every request is served as the log has it.")
 
 
@@ -94,13 +95,24 @@ def headline_row(headline: Sizing, dep: Deployment, price_per_gpu_hour: float) -
     return {"design": "The headline: one shared pool of your deployment", "$/hour": gpus * price_per_gpu_hour,
             "GPUs": f"{gpus}× {dep.gpu.name} ({headline.replicas} × TP{dep.tp}, {str(dep.precision).upper()})",
             "meets every class": "yes" if headline.meets else "every other" if headline.meets_others else "NO",
+            "one fewer": _fewer(headline.one_fewer.verdict() if headline.one_fewer is not None else None, "shared"),
             "re-seeded replay": "-", "why": "the Capacity headline's answer (replayed on the log's busiest hour)",
             "pools": "shared"}
 
 
+def _fewer(verdict: dict[str, Any] | None, pool: str) -> str:
+    """The one-fewer proof of a fleet, in a table cell."""
+    if verdict is None:
+        return "-"
+    return f"{verdict['replicas']} in {pool}: {'meets' if verdict['meets'] else 'misses'}"
+
+
 def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass],
-                        settings: Settings, headline: tuple[Sizing, Deployment] | None = None) -> dict[str, Any] | None:
-    """The "Fleet design" section: GPU types to choose from, a run button, the designs side by side."""
+                        settings: Settings, headline: tuple[Sizing, Deployment] | None = None,
+                        deployment: Deployment | None = None) -> dict[str, Any] | None:
+    """The "Fleet design" section: GPU types to choose from, a run button, the designs side by side.
+
+    ``deployment``: the headline's; its busiest hour is the window every design is judged on (the headline's)."""
     model, traffic = settings.model, settings.traffic
     st.subheader("Fleet design")
     st.caption("The cheapest set of pools whose simulated p90s meet every product's class: one shared pool "
@@ -116,10 +128,11 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         st.info("Pick at least one GPU type.")
         return None
     classes_key = tuple(sorted((p, c.ttft_ms, c.tpot_ms) for p, c in classes.items()))
-    run_key = (digest, classes_key, tuple(gpus), model, traffic)
+    run_key = (digest, classes_key, tuple(gpus), model, traffic, deployment)
     if not run_on_click("Design the fleet", icon=":material/architecture:", key="fleet_design", settings=run_key,
                         state_key=DESIGN_KEY):
-        st.caption(f"Searches the busiest {PAGE_SEARCH_REQUESTS:,} requests of your log; takes tens of seconds.")
+        st.caption(f"Judges every design on your log's busiest hour, as the headline is (searching on its busiest "
+                   f"{PAGE_SEARCH_REQUESTS:,} requests); takes tens of seconds.")
         return None
     try:
         doc = held(RESULTS_KEY, run_key, lambda: _design(run_key, log, classes), max_entries=4)
@@ -134,6 +147,7 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         row = {"design": design_family(e["family"]), "$/hour": e["cost_per_hour"],
                "GPUs": ", ".join(f"{n}× {get_gpu(g).name}" for g, n in e["gpus"].items()),
                "meets every class": "yes" if e["meets"] else "NO",
+               "one fewer": _fewer(e.get("one_fewer"), (e.get("one_fewer") or {}).get("pool", "")),
                "re-seeded replay": "meets" if e["reseeded"]["meets"] else "MISSES"}
         for name, o in e["products"].items():
             tpot = o["tpot_p90_ms"]
@@ -155,8 +169,12 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
     table(pd.DataFrame(rows), **{"$/hour": st.column_config.NumberColumn(format="$%.2f"),
                                  "vs the headline $/hour": st.column_config.NumberColumn(format="$%+.2f")})
     badge("simulated")
-    st.caption("Every design was replayed by the discrete-event simulator, and again with another seed.")
     s = doc["search"]
-    st.caption(f"{s['simulations']} simulations of {s['requests']:,} requests ({s['cpu_s']:,.0f} s CPU). "
-               f"Pruned: {len(s['pruned'])} candidate(s) the analytic plan ruled out.")
+    st.caption(f"Every design is judged as the headline is: replayed by the discrete-event simulator on "
+               f"{md_literal(doc['sized_on']['window'])} ({s['judged_requests']:,} requests), every product's p90s "
+               "against its class; \"one fewer\" is the replay of one replica fewer in its largest pool (the proof "
+               "that it is not padded). The re-seeded replay is a second look (the same window, requests and gaps "
+               "permuted), not the verdict.")
+    st.caption(f"{s['simulations']} simulations; searched on the busiest {s['requests']:,} requests "
+               f"({s['cpu_s']:,.0f} s CPU). Pruned: {len(s['pruned'])} candidate(s) the analytic plan ruled out.")
     return doc

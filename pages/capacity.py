@@ -191,7 +191,7 @@ def _fleet_design() -> bool:
     s, classes = now.settings, _classes(now)
     headline = fleet_ready(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, classes)
     design = render_fleet_design(ctx.dataset.digest, ctx.dataset.log, classes, s,
-                                 None if headline is None else (headline, dep))
+                                 None if headline is None else (headline, dep), deployment=dep)
     if design is not None:
         st.session_state[FLEET_DESIGN_KEY] = {"digest": ctx.dataset.digest, "design": design}
     return st.session_state.get(DESIGN_KEY) is not None  # clicked once: a traffic step redraws its result or button

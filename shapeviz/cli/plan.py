@@ -211,6 +211,10 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     document["sized_on"] = sized["sized_on"]
     document["one_fewer"] = sized["one_fewer"]
     document["sizing"] = sized
+    # which GPU counts of the ``gpus`` block were replayed and which are the analytic estimate
+    colocated = "simulated" if sizing.method == "simulated" and sizing.answer is not None else "estimate"
+    document["gpus_method"] = {"colocated": colocated, "prefill": "estimate", "decode": "estimate",
+                               "disaggregated": "estimate"}
     document["unreachable"] = sized["unreachable"]   # products no fleet size serves here, and why
     document["estimate"] = {"label": "estimate: analytic queue at the peak-minute rate", "replicas": estimate.replicas,
                             "gpus": estimate.gpus.get("colocated"), "ttft_ms": result_ms(estimate.ttft_ms),

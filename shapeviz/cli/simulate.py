@@ -18,6 +18,7 @@ from shapeviz.fleet.pools import (
     simulate_fleet,
 )
 from shapeviz.fleet.prices import gpu_prices
+from shapeviz.fleet.sizing import pair_classes
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
 from shapeviz.serving.parallel import ENGINES, Runner
@@ -195,7 +196,8 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         dep = calibration.deployment
     classes = None
     if not shape_given:
-        classes = resolve_classes(source, parse_slo(getattr(args, "slo", None)))
+        # each product's class as plan judges it: its own --slo, else the TTFT/TPOT pair (the default class)
+        classes = pair_classes(source, ttft_slo, tpot_slo, parse_slo(getattr(args, "slo", None)))
         # each request carries its product's TTFT target: the deadline scheduler orders by it
         req = requests_from_frame(source, whatif, block_size=args.block_size)
         source = replace(req, ttft_target_ms=ttft_targets_ms(req.product, classes, ttft_slo))

@@ -273,10 +273,11 @@ def fleet_requests(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), seed: int = 0
 
     A seed other than 0 permutes, within each product and each 10-minute block, the order of the requests and
     of the gaps between them: the same rate per block, the same burstiness, another realisation. A log without
-    timestamps gets Poisson arrivals at ``rate_rps`` (default: the rate the workload reports).
+    timestamps gets Poisson arrivals at ``rate_rps`` (default: the rate the workload reports). The requests carry
+    their prompt blocks (the log's hashes or sessions), so each pool's replicas keep prefix caches, as the headline's
+    replay (``sizing.size_fleet``) and ``simulate`` do: one log, one answer.
     """
-    # the pools replay without prompt blocks (dropped below): building them from sessions would only cost time
-    req = requests_from_frame(frame, whatif, reuse=False)
+    req = requests_from_frame(frame, whatif)
     n = len(req)
     if n == 0:
         raise ValueError("no requests to simulate")
@@ -286,10 +287,20 @@ def fleet_requests(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), seed: int = 0
         rate = rate_rps or Workload.from_frame(frame).rate_rps * whatif.traffic_multiplier
         arrival = np.cumsum(rng.exponential(1.0 / rate, size=n))
         arrival -= arrival[0]
-        return replace(req, arrival_s=arrival, product=product, blocks=None)
+        return replace(req, arrival_s=arrival, product=product)
     arrival = np.asarray(req.arrival_s, dtype=np.float64)
+    return reseeded(replace(req, arrival_s=arrival, product=product), seed)
+
+
+def reseeded(req: Requests, seed: int) -> Requests:
+    """Another realisation of ``req`` (with arrivals and products): seed 0 is ``req`` itself; another seed permutes,
+    within each product and each 10-minute block, the order of the requests and of the gaps between them."""
     if seed == 0:
-        return replace(req, arrival_s=arrival, product=product, blocks=None)
+        return req
+    n = len(req)
+    rng = np.random.default_rng(seed)
+    product = np.asarray(req.product, dtype=object)
+    arrival = np.asarray(req.arrival_s, dtype=np.float64)
     new_arrival = arrival.copy()
     order = np.arange(n)
     frame_idx = pd.DataFrame({"product": product, "block": np.floor(arrival / SEED_BLOCK_S), "i": order})
@@ -303,7 +314,7 @@ def fleet_requests(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), seed: int = 0
         new_arrival[ids] = new_t
         order[ids] = ids[rng.permutation(ids.size)]  # which request arrives at each of the block's times
     sort = np.argsort(new_arrival, kind="stable")
-    return replace(req.take(order[sort]), arrival_s=new_arrival[sort], product=product[order[sort]], blocks=None)
+    return replace(req.take(order[sort]), arrival_s=new_arrival[sort], product=product[order[sort]])
 
 
 def subset(req: Requests, mask: np.ndarray) -> Requests:
@@ -448,17 +459,23 @@ def _busy(result: Any) -> float:
 
 
 def simulate_fleet(requests: Requests, fleet: Fleet, classes: Mapping[str, SloClass], seed: int = 0,
-                   progress: Callable[[float], None] | None = None, runner: Runner | None = None) -> FleetResult:
+                   progress: Callable[[float], None] | None = None, runner: Runner | None = None,
+                   done: dict[Pool, PoolResult] | None = None) -> FleetResult:
     """Route every request to its pool, replay each pool on its own, and judge every product against its class.
 
     ``runner``: the pools' replays run side by side there (``serving.parallel``: local processes or Dask); None
-    runs them here, one after the other. The result is the same either way.
+    runs them here, one after the other. The result is the same either way. ``done``: pools already replayed on
+    these requests (with the same pools routing them): taken from there, and the new replays added to it.
     """
     target = route(requests, fleet.pools)
     jobs = [(pool, subset(requests, target == i), fleet.model, classes, seed)
-            for i, pool in enumerate(fleet.pools) if (target == i).any()]
-    each = None if progress is None else (lambda done: progress(done / len(jobs)))
-    replays = map_jobs(runner, simulate_pool, jobs, each)
+            for i, pool in enumerate(fleet.pools) if (target == i).any() and (done is None or pool not in done)]
+    each = None if progress is None else (lambda n: progress(n / len(jobs)))
+    fresh = {job[0]: r for job, r in zip(jobs, map_jobs(runner, simulate_pool, jobs, each))}
+    if done is not None:
+        done.update(fresh)
+    known = {**(done or {}), **fresh}
+    replays = [known[pool] for i, pool in enumerate(fleet.pools) if (target == i).any()]
     results, frames = [], []
     for r in replays:
         f = r.requests.copy()

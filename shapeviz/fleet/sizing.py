@@ -293,11 +293,10 @@ class _Search:
                 frame = frame.loc[self.stretch_count]
                 meets, worst = self._stretch_verdict(frame)
                 outcomes = product_outcomes(frame, self.classes)
+                self.cache[key] = Trial(int(k), on, meets, outcomes, _p5090(frame["ttft_ms"]),
+                                        _p5090(frame["tpot_ms"]), float(worst), time.process_time() - started)
             else:
-                outcomes = product_outcomes(frame, self.classes)
-                meets, worst = products_meet(outcomes), _worst(outcomes)
-            self.cache[key] = Trial(int(k), on, meets, outcomes, _p5090(frame["ttft_ms"]), _p5090(frame["tpot_ms"]),
-                                    float(worst), time.process_time() - started)
+                self.cache[key] = window_trial(int(k), frame, self.classes, time.process_time() - started)
             if on == "window":
                 self.frames[key] = result.requests
         return self.cache[key]
@@ -378,6 +377,14 @@ class _Search:
         return True
 
 
+def window_trial(replicas: int, requests: pd.DataFrame, classes: Mapping[str, SloClass], cpu_s: float = 0.0) -> Trial:
+    """The verdict on one whole-window replay (``requests``: the simulator's per-request frame): every product's
+    class percentile of TTFT and TPOT against its class. The headline's and the fleet designer's "meets"."""
+    outcomes = product_outcomes(requests, classes)
+    return Trial(int(replicas), "window", products_meet(outcomes), outcomes, _p5090(requests["ttft_ms"]),
+                 _p5090(requests["tpot_ms"]), float(_worst(outcomes)), cpu_s)
+
+
 def _worst(outcomes: Mapping[str, Mapping[str, Any]]) -> float:
     """The largest p90 / target over products and both metrics (above 1: a class is missed)."""
     ratios = [0.0]
@@ -430,26 +437,18 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
     return out
 
 
-def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloClass], *, estimate: int | None,
-               whatif: WhatIf = WhatIf(), slo_window_s: float = DEFAULT_SLO_WINDOW_S, rate_rps: float | None = None,
-               router: str = "round_robin", block_size: int | None = None, scheduler: str = "fcfs",
-               default_ttft_ms: float = 1000.0, default_tpot_ms: float = 50.0,
-               max_num_seqs: int | None = None,
-               grow: Callable[[Requests, float], tuple[Requests, dict[str, Any]]] | None = None) -> Sizing:
-    """The smallest replica count of ``dep`` whose replay of ``frame``'s busiest window meets every class.
-
-    ``estimate``: the analytic plan's replicas (the first replay; None starts at one). ``rate_rps``: the rate
-    a log without timestamps is replayed at (Poisson). ``router``/``block_size``/``scheduler``: as ``simulate``.
-    ``grow(window requests, window span s) -> (requests, words)``: the window's traffic as it will be (a month
-    of growth, ``fleet.growth``), sized instead of the window itself; ``words`` join ``sized_on``.
-    """
+def slo_window(frame: pd.DataFrame, dep: Deployment, *, whatif: WhatIf = WhatIf(),
+               slo_window_s: float = DEFAULT_SLO_WINDOW_S, rate_rps: float | None = None,
+               block_size: int | None = None) -> tuple[Requests, dict[str, Any]]:
+    """The requests "meets" is judged on, and ``sized_on`` (the window in words and seconds): the ``slo_window_s``
+    of ``frame`` holding the most GPU-work on ``dep`` (the whole log when shorter), arrivals from its start; a log
+    without timestamps: its first ``POISSON_REQUESTS`` requests, to be replayed at ``rate_rps`` (Poisson).
+    ``size_fleet`` and the fleet designer both judge on it."""
     if not (math.isfinite(slo_window_s) and slo_window_s > 0):
         raise ValueError(f"--slo-window must be a positive number of seconds, got {slo_window_s!r}")
-    started = time.process_time()
     # the window is chosen on the requests without their prompt blocks; only its rows get blocks (a big log's
     # blocks are gigabytes: a session's growing context is one block id per 16 tokens of every prompt)
     quick = requests_from_frame(frame, whatif, reuse=False)
-    notes: list[str] = []
     if quick.arrival_s is not None:
         # the window is an hour of the log's own clock: with the traffic lever it is replayed compressed
         lo, hi = busiest_window(quick, dep, slo_window_s / whatif.traffic_multiplier)
@@ -473,6 +472,26 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
         sized_on = {"window": f"the log's first {len(req):,} requests at {rate_rps:,.3g} req/s (Poisson: the log "
                               "has no timestamps)", "requests": len(req), "slo_window_s": slo_window_s,
                     "arrivals": "poisson"}
+    return req, sized_on
+
+
+def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloClass], *, estimate: int | None,
+               whatif: WhatIf = WhatIf(), slo_window_s: float = DEFAULT_SLO_WINDOW_S, rate_rps: float | None = None,
+               router: str = "round_robin", block_size: int | None = None, scheduler: str = "fcfs",
+               default_ttft_ms: float = 1000.0, default_tpot_ms: float = 50.0,
+               max_num_seqs: int | None = None,
+               grow: Callable[[Requests, float], tuple[Requests, dict[str, Any]]] | None = None) -> Sizing:
+    """The smallest replica count of ``dep`` whose replay of ``frame``'s busiest window meets every class.
+
+    ``estimate``: the analytic plan's replicas (the first replay; None starts at one). ``rate_rps``: the rate
+    a log without timestamps is replayed at (Poisson). ``router``/``block_size``/``scheduler``: as ``simulate``.
+    ``grow(window requests, window span s) -> (requests, words)``: the window's traffic as it will be (a month
+    of growth, ``fleet.growth``), sized instead of the window itself; ``words`` join ``sized_on``.
+    """
+    started = time.process_time()
+    notes: list[str] = []
+    req, sized_on = slo_window(frame, dep, whatif=whatif, slo_window_s=slo_window_s, rate_rps=rate_rps,
+                               block_size=block_size)
     if grow is not None:
         if req.arrival_s is None:
             raise ValueError("growth is replayed on the log's own arrivals: the log needs timestamps")
@@ -620,8 +639,9 @@ def sized_plan(planned: Plan, sizing: Sizing, tp: int) -> Plan:
     cost["usd_per_hour"] = cost["colocated_usd_per_hour"]
     cost["usd_per_million_output_tokens"] = cost["colocated_usd_per_million_output_tokens"]
     cost["usd_per_million_tokens"] = cost["colocated_usd_per_million_tokens"]
+    # the colocated fleet is the replay's answer; the prefill/decode split beside it stays the analytic estimate
     provenance = {**planned.provenance, "ttft_ms": "simulated", "tpot_ms": "simulated", "gpus": "simulated",
-                  "cost": "simulated"}
+                  "cost": "simulated", "gpus.disaggregated": "estimated"}
     return replace(
         planned, replicas=k, gpus={**planned.gpus, "colocated": k * tp}, cost=cost, meets_slo=sizing.meets,
         ttft_ms=Percentiles(**sizing.answer.ttft_ms), tpot_ms=Percentiles(**sizing.answer.tpot_ms),

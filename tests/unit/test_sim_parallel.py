@@ -65,7 +65,7 @@ def test_design_on_a_dask_scheduler_runs_its_searches_there(tmp_path: Path, brie
         doc["search"].pop("cpu_s")
     assert on_dask == serial
     ran = set(cluster.scheduler.task_prefixes)   # the functions the cluster ran, by name
-    assert {"search_job", "harden_job"} <= ran   # (dask drops the leading underscore)
+    assert {"search_job", "settle_job"} <= ran   # (dask drops the leading underscore)
     # simulate --fleet replays the designed fleet's pools there too; --scheduler keeps meaning the batch policy
     fleet_file = tmp_path / "fleet.json"
     fleet_file.write_text(json.dumps(serial["designs"][0]["fleet"]))

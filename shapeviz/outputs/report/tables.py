@@ -75,14 +75,14 @@ _PLAN_ROWS: tuple[tuple[str, str, Callable[[dict], Any], str], ...] = (
     ("operating decode batch", "sequences", lambda p: p["operating_batch"], "operating_batch"),
     ("replicas (colocated)", "replicas", lambda p: p["replicas"], "gpus"),
     ("GPUs colocated", "GPUs", lambda p: p["gpus"]["colocated"], "gpus"),
-    ("GPUs prefill pool (disaggregated)", "GPUs", lambda p: p["gpus"]["prefill"], "gpus"),
-    ("GPUs decode pool (disaggregated)", "GPUs", lambda p: p["gpus"]["decode"], "gpus"),
-    ("GPUs disaggregated", "GPUs", lambda p: p["gpus"]["disaggregated"], "gpus"),
+    ("GPUs prefill pool (disaggregated)", "GPUs", lambda p: p["gpus"]["prefill"], "gpus.disaggregated"),
+    ("GPUs decode pool (disaggregated)", "GPUs", lambda p: p["gpus"]["decode"], "gpus.disaggregated"),
+    ("GPUs disaggregated", "GPUs", lambda p: p["gpus"]["disaggregated"], "gpus.disaggregated"),
     ("price per GPU-hour", "USD", lambda p: p["cost"]["usd_per_gpu_hour"], "cost.usd_per_gpu_hour"),
     ("cost per hour (colocated)", "USD", lambda p: p["cost"]["usd_per_hour"], "cost"),
     ("cost per 1M tokens (colocated)", "USD", lambda p: p["cost"]["usd_per_million_tokens"], "cost"),
     ("cost per 1M output tokens (colocated)", "USD", lambda p: p["cost"]["usd_per_million_output_tokens"], "cost"),
-    ("cost per hour (disaggregated)", "USD", lambda p: p["cost"]["disaggregated_usd_per_hour"], "cost"),
+    ("cost per hour (disaggregated)", "USD", lambda p: p["cost"]["disaggregated_usd_per_hour"], "gpus.disaggregated"),
 )
 
 
