@@ -127,3 +127,18 @@ def test_on_a_log_longer_than_the_window_design_judges_the_headlines_window() ->
                        precision="fp8", families=("shared",), top=1, slo_window_s=1800, reference=dep)
     assert doc["sized_on"] == pytest.approx(plan_window)
     assert not doc["sized_on"]["whole_log"] and doc["search"]["judged_requests"] == plan_window["requests"]
+
+
+def test_design_plans_the_deployment_plan_plans_and_judges_its_default_class(code: pd.DataFrame, tmp_path: Path,
+                                                                               capsys) -> None:
+    """Without --model/--precision, design's pools serve what plan plans (the log's model, here none: the default
+    model, at its checkpoint's BF16) and judge each product against the --ttft-slo-ms/--tpot-slo-ms pair."""
+    log = tmp_path / "code_5min.csv"
+    first = code["timestamp"].min()
+    rows = code[code["timestamp"] < first + pd.Timedelta(minutes=5)]
+    rows.assign(timestamp=rows["timestamp"].dt.strftime("%Y-%m-%d %H:%M:%S.%f")).to_csv(log, index=False)
+    assert main(["design", str(log), "--gpus", "h100", "--top", "1", "--ttft-slo-ms", "700", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    pools = [p for d in doc["designs"] for p in d["fleet"]["pools"]]
+    assert pools and {p["precision"] for p in pools} == {"bf16"}
+    assert {(c["ttft_ms"], c["tpot_ms"]) for c in doc["classes"].values()} == {(700.0, 50.0)}
