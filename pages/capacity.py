@@ -61,7 +61,7 @@ def _plan(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot
     """The plan before → after the what-if and the load curve of its fleet: every section below reads these."""
     cmp = compare_whatif(_w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd)
     curve = load_curve(_w, dep, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
-                       multipliers=(0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0))
+                       multipliers=MULTIPLIERS)
     return cmp, curve
 
 
@@ -70,18 +70,42 @@ def _classes(now: PageContext) -> dict:
     return page_classes(ctx.dataset.digest, ctx.dataset.log, now.settings.ttft_slo_ms, now.settings.tpot_slo_ms)
 
 
+MULTIPLIERS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
+
+
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
-def _sized_comparison(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
-                      gpu_hour_usd: float, judged: tuple, _w: Workload, _sized: tuple) -> WhatIfComparison:
-    """Before → after on today's simulated fleet, with the simulated answers (what the memo carries)."""
-    return compare_whatif(_w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, before=_sized[0], after=_sized[1])
+def _sized(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
+           gpu_hour_usd: float, judged: tuple, _w: Workload, _sized: tuple) -> tuple[WhatIfComparison, pd.DataFrame]:
+    """Before → after on today's simulated fleet with the simulated answers (what the memo carries), and the load
+    curve of that fleet."""
+    cmp = compare_whatif(_w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, before=_sized[0], after=_sized[1])
+    curve = load_curve(_w, dep, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                       multipliers=MULTIPLIERS, replicas=cmp.fleet_replicas)
+    return cmp, curve
+
+
+def _answer(now: PageContext) -> tuple[tuple | None, WhatIfComparison, pd.DataFrame, bool]:
+    """The headline's sizings (started where they are not), and the plan and curve every section reads: the
+    simulated fleet's once its replays are done, the estimate's until then (``True`` when simulated)."""
+    s = now.settings
+    estimate, curve = _plan(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, w)
+    classes = _classes(now)
+    frame = ctx.dataset.log.frame if ctx.dataset.sketch is None else None
+    futures = start_sizing(ctx.dataset.digest, frame, w, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
+                           s.gpu_hour_usd, classes)
+    sized = sized_plans(futures, estimate.before, estimate.after, dep.tp)
+    if sized is None:
+        return futures, estimate, curve, False
+    cmp, curve = _sized(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
+                        classes_key(classes), w, sized)
+    return futures, cmp, curve, True
 
 
 def _now() -> tuple[PageContext, WhatIfComparison, pd.DataFrame]:
-    """The sidebar's values as they are now (a fragment rerun sees the step), with the plan and curve they give."""
+    """The sidebar's values as they are now (a fragment rerun sees the step), with the plan and curve they give:
+    the simulated fleet's once the headline's replays are done."""
     now = replace(ctx, settings=sidebar.settings())
-    s = now.settings
-    cmp, curve = _plan(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, w)
+    _, cmp, curve, _ = _answer(now)
     return now, cmp, curve
 
 
@@ -90,18 +114,12 @@ def _now() -> tuple[PageContext, WhatIfComparison, pd.DataFrame]:
 # settings is left as it is, so a step redraws a dozen elements, not the page's sixty.
 def _headline() -> None:
     """Pressure, latency, GPUs and cost before → after the what-if, and the load curve of the plan's fleet."""
-    now, cmp, curve = _now()
+    now = replace(ctx, settings=sidebar.settings())
     s = now.settings
-    frame = ctx.dataset.log.frame if ctx.dataset.sketch is None else None
-    classes = _classes(now)
-    futures = start_sizing(ctx.dataset.digest, frame, w, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
-                           s.gpu_hour_usd, classes)
-    pressure = (cmp.after.prefill.utilization, cmp.after.decode.utilization)   # the estimate's, per replica
-    sized = sized_plans(futures, cmp.before, cmp.after, dep.tp)
-    if sized is not None:   # the replays are done: today's fleet and the answer are the simulated ones
-        cmp = _sized_comparison(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
-                                classes_key(classes), w, sized)
-    method = "simulated" if sized is not None else "estimate"
+    futures, cmp, curve, simulated = _answer(now)
+    estimate = _plan(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, w)[0]
+    pressure = (estimate.after.prefill.utilization, estimate.after.decode.utilization)   # per estimated replica
+    method = "simulated" if simulated else "estimate"
     before, after = cmp.before, cmp.after
     b, a = before.to_dict(), after.to_dict()
 
@@ -130,7 +148,7 @@ def _headline() -> None:
     row2[0].metric(f"GPUs colocated ({method})", f"{g_a['colocated'] or MISSING}",
                    _delta(g_b["colocated"], g_a["colocated"]), delta_color="inverse",
                    help="The smallest fleet whose replay of the log meets every product's p90 class (see below)."
-                   if sized is not None else "The analytic estimate (a queue at the peak-minute rate), shown at "
+                   if simulated else "The analytic estimate (a queue at the peak-minute rate), shown at "
                    "once; the simulated answer replaces it when the replays of the log on candidate fleets are done.")
     no_split = g_a["prefill"] is None or g_a["decode"] is None
     row2[1].metric("GPUs split P + D (estimate)", MISSING if no_split else f"{g_a['prefill']} + {g_a['decode']}",
@@ -150,7 +168,7 @@ def _headline() -> None:
     left, right = st.columns([0.85, 0.15])
     phase = f"After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
     left.markdown(
-        phase if sized is not None   # the line above says what the replays found
+        phase if simulated   # the line above says what the replays found
         else ("The estimate meets both SLOs" + (f" ({md_literal('; '.join(after.notes))})." if after.notes else ".")
               if after.meets_slo else "**The estimate cannot meet the SLOs** on this deployment at this rate: "
               + md_literal("; ".join(after.notes)) + ".") + " " + phase

@@ -46,6 +46,10 @@ def test_headline_shows_the_estimate_then_the_simulated_fleet() -> None:
     # and the metric above now shows that fleet in place of the estimate, labelled so
     gpus = next(m for m in at.metric if m.label.startswith("GPUs colocated"))
     assert gpus.label == "GPUs colocated (simulated)" and gpus.value == str(sizing.replicas * 4)   # 4 × TP4 H100
+    # ...and the load curve (which the sections below take their fleet from) is that fleet's, not the estimate's
+    titles = [str(json.loads(c.proto.spec).get("layout", {}).get("title", {}).get("text", ""))
+              for c in at.get("plotly_chart")]
+    assert any(t.startswith(f"Latency against load on {sizing.replicas * 4} GPUs") for t in titles), titles
     # the demo's swe-agent prompts cannot meet a 1 s TTFT on any number of replicas: named, with why, the rest sized
     assert sizing.meets_others and "swe-agent" in {u["product"] for u in sizing.unreachable}
     shown = _shown(text)
