@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 import pandas as pd
@@ -89,6 +89,18 @@ class PrefixBlocks:
         look = np.split(self.look_ids, self.look_ptr[1:-1])
         keep = np.split(self.keep_ids, self.keep_ptr[1:-1])
         return [a.tolist() for a in look], [a.tolist() for a in keep]
+
+    @cached_property
+    def dense(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """The look-up and kept ids renumbered 0..U-1 (U distinct blocks), and where each looked-up block first
+        occurs in its request (the compiled loop keeps per-replica state in arrays over those U blocks)."""
+        both = np.concatenate([self.look_ids, self.keep_ids])
+        distinct, inverse = np.unique(both, return_inverse=True)
+        look = inverse[:self.look_ids.size].astype(np.int64)
+        row = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.look_ptr))
+        first = np.zeros(look.size, dtype=np.bool_)
+        first[np.unique(row * max(distinct.size, 1) + look, return_index=True)[1]] = True
+        return look, inverse[self.look_ids.size:].astype(np.int64), first, int(distinct.size)
 
     @property
     def with_blocks(self) -> np.ndarray:

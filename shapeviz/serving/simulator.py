@@ -46,9 +46,9 @@ from shapeviz.serving.planner import (
     request_tokens,
 )
 from shapeviz.serving import sim_core
-from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
+from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame, routing_constants
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
-from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router, random_words
+from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router, random_words, session_owners
 from shapeviz.serving.stages import saturated_stages
 
 ARRIVALS = ("trace", "poisson", "closed")
@@ -60,7 +60,11 @@ CONTEXT_GRID = 48                  # contexts the decode-step table is evaluated
 SATURATION_SERVED = 0.9            # served/offered rate below this: the queue grows without bound
 QUANTILES = (50, 90, 99)
 RANDOM_WORDS_PER_REQUEST = 3       # the random router's draws handed to the compiled loop per request (more if short)
-COMPILED = True                    # colocated runs without prefix caches take the compiled loop (sim_core) when numba is present
+COMPILED = True                    # colocated runs take the compiled loop (sim_core) when numba is present
+# the compiled loop's prefix caches keep 16 bytes per replica per distinct block of the window: above this bound
+# (hundreds of replicas on millions of distinct blocks) the run takes the Python loop, whose caches hold only
+# what they cache
+MAX_CACHE_STATE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -250,7 +254,8 @@ class _Pool:
         self.keep: list[list[int]] = []
         if req.blocks is not None:   # each request's hit is simulated: the what-if's share is not used
             self.n_cached = np.zeros_like(req.cached_tokens)
-            self.look, self.keep = req.blocks.lists()
+            if outputs:   # the Python loop walks lists (the compiled loop takes the CSR arrays)
+                self.look, self.keep = req.blocks.lists()
         self.hit_blocks = np.zeros(len(req) if outputs else 0, dtype=np.int64)   # leading blocks found at admission
         self.max_num_seqs = max_num_seqs
         self.budget = max_batched_tokens
@@ -728,7 +733,7 @@ def simulate(
         raise ValueError(
             f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
             f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
-    compiled = _compiled(dep, int(max_num_seqs), split, req, router)
+    compiled = _compiled(dep, int(max_num_seqs), split, req, router, replicas, prefix_cache_blocks)
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
                  prefix_cache_blocks, outputs=not compiled)
     pool.default_ttft_s = float(ttft_slo_ms) / 1000.0
@@ -895,6 +900,14 @@ def _replay(pool: _Pool, dep: Deployment, req: Requests, arrival: np.ndarray, ar
 
 
 @dataclass
+class _CacheTally:
+    """What the compiled loop leaves of one replica's prefix cache (what the ``prefix`` summary reads)."""
+
+    evicted: int
+    cached_blocks: int
+
+
+@dataclass
 class _Served:
     """What the compiled loop leaves of one replica (the fields the result reads off a ``_Replica``)."""
 
@@ -903,12 +916,18 @@ class _Served:
     preemptions: int
     kv_peak: int
     role: str = "colocated"
-    cache: PrefixCache | None = None
+    cache: _CacheTally | None = None
 
 
-def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None, req: Requests, router: str) -> bool:
-    """Whether this run takes the compiled loop: colocated, no prefix caches, no speculative decoding, numba present."""
-    if not COMPILED or split is not None or req.blocks is not None:
+def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None, req: Requests, router: str,
+              replicas: int = 1, cache_blocks: float | None = None) -> bool:
+    """Whether this run takes the compiled loop: colocated, no speculative decoding, numba present; prefix caches
+    in the KV pool within ``MAX_CACHE_STATE_BYTES`` (a fixed ``cache_blocks`` capacity, the validation mode, is
+    the Python loop's)."""
+    if not COMPILED or split is not None:
+        return False
+    if req.blocks is not None and (cache_blocks is not None
+                                   or 16 * replicas * req.blocks.dense[3] > MAX_CACHE_STATE_BYTES):
         return False
     # without numba (sim_core.loop() is None) the Python loop gives the same results, slower
     return router in sim_core.ROUTER_CODES and sim_core.supports(dep, max_num_seqs)
@@ -932,18 +951,35 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
     # the random router's draws: a draw takes one word, or more when it falls above the replica count (under half
     # the time), so a few per request almost never run out; a run that does is run again with twice as many
     n_words = RANDOM_WORDS_PER_REQUEST * pool.n_in.size + 64 if router == "random" else 0
+    caches = None if pool.blocks is None else _caches(pool.blocks, replicas, router)
     while True:
         out = sim_core.run(np.asarray(arrival, dtype=np.float64), np.asarray(starts, dtype=np.float64),
                            as_int(pool.n_in, dtype=np.int64), as_int(pool.n_out, dtype=np.int64),
                            as_int(pool.n_cached, dtype=np.int64), target, settings, physics,
-                           pool.context_grid, times, serving, random_words(seed, n_words))
+                           pool.context_grid, times, serving, random_words(seed, n_words), caches)
         if out is not None:
             break
         n_words *= 2
     (pool.arrival, pool.start, pool.first, pool.finish, pool.replica, pool.preempted, preemptions, kv_peak,
-     lo, hi, rep) = out
-    return [_Served(k, np.column_stack([lo[rep == k], hi[rep == k]]), int(preemptions[k]), int(kv_peak[k]))
+     lo, hi, rep, n_cached, hit_blocks, evicted, cached_blocks) = out
+    if caches is not None:
+        pool.n_cached, pool.hit_blocks = n_cached, hit_blocks
+    return [_Served(k, np.column_stack([lo[rep == k], hi[rep == k]]), int(preemptions[k]), int(kv_peak[k]),
+                    cache=None if caches is None else _CacheTally(int(evicted[k]), int(cached_blocks[k])))
             for k in range(replicas)]
+
+
+def _caches(blocks: PrefixBlocks, replicas: int, router: str) -> sim_core.Caches:
+    """The prompt blocks as the compiled loop takes them, with the session router's picks and the prefix router's
+    thresholds."""
+    look, keep, first, distinct = blocks.dense
+    owners = session_owners(blocks.key, range(replicas)) if router == "session" else np.empty(0, dtype=np.int64)
+    c = routing_constants()["prefix_aware"]
+    thresholds = np.array([float(c[k]["value"]) for k in ("cache_threshold", "balance_abs_threshold",
+                                                            "balance_rel_threshold")])
+    return sim_core.Caches(int(blocks.block_size), distinct, np.ascontiguousarray(blocks.look_ptr, dtype=np.int64),
+                           look, first, np.ascontiguousarray(blocks.keep_ptr, dtype=np.int64), keep,
+                           np.ascontiguousarray(owners, dtype=np.int64), thresholds)
 
 def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: str, whatif: WhatIf) -> dict[str, Any]:
     """The ``prefix`` block of ``simulate --json``: where reuse came from, the hit ratios, per replica, evictions.
