@@ -108,7 +108,10 @@ def session_owners(keys: np.ndarray, replicas: Sequence[int]) -> np.ndarray:
     """
     nodes = int(routing_constants()["session_affinity"]["virtual_nodes"]["value"])
     owner = np.repeat(np.asarray(replicas, dtype=np.int64), nodes)
-    points = _mix64(owner * np.int64(1 << 20) + np.tile(np.arange(nodes, dtype=np.int64), len(replicas)))
+    # the ring's points hash negative ids: a key (a session code, 0 up) never hashes onto a point exactly, which
+    # sent the first sessions all to replica 0 (key k < virtual_nodes was replica 0's k-th point)
+    node = owner * np.int64(1 << 20) + np.tile(np.arange(nodes, dtype=np.int64), len(replicas))
+    points = _mix64(-1 - node)
     order = np.argsort(points, kind="stable")
     ring, owner = points[order], owner[order]
     keys = np.asarray(keys, dtype=np.int64)
@@ -129,14 +132,18 @@ class SessionAffinity(Router):
         return self.owner[rid]
 
 
+def prefix_thresholds() -> np.ndarray:
+    """The prefix-aware rule's thresholds from ``data/routing.json``: cache share, absolute and relative imbalance."""
+    c = routing_constants()["prefix_aware"]
+    return np.array([float(c[k]["value"]) for k in ("cache_threshold", "balance_abs_threshold",
+                                                      "balance_rel_threshold")])
+
+
 class PrefixAware(Router):
     """SGLang's cache_aware rule on the replicas' actual caches (thresholds from ``data/routing.json``)."""
 
     def __init__(self, look: list[list[int]], input_tokens: np.ndarray) -> None:
-        c = routing_constants()["prefix_aware"]
-        self.cache_threshold = float(c["cache_threshold"]["value"])
-        self.abs_threshold = float(c["balance_abs_threshold"]["value"])
-        self.rel_threshold = float(c["balance_rel_threshold"]["value"])
+        self.cache_threshold, self.abs_threshold, self.rel_threshold = prefix_thresholds().tolist()
         self.look = look
         self.input_tokens = input_tokens
 

@@ -46,9 +46,16 @@ from shapeviz.serving.planner import (
     request_tokens,
 )
 from shapeviz.serving import sim_core
-from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame, routing_constants
+from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
-from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router, random_words, session_owners
+from shapeviz.serving.routers import (
+    LOAD_ROUTERS,
+    ROUTERS,
+    make_router,
+    prefix_thresholds,
+    random_words,
+    session_owners,
+)
 from shapeviz.serving.stages import saturated_stages
 
 ARRIVALS = ("trace", "poisson", "closed")
@@ -974,12 +981,9 @@ def _caches(blocks: PrefixBlocks, replicas: int, router: str) -> sim_core.Caches
     thresholds."""
     look, keep, first, distinct = blocks.dense
     owners = session_owners(blocks.key, range(replicas)) if router == "session" else np.empty(0, dtype=np.int64)
-    c = routing_constants()["prefix_aware"]
-    thresholds = np.array([float(c[k]["value"]) for k in ("cache_threshold", "balance_abs_threshold",
-                                                            "balance_rel_threshold")])
     return sim_core.Caches(int(blocks.block_size), distinct, np.ascontiguousarray(blocks.look_ptr, dtype=np.int64),
                            look, first, np.ascontiguousarray(blocks.keep_ptr, dtype=np.int64), keep,
-                           np.ascontiguousarray(owners, dtype=np.int64), thresholds)
+                           np.ascontiguousarray(owners, dtype=np.int64), prefix_thresholds())
 
 def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: str, whatif: WhatIf) -> dict[str, Any]:
     """The ``prefix`` block of ``simulate --json``: where reuse came from, the hit ratios, per replica, evictions.
