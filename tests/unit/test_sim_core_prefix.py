@@ -22,7 +22,7 @@ SMALL = Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1)
 
 def _both(frame: pd.DataFrame, **kwargs) -> tuple[SimResult, SimResult]:
     """The Python loop's run and the compiled loop's, after checking the second one does take the compiled loop."""
-    req = simulator.requests_from_frame(frame, kwargs.get("whatif", WhatIf()))
+    req = simulator.requests_from_frame(frame, kwargs.get("whatif", WhatIf()), block_size=kwargs.get("block_size"))
     assert req.blocks is not None
     assert simulator._compiled(SMALL, int(SMALL.eff.max_batch), None, req, kwargs["router"], kwargs["replicas"])
     simulator.COMPILED = False
@@ -82,3 +82,17 @@ def test_session_affinity_spreads_sessions_over_every_replica():
     """The first sessions of a log (codes 0, 1, 2, ...) are spread over the ring, not all sent to replica 0."""
     share = np.bincount(routers.session_owners(np.arange(400), range(4)), minlength=4) / 400
     assert share.min() > 0.15
+
+
+def test_compiled_prefix_router_load_guard_matches_the_python_loop():
+    """One hot prefix (400 requests in 2 s opening with the same 32 blocks): the load guard spreads them, and the
+    compiled loop picks as the Python loop does."""
+    n = 400
+    frame = pd.DataFrame({
+        "timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(np.linspace(0, 2, n), unit="s"),
+        "input_tokens": 34 * 64, "output_tokens": 200,
+        "hash_ids": [np.r_[np.arange(32), 1000 + 10 * i + np.arange(2)].astype(np.int64) for i in range(n)]})
+    reference, compiled = _both(frame, replicas=2, router="prefix", block_size=64)
+    pd.testing.assert_frame_equal(compiled.requests, reference.requests, check_exact=True)
+    assert compiled.prefix == reference.prefix
+    assert reference.requests["replica"].value_counts(normalize=True).min() > 0.25   # the guard fired
