@@ -94,6 +94,8 @@ class PrefixBlocks:
     def dense(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """The look-up and kept ids renumbered 0..U-1 (U distinct blocks), and where each looked-up block first
         occurs in its request (the compiled loop keeps per-replica state in arrays over those U blocks)."""
+        if self.source == "sessions":
+            return self._dense_sessions()
         both = np.concatenate([self.look_ids, self.keep_ids])
         distinct, inverse = np.unique(both, return_inverse=True)
         look = inverse[:self.look_ids.size].astype(np.int64)
@@ -101,6 +103,22 @@ class PrefixBlocks:
         first = np.zeros(look.size, dtype=np.bool_)
         first[np.unique(row * max(distinct.size, 1) + look, return_index=True)[1]] = True
         return look, inverse[self.look_ids.size:].astype(np.int64), first, int(distinct.size)
+
+    def _dense_sessions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """``dense`` without a sort: a session's blocks are 0..its longest context's blocks, so each session gets a
+        run of dense ids (a turn's blocks are distinct: each occurs once in it)."""
+        look_len, keep_len = np.diff(self.look_ptr), np.diff(self.keep_ptr)
+        span = np.maximum(look_len, keep_len)
+        rows = np.flatnonzero(span > 0)
+        codes, at = np.unique(self.key[rows], return_inverse=True)
+        longest = np.zeros(codes.size, dtype=np.int64)
+        np.maximum.at(longest, at, span[rows])
+        offset = np.zeros(len(self), dtype=np.int64)
+        offset[rows] = (np.cumsum(longest) - longest)[at]
+        index = (1 << _BLOCK_BITS) - 1
+        look = np.repeat(offset, look_len) + (self.look_ids & index)
+        keep = np.repeat(offset, keep_len) + (self.keep_ids & index)
+        return look, keep, np.ones(look.size, dtype=np.bool_), int(longest.sum())
 
     @property
     def with_blocks(self) -> np.ndarray:

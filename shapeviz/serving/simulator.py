@@ -208,7 +208,7 @@ def requests_from_frame(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), *, reuse
         arrival = ((ts[keep] - ts[keep].min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64)
         arrival = arrival / whatif.traffic_multiplier
     product = frame["product"].astype(str).to_numpy() if "product" in frame.columns else None
-    if keep is not None:
+    if keep is not None and not keep.all():
         product = None if product is None else product[keep]
         blocks = None if blocks is None else blocks.take(keep)
     return _apply_whatif(n, m, p, whatif, arrival, product, blocks)
@@ -222,7 +222,9 @@ def _apply_whatif(n: np.ndarray, m: np.ndarray, p: np.ndarray, whatif: WhatIf,
     out = np.maximum(np.round(w.output_tokens), 1).astype(np.int64)
     cached = np.minimum(np.round(w.cached_tokens), inp - 1).clip(min=0).astype(np.int64)
     req = Requests(inp, out, cached, arrival, product, blocks)
-    return req.take(np.argsort(arrival, kind="stable")) if arrival is not None else req
+    if arrival is None or not np.any(np.diff(arrival) < 0):   # already in arrival order: no copy of the blocks
+        return req
+    return req.take(np.argsort(arrival, kind="stable"))
 
 
 def requests_from_workload(workload: Workload, n: int, seed: int = 0, whatif: WhatIf = WhatIf()) -> Requests:
