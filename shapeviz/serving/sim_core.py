@@ -1,14 +1,22 @@
-"""The simulator's event loop compiled with numba: a colocated fleet without prefix caches, state in plain arrays.
+"""The simulator's event loop compiled with numba: a colocated fleet, its prefix caches and routers, state in plain arrays.
 
-The same scheduler, router and step physics as ``simulator._Replica`` (the reference, which still runs prefix
-caches, disaggregated pools and speculative decoding), written over arrays a compiler can take: the running
-batch of replica ``r`` is row ``r`` of ``(replicas, max_num_seqs)`` arrays, each waiting queue a binary heap, and
-the physics of ``physics.mixed_step_s`` and ``decode_step_s`` comes in as constants and tables computed once by
-the physics module itself (``constants``). Sums use numpy's pairwise order and interpolation numpy's rule, so a
-run gives the reference's numbers bit for bit (tests/unit/test_simulator_core.py compares them).
+The same scheduler, routers, prefix caches and step physics as ``simulator._Replica`` (the reference, which still
+runs disaggregated pools, speculative decoding and the fixed-capacity validation cache), written over arrays a
+compiler can take: the running batch of replica ``r`` is row ``r`` of ``(replicas, max_num_seqs)`` arrays, each
+waiting queue a binary heap, and the physics of ``physics.mixed_step_s`` and ``decode_step_s`` comes in as
+constants and tables computed once by the physics module itself (``constants``). Sums use numpy's pairwise order
+and interpolation numpy's rule, so a run gives the reference's numbers bit for bit
+(tests/unit/test_simulator_core.py and test_sim_core_prefix.py compare them).
+
+Prefix caches (``prefix_cache.PrefixCache``'s semantics, ``Caches``): the window's block ids renumbered 0..U-1
+once, then per replica and block a state (not cached, cached and free, or pinned by n running sequences), the
+tokens a pinned block holds in the pool, and the free blocks' LRU order as a doubly linked list (released blocks
+appended in block order, eviction from the head): 16 bytes per replica per distinct block, which the simulator
+bounds (``simulator.MAX_CACHE_STATE_BYTES``). The session router's picks come precomputed
+(``routers.session_owners``); the prefix-aware router reads the caches as the Python one does.
 
 Compiled on first use (``loop()``: numba is imported then, not when the simulator is) and cached on disk
-(``cache=True``): the first call in a fresh environment pays the compile (20-odd seconds of CPU, see
+(``cache=True``): the first call in a fresh environment pays the compile (about half a minute of CPU, see
 benchmarks/README.md), later processes load it in under a second. Without numba, ``loop()`` is None and the
 simulator runs its Python loop.
 """
@@ -539,6 +547,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     evicted = np.zeros(K, dtype=np.int64)
     own = np.zeros(size if cached else 0, dtype=np.int64)        # a running request's prompt blocks' tokens
     hit_blocks = np.zeros(size if cached else 0, dtype=np.int64)  # leading blocks found at admission
+    own_all = np.full(size if cached else 0, -1, dtype=np.int64)  # tokens of a request's distinct blocks, once known
     gone = np.zeros(S, dtype=np.int64)
     # scratch for one step's physics
     scratch_end = np.zeros(S, dtype=np.int64)
@@ -796,6 +805,15 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             own_tokens = 0
             if cached:   # the replica's cache at admission (a preempted prompt may hit its own blocks)
                 lo, hi = look_ptr[rid], look_ptr[rid + 1]
+                # two ways the head cannot be admitted, known without walking its blocks (the walk is the cost
+                # of a long prompt waiting for room, tried again every iteration): no token budget left (a cached
+                # prompt always has a token to compute), or its tokens beyond its own blocks do not fit
+                if budget <= 0:
+                    break
+                if own_all[rid] < 0:
+                    own_all[rid] = _shared_and_own(state, k, look_ids, look_first, lo, hi, n_in[rid], block_size)[1]
+                if total - own_all[rid] > free:
+                    break
                 hit = _match(state, k, look_ids, lo, hi)
                 done = max(min(hit * block_size, total - 1), 0)
                 shared, own_tokens = _shared_and_own(state, k, look_ids, look_first, lo, hi, n_in[rid], block_size)

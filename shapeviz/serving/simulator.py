@@ -16,9 +16,10 @@ Disaggregated mode runs a prefill pool and a decode pool with the KV transfer in
 Step times come from the calibrated physics (``physics.mixed_step_s`` and ``decode_step_s``), so the simulator
 and the analytic planner share one source of truth. Speed: iterations that only decode, with nothing arriving
 and nothing finishing, are advanced together as one vectorised run; an arrival cuts a run at the iteration in
-progress, so the result is the same as stepping one iteration at a time. Colocated runs without prefix caches
-take the same loop compiled with numba (``sim_core``, about a hundred times faster, the same results bit for bit);
-prefix caches, disaggregated pools and speculative decoding run the Python loop here.
+progress, so the result is the same as stepping one iteration at a time. Colocated runs, their prefix caches and
+every router included, take the same loop compiled with numba (``sim_core``, tens to hundreds of times faster, the
+same results bit for bit); disaggregated pools, speculative decoding, the fixed-capacity validation cache and
+caches whose state would pass ``MAX_CACHE_STATE_BYTES`` run the Python loop here.
 """
 from __future__ import annotations
 
