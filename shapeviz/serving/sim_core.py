@@ -11,9 +11,10 @@ and interpolation numpy's rule, so a run gives the reference's numbers bit for b
 Prefix caches (``prefix_cache.PrefixCache``'s semantics, ``Caches``): the window's block ids renumbered 0..U-1
 once, then per replica and block a state (not cached, cached and free, or pinned by n running sequences), the
 tokens a pinned block holds in the pool, and the free blocks' LRU order as a doubly linked list (released blocks
-appended in block order, eviction from the head): 16 bytes per replica per distinct block, which the simulator
-bounds (``simulator.MAX_CACHE_STATE_BYTES``). The session router's picks come precomputed
-(``routers.session_owners``); the prefix-aware router reads the caches as the Python one does.
+appended in block order, eviction from the head): 24 bytes per replica per distinct block, or, when the routing is
+static (round-robin, session affinity: the picks are precomputed, ``routers.session_owners``), per distinct block
+a replica meets; the simulator bounds it (``simulator.MAX_CACHE_STATE_BYTES``). The prefix-aware router reads the
+caches as the Python one does.
 
 Compiled on first use (``loop()``: numba is imported then, not when the simulator is) and cached on disk
 (``cache=True``): the first call in a fresh environment pays the compile (about half a minute of CPU, see
@@ -138,14 +139,15 @@ def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out:
     """
     consts, weights, collective, decode = physics
     c = caches if caches is not None else Caches.none(n_in.size)
-    router = ROUTER_CODES[settings["router"]] if caches is None else CACHE_ROUTER_CODES[settings["router"]]
+    router = (ROUTER_CODES[settings["router"]] if caches is None
+              else 3 if c.picks.size else CACHE_ROUTER_CODES[settings["router"]])
     out = loop()(arrival, closed_starts, n_in, n_out, n_cached.copy(), ttft_target_s,
                  int(settings["replicas"]), int(settings["max_num_seqs"]), int(settings["budget"]),
                  SCHEDULER_CODES[settings["scheduler"]], router,
                  int(settings["kv_tokens"]), bool(settings["chunked"]), int(settings["max_run_steps"]),
                  consts, weights, collective, decode, grid, schedule_times, schedule_serving, words,
-                 caches is not None, c.block_size, c.n_blocks, c.look_ptr, c.look_ids, c.look_first, c.keep_ptr,
-                 c.keep_ids, c.session_pick, c.thresholds)
+                 caches is not None, c.block_size, c.n_blocks, c.per_replica_ids, c.look_ptr, c.look_ids,
+                 c.look_first, c.keep_ptr, c.keep_ids, c.picks, c.thresholds)
     return out[:-1] if out[-1] else None
 
 
@@ -154,18 +156,21 @@ class Caches:
     """What the loop needs for per-replica prefix caches: dense block ids (0..n_blocks-1) per request, CSR form.
 
     ``look_first``: True where a looked-up block first occurs in its request (a block is charged once per
-    request); ``session_pick``: the session router's replica per request (-1: no session key, round-robin);
-    ``thresholds``: the prefix router's (cache share, absolute and relative imbalance) from ``data/routing.json``.
+    request); ``picks``: with static routing (round-robin or session affinity), each request's replica, precomputed
+    (-1: no session key, round-robin in the loop), else empty; ``per_replica_ids``: the ids are numbered per
+    replica (every request's replica is in ``picks``), so the loop keeps one cell per id rather than one per
+    replica and id; ``thresholds``: the prefix router's (cache share, absolute and relative imbalance).
     """
 
     block_size: int
     n_blocks: int
+    per_replica_ids: bool
     look_ptr: np.ndarray
     look_ids: np.ndarray
     look_first: np.ndarray
     keep_ptr: np.ndarray
     keep_ids: np.ndarray
-    session_pick: np.ndarray
+    picks: np.ndarray
     thresholds: np.ndarray
 
     @staticmethod
@@ -173,7 +178,11 @@ class Caches:
         """No prefix caches: empty block arrays of the same types (one compiled version of the loop serves both)."""
         ptr = np.zeros(size + 1, dtype=np.int64)
         empty = np.empty(0, dtype=np.int64)
-        return Caches(1, 0, ptr, empty, np.empty(0, dtype=np.bool_), ptr, empty, empty, np.zeros(3))
+        return Caches(1, 0, False, ptr, empty, np.empty(0, dtype=np.bool_), ptr, empty, empty, np.zeros(3))
+
+    def state_bytes(self, replicas: int) -> int:
+        """What the loop's cache state takes on ``replicas`` replicas: 24 bytes a cell (state, LRU links, tokens)."""
+        return 24 * self.n_blocks * (1 if self.per_replica_ids else replicas)
 
 
 # --- numpy's summation order, so that sums equal np.sum bit for bit ----------------------------------------
@@ -339,53 +348,55 @@ def _mixed_step(c: np.ndarray, weights: np.ndarray, collective: np.ndarray, ends
 
 
 # --- one replica's prefix cache (``prefix_cache.PrefixCache``) over dense block ids ---------------------------
-# state[r, u]: -1 not cached, 0 cached and free (in the LRU list), n > 0 pinned by n running sequences;
-# the free blocks form a doubly linked list per replica (nxt/prv, head/tail), least recently used first.
-def _match(state: np.ndarray, r: int, ids: np.ndarray, lo: int, hi: int) -> int:
-    """``PrefixCache.match``: how many leading blocks of ids[lo:hi] replica ``r`` holds (cached or in use)."""
+# Replica r's copy of dense block u is cell base[r] + u of flat arrays: state -1 not cached, 0 cached and free (in
+# the LRU list), n > 0 pinned by n running sequences; held: its tokens in the pool while pinned; nxt/prv link the
+# free cells of each replica (head/tail per replica), least recently used first. With static routing the ids are
+# numbered per replica already (base 0): only the blocks a replica can meet take cells.
+def _match(state: np.ndarray, o: int, ids: np.ndarray, lo: int, hi: int) -> int:
+    """``PrefixCache.match``: how many leading blocks of ids[lo:hi] the replica at base ``o`` holds."""
     hit = 0
     for j in range(lo, hi):
-        if state[r, ids[j]] < 0:
+        if state[o + ids[j]] < 0:
             break
         hit += 1
     return hit
 
 
-def _lru_unlink(nxt: np.ndarray, prv: np.ndarray, head: np.ndarray, tail: np.ndarray, r: int, u: int) -> None:
-    p, n = prv[r, u], nxt[r, u]
+def _lru_unlink(nxt: np.ndarray, prv: np.ndarray, head: np.ndarray, tail: np.ndarray, r: int, a: int) -> None:
+    p, n = prv[a], nxt[a]
     if p >= 0:
-        nxt[r, p] = n
+        nxt[p] = n
     else:
         head[r] = n
     if n >= 0:
-        prv[r, n] = p
+        prv[n] = p
     else:
         tail[r] = p
 
 
-def _lru_append(nxt: np.ndarray, prv: np.ndarray, head: np.ndarray, tail: np.ndarray, r: int, u: int) -> None:
+def _lru_append(nxt: np.ndarray, prv: np.ndarray, head: np.ndarray, tail: np.ndarray, r: int, a: int) -> None:
     t = tail[r]
-    prv[r, u] = t
-    nxt[r, u] = -1
+    prv[a] = t
+    nxt[a] = -1
     if t >= 0:
-        nxt[r, t] = u
+        nxt[t] = a
     else:
-        head[r] = u
-    tail[r] = u
+        head[r] = a
+    tail[r] = a
 
 
 def _fit(state, nxt, prv, head, tail, n_free, evicted, r: int, room: int, block_size: int) -> None:
     """``PrefixCache.fit``: evict least recently used free blocks until they fit the pool's free room."""
     limit = max(room, 0) // block_size
     while n_free[r] > limit:
-        u = head[r]
-        _lru_unlink(nxt, prv, head, tail, r, u)
-        state[r, u] = -1
+        a = head[r]
+        _lru_unlink(nxt, prv, head, tail, r, a)
+        state[a] = -1
         n_free[r] -= 1
         evicted[r] += 1
 
 
-def _shared_and_own(state: np.ndarray, r: int, ids: np.ndarray, first: np.ndarray, lo: int, hi: int,
+def _shared_and_own(state: np.ndarray, o: int, ids: np.ndarray, first: np.ndarray, lo: int, hi: int,
                     n: int, block_size: int) -> tuple[int, int]:
     """``PrefixCache.shared_tokens`` and ``_Replica._block_tokens``'s own: tokens of the request's distinct blocks
     that running sequences hold already, and of all its distinct blocks (a block past the prompt's end holds 0)."""
@@ -395,54 +406,54 @@ def _shared_and_own(state: np.ndarray, r: int, ids: np.ndarray, first: np.ndarra
         if first[j]:
             t = max(min(block_size, n - (j - lo) * block_size), 0)
             own += t
-            if state[r, ids[j]] > 0:
+            if state[o + ids[j]] > 0:
                 shared += t
     return shared, own
 
 
-def _pin(state, nxt, prv, head, tail, n_free, n_pinned, held, r: int, ids: np.ndarray, lo: int, hi: int,
+def _pin(state, nxt, prv, head, tail, n_free, n_pinned, held, r: int, o: int, ids: np.ndarray, lo: int, hi: int,
          n: int, block_size: int) -> None:
     """``PrefixCache.pin`` with each block's tokens: the admitted sequence's prompt blocks are in use."""
     for j in range(lo, hi):
-        u = ids[j]
-        if state[r, u] > 0:
-            state[r, u] += 1
+        a = o + ids[j]
+        if state[a] > 0:
+            state[a] += 1
         else:
-            if state[r, u] == 0:
-                _lru_unlink(nxt, prv, head, tail, r, u)
+            if state[a] == 0:
+                _lru_unlink(nxt, prv, head, tail, r, a)
                 n_free[r] -= 1
-            state[r, u] = 1
+            state[a] = 1
             n_pinned[r] += 1
-            held[r, u] = max(min(block_size, n - (j - lo) * block_size), 0)
+            held[a] = max(min(block_size, n - (j - lo) * block_size), 0)
 
 
-def _release(state, nxt, prv, head, tail, n_free, n_pinned, held, r: int, look: np.ndarray, lo: int, hi: int,
-             keep: np.ndarray, keep_lo: int, keep_hi: int) -> int:
+def _release(state, nxt, prv, head, tail, n_free, n_pinned, held, r: int, o: int, look: np.ndarray, lo: int,
+             hi: int, keep: np.ndarray, keep_lo: int, keep_hi: int) -> int:
     """``PrefixCache.release``: the sequence's blocks stay cached, most recently used, in block order; returns
     the tokens of the blocks no running sequence holds any more."""
     freed = 0
     for j in range(lo, hi):
-        u = look[j]
-        if state[r, u] > 1:
-            state[r, u] -= 1
+        a = o + look[j]
+        if state[a] > 1:
+            state[a] -= 1
         else:
-            state[r, u] = -1
+            state[a] = -1
             n_pinned[r] -= 1
-            freed += held[r, u]
+            freed += held[a]
     for j in range(keep_lo, keep_hi):
-        u = keep[j]
-        if state[r, u] > 0:
+        a = o + keep[j]
+        if state[a] > 0:
             continue
-        if state[r, u] == 0:
-            _lru_unlink(nxt, prv, head, tail, r, u)
+        if state[a] == 0:
+            _lru_unlink(nxt, prv, head, tail, r, a)
         else:
             n_free[r] += 1
-        _lru_append(nxt, prv, head, tail, r, u)
-        state[r, u] = 0
+        _lru_append(nxt, prv, head, tail, r, a)
+        state[a] = 0
     return freed
 
 
-def _prefix_pick(state, in_flight, outstanding, serving: int, ids: np.ndarray, lo: int, hi: int, n: int,
+def _prefix_pick(state, base, in_flight, outstanding, serving: int, ids: np.ndarray, lo: int, hi: int, n: int,
                  block_size: int, thresholds: np.ndarray) -> int:
     """``routers.PrefixAware.pick`` over the first ``serving`` replicas: the least loaded when the fleet is
     imbalanced, else the longest cached prefix when it covers enough of the prompt, else the fewest tokens."""
@@ -462,7 +473,7 @@ def _prefix_pick(state, in_flight, outstanding, serving: int, ids: np.ndarray, l
         return least
     best, best_blocks = least, -1
     for j in range(serving):   # the longest cached prefix; among equals the one with fewer outstanding tokens
-        hit = _match(state, j, ids, lo, hi)
+        hit = _match(state, base[j], ids, lo, hi)
         if hit > best_blocks or (hit == best_blocks and outstanding[j] < outstanding[best]):
             best, best_blocks = j, hit
     rate = min(best_blocks * block_size, n) / max(n, 1)
@@ -472,8 +483,8 @@ def _prefix_pick(state, in_flight, outstanding, serving: int, ids: np.ndarray, l
 # --- the event loop ----------------------------------------------------------------------------------------
 def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S, budget_max, scheduler, router,
           kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving,
-          words, cached, block_size, n_blocks, look_ptr, look_ids, look_first, keep_ptr, keep_ids, session_pick,
-          thresholds):
+          words, cached, block_size, n_blocks, per_replica_ids, look_ptr, look_ids, look_first, keep_ptr, keep_ids,
+          picks, thresholds):
     size = n_in.size
     inf = math.inf
     nan = math.nan
@@ -535,11 +546,13 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 en += 1
                 next_client += 1
     in_flight = np.zeros(K, dtype=np.int64)       # requests routed here and not finished (the prefix router's)
-    # prefix caches (``cached``): per replica, per distinct block, its state, LRU links and tokens held when pinned
-    state = np.full((K, n_blocks), -1, dtype=np.int32)
-    nxt = np.full((K, n_blocks), -1, dtype=np.int32)
-    prv = np.full((K, n_blocks), -1, dtype=np.int32)
-    held = np.zeros((K, n_blocks), dtype=np.int32)
+    # prefix caches (``cached``): per replica and block, its state, LRU links and tokens held when pinned
+    base = np.zeros(K, dtype=np.int64) if per_replica_ids else np.arange(K, dtype=np.int64) * n_blocks
+    cells = n_blocks if per_replica_ids else K * n_blocks
+    state = np.full(cells, -1, dtype=np.int32)
+    nxt = np.full(cells, -1, dtype=np.int64)
+    prv = np.full(cells, -1, dtype=np.int64)
+    held = np.zeros(cells, dtype=np.int32)
     head = np.full(K, -1, dtype=np.int64)
     tail = np.full(K, -1, dtype=np.int64)
     n_free = np.zeros(K, dtype=np.int64)
@@ -604,13 +617,13 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                     return (arrival, start, first, finish, replica, preempted, preemptions, kv_peak,
                             span_lo[:0].copy(), span_hi[:0].copy(), span_rep[:0].copy(), n_cached, hit_blocks,
                             evicted, n_free + n_pinned, False)
-            elif router == 3 and session_pick[rid] >= 0:
-                r = session_pick[rid]   # the session's replica on the ring of all replicas (routers.SessionAffinity)
+            elif router == 3 and picks[rid] >= 0:
+                r = picks[rid]   # static routing, precomputed: round-robin, or the session's replica on the ring
             elif router == 3:
                 r = turn % serving
                 turn += 1
             elif router == 4:
-                r = _prefix_pick(state, in_flight, outstanding, serving, look_ids, look_ptr[rid], look_ptr[rid + 1],
+                r = _prefix_pick(state, base, in_flight, outstanding, serving, look_ids, look_ptr[rid], look_ptr[rid + 1],
                                  n_in[rid], block_size, thresholds)
             else:
                 r = 0
@@ -621,7 +634,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             replica[rid] = r
             in_flight[r] += 1
             if cached:   # what this cache holds now; exact at admission
-                hit = _match(state, r, look_ids, look_ptr[rid], look_ptr[rid + 1])
+                hit = _match(state, base[r], look_ids, look_ptr[rid], look_ptr[rid + 1])
                 n_cached[rid] = max(min(hit * block_size, n_in[rid] - 1), 0)
             n = qn[r]
             if n == qk1[r].size:
@@ -735,7 +748,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             if cached:   # their blocks stay cached, in the order they left the batch
                 for g in range(n_gone):
                     rid = gone[g]
-                    back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, look_ids, look_ptr[rid],
+                    back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids, look_ptr[rid],
                                     look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
                     kv_used[k] += own[rid] - back
                     own[rid] = 0
@@ -764,7 +777,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 outstanding[k] += resume_total[rid] - (pre_total[k, i] - pre_done[k, i])
                 count[k] = m - 1
                 if cached:
-                    back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, look_ids, look_ptr[rid],
+                    back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids, look_ptr[rid],
                                     look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
                     kv_used[k] += own[rid] - back
                     own[rid] = 0
@@ -811,12 +824,12 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 if budget <= 0:
                     break
                 if own_all[rid] < 0:
-                    own_all[rid] = _shared_and_own(state, k, look_ids, look_first, lo, hi, n_in[rid], block_size)[1]
+                    own_all[rid] = _shared_and_own(state, base[k], look_ids, look_first, lo, hi, n_in[rid], block_size)[1]
                 if total - own_all[rid] > free:
                     break
-                hit = _match(state, k, look_ids, lo, hi)
+                hit = _match(state, base[k], look_ids, lo, hi)
                 done = max(min(hit * block_size, total - 1), 0)
-                shared, own_tokens = _shared_and_own(state, k, look_ids, look_first, lo, hi, n_in[rid], block_size)
+                shared, own_tokens = _shared_and_own(state, base[k], look_ids, look_first, lo, hi, n_in[rid], block_size)
                 charge = total - shared
             if charge > free:
                 break
@@ -836,7 +849,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                     outstanding[k] += n_cached[rid] - done
                     n_cached[rid] = done
                     hit_blocks[rid] = hit
-                _pin(state, nxt, prv, head, tail, n_free, n_pinned, held, k, look_ids, look_ptr[rid],
+                _pin(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids, look_ptr[rid],
                      look_ptr[rid + 1], n_in[rid], block_size)
                 own[rid] = own_tokens
             resumed[rid] = False

@@ -69,9 +69,8 @@ SATURATION_SERVED = 0.9            # served/offered rate below this: the queue g
 QUANTILES = (50, 90, 99)
 RANDOM_WORDS_PER_REQUEST = 3       # the random router's draws handed to the compiled loop per request (more if short)
 COMPILED = True                    # colocated runs take the compiled loop (sim_core) when numba is present
-# the compiled loop's prefix caches keep 16 bytes per replica per distinct block of the window: above this bound
-# (hundreds of replicas on millions of distinct blocks) the run takes the Python loop, whose caches hold only
-# what they cache
+# the compiled loop's prefix caches keep 24 bytes per replica per distinct block of the window (per block a replica
+# meets, with static routing): above this bound the run takes the Python loop, whose caches hold what they cache
 MAX_CACHE_STATE_BYTES = 1 << 30
 
 
@@ -743,7 +742,10 @@ def simulate(
         raise ValueError(
             f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
             f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
-    compiled = _compiled(dep, int(max_num_seqs), split, req, router, replicas, prefix_cache_blocks)
+    # the compiled loop's view of the prompt blocks (a fixed-capacity validation cache is the Python loop's)
+    caches = (_caches(req.blocks, replicas, router, replica_schedule)
+              if req.blocks is not None and prefix_cache_blocks is None and split is None and COMPILED else None)
+    compiled = _compiled(dep, int(max_num_seqs), split, req, router, caches, replicas)
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
                  prefix_cache_blocks, outputs=not compiled)
     pool.default_ttft_s = float(ttft_slo_ms) / 1000.0
@@ -755,7 +757,7 @@ def simulate(
         starts = np.sort(rng.uniform(0.0, _one_request_s(dep, req, c), size=c)) if ramp else np.zeros(c)
     if compiled:
         fleet = _replay_compiled(pool, dep, arrival if arrivals != "closed" else np.empty(0), starts, replicas, router,
-                                 replica_schedule, seed)
+                                 replica_schedule, seed, caches)
         if progress is not None:
             progress(1.0)
     else:
@@ -930,21 +932,20 @@ class _Served:
 
 
 def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None, req: Requests, router: str,
-              replicas: int = 1, cache_blocks: float | None = None) -> bool:
-    """Whether this run takes the compiled loop: colocated, no speculative decoding, numba present; prefix caches
-    in the KV pool within ``MAX_CACHE_STATE_BYTES`` (a fixed ``cache_blocks`` capacity, the validation mode, is
-    the Python loop's)."""
+              caches: sim_core.Caches | None = None, replicas: int = 1) -> bool:
+    """Whether this run takes the compiled loop: colocated, no speculative decoding, numba present; prompt blocks
+    only with their ``caches`` (``_caches``: prefix caches in the KV pool) within ``MAX_CACHE_STATE_BYTES``."""
     if not COMPILED or split is not None:
         return False
-    if req.blocks is not None and (cache_blocks is not None
-                                   or 16 * replicas * req.blocks.dense[3] > MAX_CACHE_STATE_BYTES):
+    if req.blocks is not None and (caches is None or caches.state_bytes(replicas) > MAX_CACHE_STATE_BYTES):
         return False
     # without numba (sim_core.loop() is None) the Python loop gives the same results, slower
     return router in sim_core.ROUTER_CODES and sim_core.supports(dep, max_num_seqs)
 
 
 def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: np.ndarray, replicas: int,
-                     router: str, schedule: tuple[np.ndarray, np.ndarray] | None, seed: int = 0) -> list[_Served]:
+                     router: str, schedule: tuple[np.ndarray, np.ndarray] | None, seed: int = 0,
+                     caches: sim_core.Caches | None = None) -> list[_Served]:
     """The compiled loop (``sim_core``): fills the pool's per-request arrays, returns what each replica did."""
     longest = int(np.max(pool.n_in + pool.n_out))
     physics = sim_core.constants(dep, pool.max_num_seqs, max(pool.budget, longest) + pool.max_num_seqs,
@@ -961,7 +962,6 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
     # the random router's draws: a draw takes one word, or more when it falls above the replica count (under half
     # the time), so a few per request almost never run out; a run that does is run again with twice as many
     n_words = RANDOM_WORDS_PER_REQUEST * pool.n_in.size + 64 if router == "random" else 0
-    caches = None if pool.blocks is None else _caches(pool.blocks, replicas, router)
     while True:
         out = sim_core.run(np.asarray(arrival, dtype=np.float64), np.asarray(starts, dtype=np.float64),
                            as_int(pool.n_in, dtype=np.int64), as_int(pool.n_out, dtype=np.int64),
@@ -979,14 +979,31 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
             for k in range(replicas)]
 
 
-def _caches(blocks: PrefixBlocks, replicas: int, router: str) -> sim_core.Caches:
-    """The prompt blocks as the compiled loop takes them, with the session router's picks and the prefix router's
-    thresholds."""
-    look, keep, first, distinct = blocks.dense
-    owners = session_owners(blocks.key, range(replicas)) if router == "session" else np.empty(0, dtype=np.int64)
-    return sim_core.Caches(int(blocks.block_size), distinct, np.ascontiguousarray(blocks.look_ptr, dtype=np.int64),
-                           look, first, np.ascontiguousarray(blocks.keep_ptr, dtype=np.int64), keep,
-                           np.ascontiguousarray(owners, dtype=np.int64), prefix_thresholds())
+def _caches(blocks: PrefixBlocks, replicas: int, router: str,
+            schedule: tuple[np.ndarray, np.ndarray] | None) -> sim_core.Caches:
+    """The prompt blocks as the compiled loop takes them, with the prefix router's thresholds.
+
+    Round-robin and session affinity without a replica schedule route every request where it would go anyway
+    (``RoundRobin``: in turn; ``SessionAffinity``: the session's point on the ring, keyless requests in turn): the
+    picks are computed here and the block ids numbered per replica, so a replica's state covers only the blocks
+    of the requests it serves (a big fleet's state grows with the blocks, not with replicas times blocks).
+    """
+    picks = np.empty(0, dtype=np.int64)
+    if router == "session":
+        picks = session_owners(blocks.key, range(replicas))
+    static = schedule is None and router in ("round_robin", "session")
+    if static and router == "round_robin":
+        picks = np.arange(len(blocks), dtype=np.int64) % replicas
+    elif static:
+        keyless = picks < 0
+        picks = picks.copy()
+        picks[keyless] = np.arange(int(keyless.sum()), dtype=np.int64) % replicas
+    look, keep, first, distinct = blocks.dense(picks if static else None)
+    return sim_core.Caches(int(blocks.block_size), distinct, static,
+                           np.ascontiguousarray(blocks.look_ptr, dtype=np.int64), look, first,
+                           np.ascontiguousarray(blocks.keep_ptr, dtype=np.int64), keep,
+                           np.ascontiguousarray(picks, dtype=np.int64), prefix_thresholds())
+
 
 def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: str, whatif: WhatIf) -> dict[str, Any]:
     """The ``prefix`` block of ``simulate --json``: where reuse came from, the hit ratios, per replica, evictions.

@@ -24,7 +24,8 @@ def _both(frame: pd.DataFrame, **kwargs) -> tuple[SimResult, SimResult]:
     """The Python loop's run and the compiled loop's, after checking the second one does take the compiled loop."""
     req = simulator.requests_from_frame(frame, kwargs.get("whatif", WhatIf()), block_size=kwargs.get("block_size"))
     assert req.blocks is not None
-    assert simulator._compiled(SMALL, int(SMALL.eff.max_batch), None, req, kwargs["router"], kwargs["replicas"])
+    caches = simulator._caches(req.blocks, kwargs["replicas"], kwargs["router"], kwargs.get("replica_schedule"))
+    assert simulator._compiled(SMALL, int(SMALL.eff.max_batch), None, req, kwargs["router"], caches, kwargs["replicas"])
     simulator.COMPILED = False
     try:
         reference = simulate(frame, SMALL, **kwargs)
@@ -53,10 +54,13 @@ def demo_sessions() -> pd.DataFrame:
     return demo.sort_values("timestamp", kind="stable").iloc[:400]
 
 
-@pytest.mark.parametrize("router", ["session", "prefix", "round_robin"])
+@pytest.mark.parametrize("router", ["session", "prefix", "round_robin", "session, replicas joining"])
 def test_compiled_prefix_caches_match_the_python_loop_on_demo_sessions(demo_sessions, router):
-    reference, compiled = _both(demo_sessions, replicas=2, router=router, kv_fraction=0.02,
-                                whatif=WhatIf(traffic_multiplier=200.0))
+    """Round-robin and session affinity number the blocks per replica (static routing); the prefix router, and
+    any router under a replica schedule, keep every replica's state over every block."""
+    schedule = (np.array([0.0, 3.0]), np.array([1, 2])) if "joining" in router else None
+    reference, compiled = _both(demo_sessions, replicas=2, router=router.split(",")[0], kv_fraction=0.02,
+                                whatif=WhatIf(traffic_multiplier=200.0), replica_schedule=schedule)
     assert reference.prefix["source"] == "sessions"
     _assert_same(compiled, reference)
 
