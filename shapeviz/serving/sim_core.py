@@ -11,7 +11,7 @@ and interpolation numpy's rule, so a run gives the reference's numbers bit for b
 Prefix caches (``prefix_cache.PrefixCache``'s semantics, ``Caches``): the window's block ids renumbered 0..U-1
 once, then per replica and block a state (not cached, cached and free, or pinned by n running sequences), the
 tokens a pinned block holds in the pool, and the free blocks' LRU order as a doubly linked list (released blocks
-appended in block order, eviction from the head): 24 bytes per replica per distinct block, or, when the routing is
+appended in block order, eviction from the head): 16 bytes per replica per distinct block, or, when the routing is
 static (round-robin, session affinity: the picks are precomputed, ``routers.session_owners``), per distinct block
 a replica meets; the simulator bounds it (``simulator.MAX_CACHE_STATE_BYTES``). The prefix-aware router reads the
 caches as the Python one does.
@@ -181,8 +181,8 @@ class Caches:
         return Caches(1, 0, False, ptr, empty, np.empty(0, dtype=np.bool_), ptr, empty, empty, np.zeros(3))
 
     def state_bytes(self, replicas: int) -> int:
-        """What the loop's cache state takes on ``replicas`` replicas: 24 bytes a cell (state, LRU links, tokens)."""
-        return 24 * self.n_blocks * (1 if self.per_replica_ids else replicas)
+        """What the loop's cache state takes on ``replicas`` replicas: 16 bytes a cell (state, LRU links, tokens)."""
+        return 16 * self.n_blocks * (1 if self.per_replica_ids else replicas)
 
 
 # --- numpy's summation order, so that sums equal np.sum bit for bit ----------------------------------------
@@ -550,8 +550,8 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     base = np.zeros(K, dtype=np.int64) if per_replica_ids else np.arange(K, dtype=np.int64) * n_blocks
     cells = n_blocks if per_replica_ids else K * n_blocks
     state = np.full(cells, -1, dtype=np.int32)
-    nxt = np.full(cells, -1, dtype=np.int64)
-    prv = np.full(cells, -1, dtype=np.int64)
+    nxt = np.full(cells, -1, dtype=np.int32)   # cell numbers: the simulator's bound keeps them below 2**31
+    prv = np.full(cells, -1, dtype=np.int32)
     held = np.zeros(cells, dtype=np.int32)
     head = np.full(K, -1, dtype=np.int64)
     tail = np.full(K, -1, dtype=np.int64)

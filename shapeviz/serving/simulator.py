@@ -69,8 +69,9 @@ SATURATION_SERVED = 0.9            # served/offered rate below this: the queue g
 QUANTILES = (50, 90, 99)
 RANDOM_WORDS_PER_REQUEST = 3       # the random router's draws handed to the compiled loop per request (more if short)
 COMPILED = True                    # colocated runs take the compiled loop (sim_core) when numba is present
-# the compiled loop's prefix caches keep 24 bytes per replica per distinct block of the window (per block a replica
-# meets, with static routing): above this bound the run takes the Python loop, whose caches hold what they cache
+# the compiled loop's prefix caches keep 16 bytes per replica per distinct block of the window (per block a replica
+# meets, with static routing): above this bound (which also keeps cell numbers in int32) the run takes the Python
+# loop, whose caches hold only what they cache
 MAX_CACHE_STATE_BYTES = 1 << 30
 
 
