@@ -90,6 +90,45 @@ class PrefixBlocks:
         keep = np.split(self.keep_ids, self.keep_ptr[1:-1])
         return [a.tolist() for a in look], [a.tolist() for a in keep]
 
+    def dense(self, group: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """The look-up and kept ids renumbered 0..U-1 (U distinct blocks), and where each looked-up block first
+        occurs in its request (the compiled loop keeps its caches' state in arrays over those U blocks).
+
+        ``group`` (per request, e.g. the replica it is routed to): a block is numbered apart in each group, so U
+        counts distinct (group, block) pairs (one replica's copy of a block is not another's)."""
+        if self.source == "sessions":
+            return self._dense_sessions(group)
+        both = np.concatenate([self.look_ids, self.keep_ids])
+        if group is not None:   # (group, block) pairs: the block's number, offset by its group
+            _, ids = np.unique(both, return_inverse=True)
+            rows = np.r_[np.repeat(np.arange(len(self)), np.diff(self.look_ptr)),
+                         np.repeat(np.arange(len(self)), np.diff(self.keep_ptr))]
+            both = np.asarray(group, dtype=np.int64)[rows] * (int(ids.max(initial=0)) + 1) + ids
+        distinct, inverse = np.unique(both, return_inverse=True)
+        look = inverse[:self.look_ids.size].astype(np.int64)
+        row = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.look_ptr))
+        first = np.zeros(look.size, dtype=np.bool_)
+        first[np.unique(row * max(distinct.size, 1) + look, return_index=True)[1]] = True
+        return look, inverse[self.look_ids.size:].astype(np.int64), first, int(distinct.size)
+
+    def _dense_sessions(self, group: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """``dense`` without a sort of the blocks: a session's blocks are 0..its longest context's blocks, so each
+        session (in each group) gets a run of dense ids (a turn's blocks are distinct: each occurs once in it)."""
+        look_len, keep_len = np.diff(self.look_ptr), np.diff(self.keep_ptr)
+        span = np.maximum(look_len, keep_len)
+        rows = np.flatnonzero(span > 0)
+        key = self.key[rows] if group is None else np.asarray(group, dtype=np.int64)[rows] * (
+            int(self.key.max(initial=0)) + 1) + self.key[rows]
+        codes, at = np.unique(key, return_inverse=True)
+        longest = np.zeros(codes.size, dtype=np.int64)
+        np.maximum.at(longest, at, span[rows])
+        offset = np.zeros(len(self), dtype=np.int64)
+        offset[rows] = (np.cumsum(longest) - longest)[at]
+        index = (1 << _BLOCK_BITS) - 1
+        look = np.repeat(offset, look_len) + (self.look_ids & index)
+        keep = np.repeat(offset, keep_len) + (self.keep_ids & index)
+        return look, keep, np.ones(look.size, dtype=np.bool_), int(longest.sum())
+
     @property
     def with_blocks(self) -> np.ndarray:
         """True for requests that look up at least one block."""

@@ -20,7 +20,6 @@ A router reads only what a real one can see: the replicas' outstanding tokens, r
 from __future__ import annotations
 
 import random
-from bisect import bisect_left
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -101,35 +100,50 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+def session_owners(keys: np.ndarray, replicas: Sequence[int]) -> np.ndarray:
+    """Each key's replica on the consistent-hash ring of ``replicas`` (virtual nodes each); -1 for keys below 0.
+
+    The ring's point at or after the key's hash (wrapping round), the pick of ``SessionAffinity`` (the compiled
+    loop takes these picks as they are).
+    """
+    nodes = int(routing_constants()["session_affinity"]["virtual_nodes"]["value"])
+    owner = np.repeat(np.asarray(replicas, dtype=np.int64), nodes)
+    # the ring's points hash negative ids: a key (a session code, 0 up) never hashes onto a point exactly, which
+    # sent the first sessions all to replica 0 (key k < virtual_nodes was replica 0's k-th point)
+    node = owner * np.int64(1 << 20) + np.tile(np.arange(nodes, dtype=np.int64), len(replicas))
+    points = _mix64(-1 - node)
+    order = np.argsort(points, kind="stable")
+    ring, owner = points[order], owner[order]
+    keys = np.asarray(keys, dtype=np.int64)
+    at = np.searchsorted(ring, _mix64(keys), side="left") % ring.size
+    return np.where(keys >= 0, owner[at], -1)
+
+
 class SessionAffinity(Router):
     """Consistent hashing of each request's session key onto a ring of virtual nodes; round-robin without a key."""
 
     def __init__(self, keys: np.ndarray, replicas: Sequence[int]) -> None:
-        nodes = int(routing_constants()["session_affinity"]["virtual_nodes"]["value"])
-        owner = np.repeat(np.asarray(replicas, dtype=np.int64), nodes)
-        points = _mix64(owner * np.int64(1 << 20) + np.tile(np.arange(nodes, dtype=np.int64), len(replicas)))
-        order = np.argsort(points, kind="stable")
-        self.ring = points[order].tolist()
-        self.owner = owner[order].tolist()
-        self.hashed = _mix64(np.asarray(keys, dtype=np.int64)).tolist()
-        self.keys = np.asarray(keys)
+        self.owner = session_owners(keys, replicas).tolist()
         self.fallback = RoundRobin()
 
     def pick(self, rid: int, candidates: Sequence[int], fleet: Sequence[Replica]) -> int:
-        if self.keys[rid] < 0:
+        if self.owner[rid] < 0:
             return self.fallback.pick(rid, candidates, fleet)
-        i = bisect_left(self.ring, self.hashed[rid])
-        return int(self.owner[i % len(self.ring)])
+        return self.owner[rid]
+
+
+def prefix_thresholds() -> np.ndarray:
+    """The prefix-aware rule's thresholds from ``data/routing.json``: cache share, absolute and relative imbalance."""
+    c = routing_constants()["prefix_aware"]
+    return np.array([float(c[k]["value"]) for k in ("cache_threshold", "balance_abs_threshold",
+                                                      "balance_rel_threshold")])
 
 
 class PrefixAware(Router):
     """SGLang's cache_aware rule on the replicas' actual caches (thresholds from ``data/routing.json``)."""
 
     def __init__(self, look: list[list[int]], input_tokens: np.ndarray) -> None:
-        c = routing_constants()["prefix_aware"]
-        self.cache_threshold = float(c["cache_threshold"]["value"])
-        self.abs_threshold = float(c["balance_abs_threshold"]["value"])
-        self.rel_threshold = float(c["balance_rel_threshold"]["value"])
+        self.cache_threshold, self.abs_threshold, self.rel_threshold = prefix_thresholds().tolist()
         self.look = look
         self.input_tokens = input_tokens
 

@@ -1,14 +1,23 @@
-"""The simulator's event loop compiled with numba: a colocated fleet without prefix caches, state in plain arrays.
+"""The simulator's event loop compiled with numba: a colocated fleet, its prefix caches and routers, state in plain arrays.
 
-The same scheduler, router and step physics as ``simulator._Replica`` (the reference, which still runs prefix
-caches, disaggregated pools and speculative decoding), written over arrays a compiler can take: the running
-batch of replica ``r`` is row ``r`` of ``(replicas, max_num_seqs)`` arrays, each waiting queue a binary heap, and
-the physics of ``physics.mixed_step_s`` and ``decode_step_s`` comes in as constants and tables computed once by
-the physics module itself (``constants``). Sums use numpy's pairwise order and interpolation numpy's rule, so a
-run gives the reference's numbers bit for bit (tests/unit/test_simulator_core.py compares them).
+The same scheduler, routers, prefix caches and step physics as ``simulator._Replica`` (the reference, which still
+runs disaggregated pools, speculative decoding and the fixed-capacity validation cache), written over arrays a
+compiler can take: the running batch of replica ``r`` is row ``r`` of ``(replicas, max_num_seqs)`` arrays, each
+waiting queue a binary heap, and the physics of ``physics.mixed_step_s`` and ``decode_step_s`` comes in as
+constants and tables computed once by the physics module itself (``constants``). Sums use numpy's pairwise order
+and interpolation numpy's rule, so a run gives the reference's numbers bit for bit
+(tests/unit/test_simulator_core.py and test_sim_core_prefix.py compare them).
+
+Prefix caches (``prefix_cache.PrefixCache``'s semantics, ``Caches``): the window's block ids renumbered 0..U-1
+once, then per replica and block a state (not cached, cached and free, or pinned by n running sequences), the
+tokens a pinned block holds in the pool, and the free blocks' LRU order as a doubly linked list (released blocks
+appended in block order, eviction from the head): 16 bytes per replica per distinct block, or, when the routing is
+static (round-robin, session affinity: the picks are precomputed, ``routers.session_owners``), per distinct block
+a replica meets; the simulator bounds it (``simulator.MAX_CACHE_STATE_BYTES``). The prefix-aware router reads the
+caches as the Python one does.
 
 Compiled on first use (``loop()``: numba is imported then, not when the simulator is) and cached on disk
-(``cache=True``): the first call in a fresh environment pays the compile (20-odd seconds of CPU, see
+(``cache=True``): the first call in a fresh environment pays the compile (about half a minute of CPU, see
 benchmarks/README.md), later processes load it in under a second. Without numba, ``loop()`` is None and the
 simulator runs its Python loop.
 """
@@ -16,6 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -36,6 +46,8 @@ from shapeviz.physics.steps import (
 SCHEDULER_CODES = {"fcfs": 0, "priority": 1, "deadline": 2}
 # without prompt blocks the session router has no key (round-robin) and the prefix router no cache (least tokens)
 ROUTER_CODES = {"round_robin": 0, "least_tokens": 1, "session": 0, "prefix": 1, "random": 2}
+# with prompt blocks: session affinity (its picks precomputed, ``routers.session_owners``) and prefix-aware
+CACHE_ROUTER_CODES = {"round_robin": 0, "least_tokens": 1, "random": 2, "session": 3, "prefix": 4}
 MAX_TABLE_SEQS = 4096   # decode-step table rows (one per batch size): beyond this cap the reference loop runs
 
 # indices into the physics constants vector
@@ -51,7 +63,9 @@ def supports(dep: Deployment, max_num_seqs: int) -> bool:
 
 
 # the functions numba compiles, callees before callers (each caller is typed against the compiled callees)
-_COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_grow_queue", "_heap_push", "_heap_pop", "_mixed_step", "_loop")
+_COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_grow_queue", "_heap_push", "_heap_pop", "_mixed_step",
+             "_match", "_lru_unlink", "_lru_append", "_fit", "_shared_and_own", "_pin", "_release", "_prefix_pick",
+             "_loop")
 
 
 _COMPILING = threading.Lock()   # replays on threads (a Dask worker's, an in-process cluster's) compile once
@@ -112,22 +126,63 @@ def constants(dep: Deployment, max_num_seqs: int, max_tokens: int, grid: np.ndar
 def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out: np.ndarray, n_cached: np.ndarray,
         ttft_target_s: np.ndarray, settings: dict[str, Any], physics: tuple[np.ndarray, ...],
         grid: np.ndarray, schedule_times: np.ndarray, schedule_serving: np.ndarray,
-        words: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        words: np.ndarray, caches: "Caches | None" = None) -> tuple[np.ndarray, ...] | None:
     """Replay the requests (arrival order) on ``settings['replicas']`` replicas; per-request and per-replica arrays.
 
     ``arrival``: open-loop arrival times (NaN for a closed loop, whose clients start at ``closed_starts``).
     ``words``: the random router's draws (``routers.random_words``, the Python router's stream); None is returned
-    when the run needed more of them.
+    when the run needed more of them. ``caches``: the requests' prompt blocks (each replica then keeps a prefix
+    cache in its KV pool, ``prefix_cache.PrefixCache``'s semantics) and the session router's picks.
     Returns (arrival, start, first, finish, replica, preemptions per request, preemptions per replica, KV peak per
-    replica, busy spans (start, end, replica) in time order per replica).
+    replica, busy spans (start, end, replica) in time order per replica, cached tokens per request, hit blocks per
+    request, evicted blocks per replica, blocks cached per replica at the end).
     """
     consts, weights, collective, decode = physics
-    out = loop()(arrival, closed_starts, n_in, n_out, n_cached, ttft_target_s,
+    c = caches if caches is not None else Caches.none(n_in.size)
+    router = (ROUTER_CODES[settings["router"]] if caches is None
+              else 3 if c.picks.size else CACHE_ROUTER_CODES[settings["router"]])
+    out = loop()(arrival, closed_starts, n_in, n_out, n_cached.copy(), ttft_target_s,
                  int(settings["replicas"]), int(settings["max_num_seqs"]), int(settings["budget"]),
-                 SCHEDULER_CODES[settings["scheduler"]], ROUTER_CODES[settings["router"]],
+                 SCHEDULER_CODES[settings["scheduler"]], router,
                  int(settings["kv_tokens"]), bool(settings["chunked"]), int(settings["max_run_steps"]),
-                 consts, weights, collective, decode, grid, schedule_times, schedule_serving, words)
+                 consts, weights, collective, decode, grid, schedule_times, schedule_serving, words,
+                 caches is not None, c.block_size, c.n_blocks, c.per_replica_ids, c.look_ptr, c.look_ids,
+                 c.look_first, c.keep_ptr, c.keep_ids, c.picks, c.thresholds)
     return out[:-1] if out[-1] else None
+
+
+@dataclass(frozen=True)
+class Caches:
+    """What the loop needs for per-replica prefix caches: dense block ids (0..n_blocks-1) per request, CSR form.
+
+    ``look_first``: True where a looked-up block first occurs in its request (a block is charged once per
+    request); ``picks``: with static routing (round-robin or session affinity), each request's replica, precomputed
+    (-1: no session key, round-robin in the loop), else empty; ``per_replica_ids``: the ids are numbered per
+    replica (every request's replica is in ``picks``), so the loop keeps one cell per id rather than one per
+    replica and id; ``thresholds``: the prefix router's (cache share, absolute and relative imbalance).
+    """
+
+    block_size: int
+    n_blocks: int
+    per_replica_ids: bool
+    look_ptr: np.ndarray
+    look_ids: np.ndarray
+    look_first: np.ndarray
+    keep_ptr: np.ndarray
+    keep_ids: np.ndarray
+    picks: np.ndarray
+    thresholds: np.ndarray
+
+    @staticmethod
+    def none(size: int) -> "Caches":
+        """No prefix caches: empty block arrays of the same types (one compiled version of the loop serves both)."""
+        ptr = np.zeros(size + 1, dtype=np.int64)
+        empty = np.empty(0, dtype=np.int64)
+        return Caches(1, 0, False, ptr, empty, np.empty(0, dtype=np.bool_), ptr, empty, empty, np.zeros(3))
+
+    def state_bytes(self, replicas: int) -> int:
+        """What the loop's cache state takes on ``replicas`` replicas: 16 bytes a cell (state, LRU links, tokens)."""
+        return 16 * self.n_blocks * (1 if self.per_replica_ids else replicas)
 
 
 # --- numpy's summation order, so that sums equal np.sum bit for bit ----------------------------------------
@@ -292,10 +347,144 @@ def _mixed_step(c: np.ndarray, weights: np.ndarray, collective: np.ndarray, ends
     return max(compute, memory) + collective[tokens] + fixed
 
 
+# --- one replica's prefix cache (``prefix_cache.PrefixCache``) over dense block ids ---------------------------
+# Replica r's copy of dense block u is cell base[r] + u of flat arrays: state -1 not cached, 0 cached and free (in
+# the LRU list), n > 0 pinned by n running sequences; held: its tokens in the pool while pinned; nxt/prv link the
+# free cells of each replica (head/tail per replica), least recently used first. With static routing the ids are
+# numbered per replica already (base 0): only the blocks a replica can meet take cells.
+def _match(state: np.ndarray, o: int, ids: np.ndarray, lo: int, hi: int) -> int:
+    """``PrefixCache.match``: how many leading blocks of ids[lo:hi] the replica at base ``o`` holds."""
+    hit = 0
+    for j in range(lo, hi):
+        if state[o + ids[j]] < 0:
+            break
+        hit += 1
+    return hit
+
+
+def _lru_unlink(nxt: np.ndarray, prv: np.ndarray, head: np.ndarray, tail: np.ndarray, r: int, a: int) -> None:
+    p, n = prv[a], nxt[a]
+    if p >= 0:
+        nxt[p] = n
+    else:
+        head[r] = n
+    if n >= 0:
+        prv[n] = p
+    else:
+        tail[r] = p
+
+
+def _lru_append(nxt: np.ndarray, prv: np.ndarray, head: np.ndarray, tail: np.ndarray, r: int, a: int) -> None:
+    t = tail[r]
+    prv[a] = t
+    nxt[a] = -1
+    if t >= 0:
+        nxt[t] = a
+    else:
+        head[r] = a
+    tail[r] = a
+
+
+def _fit(state, nxt, prv, head, tail, n_free, evicted, r: int, room: int, block_size: int) -> None:
+    """``PrefixCache.fit``: evict least recently used free blocks until they fit the pool's free room."""
+    limit = max(room, 0) // block_size
+    while n_free[r] > limit:
+        a = head[r]
+        _lru_unlink(nxt, prv, head, tail, r, a)
+        state[a] = -1
+        n_free[r] -= 1
+        evicted[r] += 1
+
+
+def _shared_and_own(state: np.ndarray, o: int, ids: np.ndarray, first: np.ndarray, lo: int, hi: int,
+                    n: int, block_size: int) -> tuple[int, int]:
+    """``PrefixCache.shared_tokens`` and ``_Replica._block_tokens``'s own: tokens of the request's distinct blocks
+    that running sequences hold already, and of all its distinct blocks (a block past the prompt's end holds 0)."""
+    shared = 0
+    own = 0
+    for j in range(lo, hi):
+        if first[j]:
+            t = max(min(block_size, n - (j - lo) * block_size), 0)
+            own += t
+            if state[o + ids[j]] > 0:
+                shared += t
+    return shared, own
+
+
+def _pin(state, nxt, prv, head, tail, n_free, n_pinned, held, r: int, o: int, ids: np.ndarray, lo: int, hi: int,
+         n: int, block_size: int) -> None:
+    """``PrefixCache.pin`` with each block's tokens: the admitted sequence's prompt blocks are in use."""
+    for j in range(lo, hi):
+        a = o + ids[j]
+        if state[a] > 0:
+            state[a] += 1
+        else:
+            if state[a] == 0:
+                _lru_unlink(nxt, prv, head, tail, r, a)
+                n_free[r] -= 1
+            state[a] = 1
+            n_pinned[r] += 1
+            held[a] = max(min(block_size, n - (j - lo) * block_size), 0)
+
+
+def _release(state, nxt, prv, head, tail, n_free, n_pinned, held, r: int, o: int, look: np.ndarray, lo: int,
+             hi: int, keep: np.ndarray, keep_lo: int, keep_hi: int) -> int:
+    """``PrefixCache.release``: the sequence's blocks stay cached, most recently used, in block order; returns
+    the tokens of the blocks no running sequence holds any more."""
+    freed = 0
+    for j in range(lo, hi):
+        a = o + look[j]
+        if state[a] > 1:
+            state[a] -= 1
+        else:
+            state[a] = -1
+            n_pinned[r] -= 1
+            freed += held[a]
+    for j in range(keep_lo, keep_hi):
+        a = o + keep[j]
+        if state[a] > 0:
+            continue
+        if state[a] == 0:
+            _lru_unlink(nxt, prv, head, tail, r, a)
+        else:
+            n_free[r] += 1
+        _lru_append(nxt, prv, head, tail, r, a)
+        state[a] = 0
+    return freed
+
+
+def _prefix_pick(state, base, in_flight, outstanding, serving: int, ids: np.ndarray, lo: int, hi: int, n: int,
+                 block_size: int, thresholds: np.ndarray) -> int:
+    """``routers.PrefixAware.pick`` over the first ``serving`` replicas: the least loaded when the fleet is
+    imbalanced, else the longest cached prefix when it covers enough of the prompt, else the fewest tokens."""
+    most, fewest, fewest_at = in_flight[0], in_flight[0], 0
+    for j in range(1, serving):
+        if in_flight[j] > most:
+            most = in_flight[j]
+        if in_flight[j] < fewest:
+            fewest, fewest_at = in_flight[j], j
+    if most - fewest > thresholds[1] and most > thresholds[2] * fewest:
+        return fewest_at
+    least = 0
+    for j in range(1, serving):
+        if outstanding[j] < outstanding[least]:
+            least = j
+    if lo == hi:
+        return least
+    best, best_blocks = least, -1
+    for j in range(serving):   # the longest cached prefix; among equals the one with fewer outstanding tokens
+        hit = _match(state, base[j], ids, lo, hi)
+        if hit > best_blocks or (hit == best_blocks and outstanding[j] < outstanding[best]):
+            best, best_blocks = j, hit
+    rate = min(best_blocks * block_size, n) / max(n, 1)
+    return best if rate > thresholds[0] else least
+
+
 # --- the event loop ----------------------------------------------------------------------------------------
 def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S, budget_max, scheduler, router,
           kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving,
-          words):
+          words, cached, block_size, n_blocks, per_replica_ids, look_ptr, look_ids, look_first, keep_ptr, keep_ids,
+          picks, thresholds):
     size = n_in.size
     inf = math.inf
     nan = math.nan
@@ -356,6 +545,23 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 _heap_push(ek1, ek2, ev, en, closed_starts[j], tie, next_client)
                 en += 1
                 next_client += 1
+    in_flight = np.zeros(K, dtype=np.int64)       # requests routed here and not finished (the prefix router's)
+    # prefix caches (``cached``): per replica and block, its state, LRU links and tokens held when pinned
+    base = np.zeros(K, dtype=np.int64) if per_replica_ids else np.arange(K, dtype=np.int64) * n_blocks
+    cells = n_blocks if per_replica_ids else K * n_blocks
+    state = np.full(cells, -1, dtype=np.int32)
+    nxt = np.full(cells, -1, dtype=np.int32)   # cell numbers: the simulator's bound keeps them below 2**31
+    prv = np.full(cells, -1, dtype=np.int32)
+    held = np.zeros(cells, dtype=np.int32)
+    head = np.full(K, -1, dtype=np.int64)
+    tail = np.full(K, -1, dtype=np.int64)
+    n_free = np.zeros(K, dtype=np.int64)
+    n_pinned = np.zeros(K, dtype=np.int64)
+    evicted = np.zeros(K, dtype=np.int64)
+    own = np.zeros(size if cached else 0, dtype=np.int64)        # a running request's prompt blocks' tokens
+    hit_blocks = np.zeros(size if cached else 0, dtype=np.int64)  # leading blocks found at admission
+    own_all = np.full(size if cached else 0, -1, dtype=np.int64)  # tokens of a request's distinct blocks, once known
+    gone = np.zeros(S, dtype=np.int64)
     # scratch for one step's physics
     scratch_end = np.zeros(S, dtype=np.int64)
     scratch_start = np.zeros(S, dtype=np.int64)
@@ -409,7 +615,16 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                     word += 1
                 if r >= serving:   # out of words: the caller runs again with more
                     return (arrival, start, first, finish, replica, preempted, preemptions, kv_peak,
-                            span_lo[:0].copy(), span_hi[:0].copy(), span_rep[:0].copy(), False)
+                            span_lo[:0].copy(), span_hi[:0].copy(), span_rep[:0].copy(), n_cached, hit_blocks,
+                            evicted, n_free + n_pinned, False)
+            elif router == 3 and picks[rid] >= 0:
+                r = picks[rid]   # static routing, precomputed: round-robin, or the session's replica on the ring
+            elif router == 3:
+                r = turn % serving
+                turn += 1
+            elif router == 4:
+                r = _prefix_pick(state, base, in_flight, outstanding, serving, look_ids, look_ptr[rid], look_ptr[rid + 1],
+                                 n_in[rid], block_size, thresholds)
             else:
                 r = 0
                 for j in range(1, serving):
@@ -417,6 +632,10 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                         r = j
             arrival[rid] = now
             replica[rid] = r
+            in_flight[r] += 1
+            if cached:   # what this cache holds now; exact at admission
+                hit = _match(state, base[r], look_ids, look_ptr[rid], look_ptr[rid + 1])
+                n_cached[rid] = max(min(hit * block_size, n_in[rid] - 1), 0)
             n = qn[r]
             if n == qk1[r].size:
                 _grow_queue(qk1, qk2, qv, r, n)
@@ -475,6 +694,8 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                         b += 1
                 kv_used[k] += b * steps_done
                 outstanding[k] -= b * steps_done
+                if cached:
+                    _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
             else:
                 processed = 0
                 grow = 0
@@ -493,16 +714,21 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                         grow += 1
                 outstanding[k] -= processed
                 kv_used[k] += grow
+                if cached:
+                    _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
             clock[k] = end
             plan[k] = 0
             # sequences that are done leave the batch (the batch keeps its admission order)
             keep = 0
             freed = 0
+            n_gone = 0
             for i in range(m):
                 if out_left[k, i] <= 0 and pre_done[k, i] >= pre_total[k, i]:
                     rid = ids[k, i]
                     finish[rid] = end
                     freed += ctx[k, i]
+                    gone[n_gone] = rid
+                    n_gone += 1
                     if not open_loop and next_client < size:
                         tie += 1
                         _heap_push(ek1, ek2, ev, en, end, tie, next_client)
@@ -518,6 +744,15 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                     keep += 1
             kv_used[k] -= freed
             count[k] = keep
+            in_flight[k] -= n_gone
+            if cached:   # their blocks stay cached, in the order they left the batch
+                for g in range(n_gone):
+                    rid = gone[g]
+                    back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids, look_ptr[rid],
+                                    look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
+                    kv_used[k] += own[rid] - back
+                    own[rid] = 0
+                    _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
 
         # -- plan replica k's next iteration (a mixed step) or run of decode-only iterations --
         while True:
@@ -541,6 +776,12 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 # the router's signal gets back the prompt to recompute (it had lost what was prefilled)
                 outstanding[k] += resume_total[rid] - (pre_total[k, i] - pre_done[k, i])
                 count[k] = m - 1
+                if cached:
+                    back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids, look_ptr[rid],
+                                    look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
+                    kv_used[k] += own[rid] - back
+                    own[rid] = 0
+                    _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
                 n = qn[k]
                 if n == qk1[k].size:
                     _grow_queue(qk1, qk2, qv, k, n)
@@ -565,13 +806,32 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             c = min(pre_total[k, i] - pre_done[k, i], budget)
             chunk[k, i] = c
             budget -= c
+        admitted = False
         while qn[k] > 0 and count[k] < S:
             rid = qv[k][0]
             if resumed[rid]:
                 total, left, done = resume_total[rid], resume_out[rid], 0
             else:
                 total, left, done = n_in[rid], n_out[rid], n_cached[rid]
-            if total > free:
+            charge = total   # what admitting it takes from the pool: blocks running sequences hold are not taken twice
+            hit = 0
+            own_tokens = 0
+            if cached:   # the replica's cache at admission (a preempted prompt may hit its own blocks)
+                lo, hi = look_ptr[rid], look_ptr[rid + 1]
+                # two ways the head cannot be admitted, known without walking its blocks (the walk is the cost
+                # of a long prompt waiting for room, tried again every iteration): no token budget left (a cached
+                # prompt always has a token to compute), or its tokens beyond its own blocks do not fit
+                if budget <= 0:
+                    break
+                if own_all[rid] < 0:
+                    own_all[rid] = _shared_and_own(state, base[k], look_ids, look_first, lo, hi, n_in[rid], block_size)[1]
+                if total - own_all[rid] > free:
+                    break
+                hit = _match(state, base[k], look_ids, lo, hi)
+                done = max(min(hit * block_size, total - 1), 0)
+                shared, own_tokens = _shared_and_own(state, base[k], look_ids, look_first, lo, hi, n_in[rid], block_size)
+                charge = total - shared
+            if charge > free:
                 break
             c = min(total - done, budget)
             if total - done > 0 and c <= 0:
@@ -582,9 +842,20 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 c = total - done
             _heap_pop(qk1[k], qk2[k], qv[k], qn[k])
             qn[k] -= 1
+            if cached:
+                if resumed[rid]:   # a recompute skips what its cache hit covers
+                    outstanding[k] -= done
+                else:              # the counted hit, and the router's estimate made exact
+                    outstanding[k] += n_cached[rid] - done
+                    n_cached[rid] = done
+                    hit_blocks[rid] = hit
+                _pin(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids, look_ptr[rid],
+                     look_ptr[rid + 1], n_in[rid], block_size)
+                own[rid] = own_tokens
             resumed[rid] = False
-            free -= total
-            kv_used[k] += total
+            admitted = True
+            free -= charge
+            kv_used[k] += charge
             budget -= c
             if math.isnan(start[rid]):
                 start[rid] = clock[k]
@@ -595,6 +866,8 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             if decoding[k, i]:
                 b += 1
             count[k] = i + 1
+        if cached and admitted:   # the admitted sequences take room from the cached blocks
+            _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
         if kv_used[k] > kv_peak[k]:
             kv_peak[k] = kv_used[k]
         m = count[k]
@@ -635,4 +908,5 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
         plan[k] = 2
         busy_until[k] = clock[k] + run_cum[k, steps - 1]
     return (arrival, start, first, finish, replica, preempted, preemptions, kv_peak,
-            span_lo[:n_spans], span_hi[:n_spans], span_rep[:n_spans], True)
+            span_lo[:n_spans], span_hi[:n_spans], span_rep[:n_spans], n_cached, hit_blocks, evicted, n_free + n_pinned,
+            True)

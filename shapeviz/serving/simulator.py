@@ -16,9 +16,10 @@ Disaggregated mode runs a prefill pool and a decode pool with the KV transfer in
 Step times come from the calibrated physics (``physics.mixed_step_s`` and ``decode_step_s``), so the simulator
 and the analytic planner share one source of truth. Speed: iterations that only decode, with nothing arriving
 and nothing finishing, are advanced together as one vectorised run; an arrival cuts a run at the iteration in
-progress, so the result is the same as stepping one iteration at a time. Colocated runs without prefix caches
-take the same loop compiled with numba (``sim_core``, about a hundred times faster, the same results bit for bit);
-prefix caches, disaggregated pools and speculative decoding run the Python loop here.
+progress, so the result is the same as stepping one iteration at a time. Colocated runs, their prefix caches and
+every router included, take the same loop compiled with numba (``sim_core``, tens to hundreds of times faster, the
+same results bit for bit); disaggregated pools, speculative decoding, the fixed-capacity validation cache and
+caches whose state would pass ``MAX_CACHE_STATE_BYTES`` run the Python loop here.
 """
 from __future__ import annotations
 
@@ -48,7 +49,14 @@ from shapeviz.serving.planner import (
 from shapeviz.serving import sim_core
 from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
-from shapeviz.serving.routers import LOAD_ROUTERS, ROUTERS, make_router, random_words
+from shapeviz.serving.routers import (
+    LOAD_ROUTERS,
+    ROUTERS,
+    make_router,
+    prefix_thresholds,
+    random_words,
+    session_owners,
+)
 from shapeviz.serving.stages import saturated_stages
 
 ARRIVALS = ("trace", "poisson", "closed")
@@ -60,7 +68,11 @@ CONTEXT_GRID = 48                  # contexts the decode-step table is evaluated
 SATURATION_SERVED = 0.9            # served/offered rate below this: the queue grows without bound
 QUANTILES = (50, 90, 99)
 RANDOM_WORDS_PER_REQUEST = 3       # the random router's draws handed to the compiled loop per request (more if short)
-COMPILED = True                    # colocated runs without prefix caches take the compiled loop (sim_core) when numba is present
+COMPILED = True                    # colocated runs take the compiled loop (sim_core) when numba is present
+# the compiled loop's prefix caches keep 16 bytes per replica per distinct block of the window (per block a replica
+# meets, with static routing): above this bound (which also keeps cell numbers in int32) the run takes the Python
+# loop, whose caches hold only what they cache
+MAX_CACHE_STATE_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -201,7 +213,7 @@ def requests_from_frame(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), *, reuse
         arrival = ((ts[keep] - ts[keep].min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64)
         arrival = arrival / whatif.traffic_multiplier
     product = frame["product"].astype(str).to_numpy() if "product" in frame.columns else None
-    if keep is not None:
+    if keep is not None and not keep.all():
         product = None if product is None else product[keep]
         blocks = None if blocks is None else blocks.take(keep)
     return _apply_whatif(n, m, p, whatif, arrival, product, blocks)
@@ -215,7 +227,9 @@ def _apply_whatif(n: np.ndarray, m: np.ndarray, p: np.ndarray, whatif: WhatIf,
     out = np.maximum(np.round(w.output_tokens), 1).astype(np.int64)
     cached = np.minimum(np.round(w.cached_tokens), inp - 1).clip(min=0).astype(np.int64)
     req = Requests(inp, out, cached, arrival, product, blocks)
-    return req.take(np.argsort(arrival, kind="stable")) if arrival is not None else req
+    if arrival is None or not np.any(np.diff(arrival) < 0):   # already in arrival order: no copy of the blocks
+        return req
+    return req.take(np.argsort(arrival, kind="stable"))
 
 
 def requests_from_workload(workload: Workload, n: int, seed: int = 0, whatif: WhatIf = WhatIf()) -> Requests:
@@ -254,7 +268,8 @@ class _Pool:
         self.keep: list[list[int]] = []
         if req.blocks is not None:   # each request's hit is simulated: the what-if's share is not used
             self.n_cached = np.zeros_like(req.cached_tokens)
-            self.look, self.keep = req.blocks.lists()
+            if outputs:   # the Python loop walks lists (the compiled loop takes the CSR arrays)
+                self.look, self.keep = req.blocks.lists()
         self.hit_blocks = np.zeros(len(req) if outputs else 0, dtype=np.int64)   # leading blocks found at admission
         self.max_num_seqs = max_num_seqs
         self.budget = max_batched_tokens
@@ -732,7 +747,10 @@ def simulate(
         raise ValueError(
             f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
             f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
-    compiled = _compiled(dep, int(max_num_seqs), split, req, router)
+    # the compiled loop's view of the prompt blocks (a fixed-capacity validation cache is the Python loop's)
+    caches = (_caches(req.blocks, replicas, router, replica_schedule)
+              if req.blocks is not None and prefix_cache_blocks is None and split is None and COMPILED else None)
+    compiled = _compiled(dep, int(max_num_seqs), split, req, router, caches, replicas)
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
                  prefix_cache_blocks, outputs=not compiled)
     pool.default_ttft_s = float(ttft_slo_ms) / 1000.0
@@ -744,7 +762,7 @@ def simulate(
         starts = np.sort(rng.uniform(0.0, _one_request_s(dep, req, c), size=c)) if ramp else np.zeros(c)
     if compiled:
         fleet = _replay_compiled(pool, dep, arrival if arrivals != "closed" else np.empty(0), starts, replicas, router,
-                                 replica_schedule, seed)
+                                 replica_schedule, seed, caches)
         if progress is not None:
             progress(1.0)
     else:
@@ -899,6 +917,14 @@ def _replay(pool: _Pool, dep: Deployment, req: Requests, arrival: np.ndarray, ar
 
 
 @dataclass
+class _CacheTally:
+    """What the compiled loop leaves of one replica's prefix cache (what the ``prefix`` summary reads)."""
+
+    evicted: int
+    cached_blocks: int
+
+
+@dataclass
 class _Served:
     """What the compiled loop leaves of one replica (the fields the result reads off a ``_Replica``)."""
 
@@ -907,19 +933,24 @@ class _Served:
     preemptions: int
     kv_peak: int
     role: str = "colocated"
-    cache: PrefixCache | None = None
+    cache: _CacheTally | None = None
 
 
-def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None, req: Requests, router: str) -> bool:
-    """Whether this run takes the compiled loop: colocated, no prefix caches, no speculative decoding, numba present."""
-    if not COMPILED or split is not None or req.blocks is not None:
+def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None, req: Requests, router: str,
+              caches: sim_core.Caches | None = None, replicas: int = 1) -> bool:
+    """Whether this run takes the compiled loop: colocated, no speculative decoding, numba present; prompt blocks
+    only with their ``caches`` (``_caches``: prefix caches in the KV pool) within ``MAX_CACHE_STATE_BYTES``."""
+    if not COMPILED or split is not None:
+        return False
+    if req.blocks is not None and (caches is None or caches.state_bytes(replicas) > MAX_CACHE_STATE_BYTES):
         return False
     # without numba (sim_core.loop() is None) the Python loop gives the same results, slower
     return router in sim_core.ROUTER_CODES and sim_core.supports(dep, max_num_seqs)
 
 
 def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: np.ndarray, replicas: int,
-                     router: str, schedule: tuple[np.ndarray, np.ndarray] | None, seed: int = 0) -> list[_Served]:
+                     router: str, schedule: tuple[np.ndarray, np.ndarray] | None, seed: int = 0,
+                     caches: sim_core.Caches | None = None) -> list[_Served]:
     """The compiled loop (``sim_core``): fills the pool's per-request arrays, returns what each replica did."""
     longest = int(np.max(pool.n_in + pool.n_out))
     physics = sim_core.constants(dep, pool.max_num_seqs, max(pool.budget, longest) + pool.max_num_seqs,
@@ -940,14 +971,44 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
         out = sim_core.run(np.asarray(arrival, dtype=np.float64), np.asarray(starts, dtype=np.float64),
                            as_int(pool.n_in, dtype=np.int64), as_int(pool.n_out, dtype=np.int64),
                            as_int(pool.n_cached, dtype=np.int64), target, settings, physics,
-                           pool.context_grid, times, serving, random_words(seed, n_words))
+                           pool.context_grid, times, serving, random_words(seed, n_words), caches)
         if out is not None:
             break
         n_words *= 2
     (pool.arrival, pool.start, pool.first, pool.finish, pool.replica, pool.preempted, preemptions, kv_peak,
-     lo, hi, rep) = out
-    return [_Served(k, np.column_stack([lo[rep == k], hi[rep == k]]), int(preemptions[k]), int(kv_peak[k]))
+     lo, hi, rep, n_cached, hit_blocks, evicted, cached_blocks) = out
+    if caches is not None:
+        pool.n_cached, pool.hit_blocks = n_cached, hit_blocks
+    return [_Served(k, np.column_stack([lo[rep == k], hi[rep == k]]), int(preemptions[k]), int(kv_peak[k]),
+                    cache=None if caches is None else _CacheTally(int(evicted[k]), int(cached_blocks[k])))
             for k in range(replicas)]
+
+
+def _caches(blocks: PrefixBlocks, replicas: int, router: str,
+            schedule: tuple[np.ndarray, np.ndarray] | None) -> sim_core.Caches:
+    """The prompt blocks as the compiled loop takes them, with the prefix router's thresholds.
+
+    Round-robin and session affinity without a replica schedule route every request where it would go anyway
+    (``RoundRobin``: in turn; ``SessionAffinity``: the session's point on the ring, keyless requests in turn): the
+    picks are computed here and the block ids numbered per replica, so a replica's state covers only the blocks
+    of the requests it serves (a big fleet's state grows with the blocks, not with replicas times blocks).
+    """
+    picks = np.empty(0, dtype=np.int64)
+    if router == "session":
+        picks = session_owners(blocks.key, range(replicas))
+    static = schedule is None and router in ("round_robin", "session")
+    if static and router == "round_robin":
+        picks = np.arange(len(blocks), dtype=np.int64) % replicas
+    elif static:
+        keyless = picks < 0
+        picks = picks.copy()
+        picks[keyless] = np.arange(int(keyless.sum()), dtype=np.int64) % replicas
+    look, keep, first, distinct = blocks.dense(picks if static else None)
+    return sim_core.Caches(int(blocks.block_size), distinct, static,
+                           np.ascontiguousarray(blocks.look_ptr, dtype=np.int64), look, first,
+                           np.ascontiguousarray(blocks.keep_ptr, dtype=np.int64), keep,
+                           np.ascontiguousarray(picks, dtype=np.int64), prefix_thresholds())
+
 
 def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: str, whatif: WhatIf) -> dict[str, Any]:
     """The ``prefix`` block of ``simulate --json``: where reuse came from, the hit ratios, per replica, evictions.
