@@ -19,6 +19,7 @@ from shapeviz.text import md_literal
 OWN_KEY = "fleet_slo_classes"      # {digest: {product: (ttft_ms, tpot_ms)}}: the products given their own class
 EDITOR_KEY = "fleet_classes_{}"    # the table's widget, per log
 TTFT, TPOT = "TTFT p90 target (ms)", "TPOT p90 target (ms)"
+GUIDE = "corner's range (ms)"     # the upper end of the corner's published planner range, TTFT / TPOT
 PAIR_SOURCE = "the default class (the sidebar's TTFT/TPOT pair)"
 OWN_SOURCE = "set by user (its own class)"
 
@@ -73,16 +74,16 @@ def edit_classes(digest: str, log: LoadedLog, ttft_ms: float, tpot_ms: float) ->
         TTFT: [c.ttft_ms for c in classes.values()],
         TPOT: [c.tpot_ms for c in classes.values()],
         "class": ["own" if c.source == OWN_SOURCE else "default (sidebar)" for c in classes.values()],
-        "corner's published range, upper end (TTFT / TPOT ms)": [
+        GUIDE: [
             f"{c.ttft_ms:,.0f} / {c.tpot_ms:,.0f}" for c in corners.values()],
     })
     st.subheader("SLO class of each product")
     st.caption(f"p90 targets. Every product is judged against the sidebar's pair (TTFT {ttft_ms:,.0f} ms, TPOT "
                f"{tpot_ms:,.0f} ms), the default class, unless you give it its own targets here; the headline, "
                "Compare deployments, Fleet design and the report all judge with these classes. The last column is "
-               "a guide: the upper end of the product's corner's published planner range.")
+               "a guide: the upper end of the product's corner's published planner range, TTFT / TPOT.")
     st.data_editor(rows, hide_index=True, key=EDITOR_KEY.format(digest),
-                   disabled=["product", "corner", "class", "corner's published range, upper end (TTFT / TPOT ms)"],
+                   disabled=["product", "corner", "class", GUIDE],
                    column_config={TTFT: st.column_config.NumberColumn(min_value=1.0),
                                   TPOT: st.column_config.NumberColumn(min_value=0.1),
                                   "product": st.column_config.TextColumn()})

@@ -77,10 +77,10 @@ MULTIPLIERS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
 def _sized(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
            gpu_hour_usd: float, judged: tuple, _w: Workload, _sized: tuple) -> tuple[WhatIfComparison, pd.DataFrame]:
     """Before → after on today's simulated fleet with the simulated answers (what the memo carries), and the load
-    curve of that fleet."""
+    curve of the answer after the what-if (as ``_plan``'s curve is the estimate's)."""
     cmp = compare_whatif(_w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, before=_sized[0], after=_sized[1])
     curve = load_curve(_w, dep, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
-                       multipliers=MULTIPLIERS, replicas=cmp.fleet_replicas)
+                       multipliers=MULTIPLIERS, replicas=cmp.after.replicas)   # the answer's, as the estimate's
     return cmp, curve
 
 
