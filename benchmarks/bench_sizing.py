@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--big", type=int, default=None, metavar="ROWS", help="also a seeded day of ROWS requests")
     parser.add_argument("--only", default=None, help="run only the rows whose name contains this")
+    parser.add_argument("--no-reuse", action="store_true",
+                        help="the --big day without its sessions: no prefix reuse, so no prefix caches to replay")
     args = parser.parse_args(argv)
     print("| log | requests | replayed (busiest hour) | deployment | estimate | simulated | one fewer | replays | "
           "CPU | load |")
@@ -58,7 +60,10 @@ def main(argv: list[str] | None = None) -> None:
     rows = [("demo (20k requests, one day)", lambda: generate(20_000, seed=0), (None,))]
     rows += [(name, lambda p=path: load_log(TRACES / p).frame, ("fp8", None)) for name, path in REAL.items()]
     if args.big:
-        rows.append((f"seeded day of {args.big:,} requests", lambda: generate(args.big, seed=0, with_hashes=False),
+        def big():
+            frame = generate(args.big, seed=0, with_hashes=False)
+            return frame.drop(columns=["session_id"]) if args.no_reuse else frame
+        rows.append((f"seeded day of {args.big:,} requests" + (", no sessions" if args.no_reuse else ""), big,
                      (None,)))
     for name, make, precisions in rows:
         if args.only and args.only not in name:

@@ -527,8 +527,9 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
         if s.run(candidate).meets:
             hi_meet = candidate
             break
-        lo_miss = candidate
-        on = "stretches" if s.pick_stretches(candidate) else "window"
+        # the stretches passed a count the whole window misses: they do not stand for this window (on a log whose
+        # hour is evenly loaded, re-picked stretches kept passing one count more, one window replay per replica)
+        lo_miss, on = candidate, "window"
     # the stretches may overshoot (they are judged pessimistically): bisect on the whole window down to the
     # largest count it has seen miss, so one replica fewer is a whole-window replay that misses (the proof)
     lo_miss = max([lo_miss] + [t.replicas for (k, on), t in s.cache.items()

@@ -193,3 +193,25 @@ def test_a_product_no_size_can_serve_is_named_and_the_rest_is_sized(tmp_path: Pa
     assert doc["one_fewer"] is None or doc["one_fewer"]["products"]["chat"]["meets"] is False
     text = plan_text(doc)
     assert "SLOs met for every product but agent" in text and "no size meets every class" not in text
+
+
+def test_the_search_leaves_stretches_that_pass_what_the_window_misses(monkeypatch, conv: pd.DataFrame, dep) -> None:
+    # An evenly loaded hour whose backlog builds over the hour: its five-minute stretches pass from 40 replicas,
+    # the whole window only from 60. Once a count the stretches passed misses on the window, the search bisects on
+    # the window (before, re-picked stretches passed one count more each time: a window replay per replica).
+    from shapeviz.fleet import sizing
+
+    window_runs: set[int] = set()
+
+    def run(self, k: int, on: str = "window") -> sizing.Trial:
+        window_runs.update([k] if on == "window" else [])
+        meets = k >= (40 if on == "stretches" else 60)
+        p = {"p50": 1.0, "p90": 1.0}
+        self.cache[(k, on)] = sizing.Trial(k, on, meets, {}, p, p, 0.5 if meets else 2.0, 0.0)
+        return self.cache[(k, on)]
+
+    monkeypatch.setattr(sizing._Search, "run", run)
+    monkeypatch.setattr(sizing._Search, "pick_stretches", lambda self, k: True)
+    answer = sizing.size_fleet(conv, dep, sizing.pair_classes(conv, 1000.0, 50.0), estimate=92)
+    assert answer.replicas == 60 and answer.one_fewer.replicas == 59
+    assert len(window_runs) <= 8, sorted(window_runs)
