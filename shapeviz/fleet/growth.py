@@ -204,6 +204,10 @@ def _own_blocks(blocks: PrefixBlocks, copies: np.ndarray) -> PrefixBlocks:
     """``blocks`` with each copy's block ids and session keys in a range of their own (no copy: unchanged)."""
     if not copies.any():
         return blocks
+    if blocks.source == "sessions":   # a copy's sessions are new sessions: their streams keep the session form
+        key = np.asarray(blocks.key, dtype=np.int64)
+        stride = int(key.max()) + 1 if key.size else 1
+        return blocks.rekeyed(np.where(key >= 0, key + copies * stride, key))
     look_n, keep_n = np.diff(blocks.look_ptr), np.diff(blocks.keep_ptr)
     ids = np.concatenate([blocks.look_ids, blocks.keep_ids])
     unique, dense = np.unique(ids, return_inverse=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -96,7 +96,7 @@ class PrefixBlocks:
 
         ``group`` (per request, e.g. the replica it is routed to): a block is numbered apart in each group, so U
         counts distinct (group, block) pairs (one replica's copy of a block is not another's)."""
-        if self.source == "sessions":
+        if self.source == "sessions" and self._session_form():
             return self._dense_sessions(group)
         both = np.concatenate([self.look_ids, self.keep_ids])
         if group is not None:   # (group, block) pairs: the block's number, offset by its group
@@ -110,6 +110,24 @@ class PrefixBlocks:
         first = np.zeros(look.size, dtype=np.bool_)
         first[np.unique(row * max(distinct.size, 1) + look, return_index=True)[1]] = True
         return look, inverse[self.look_ids.size:].astype(np.int64), first, int(distinct.size)
+
+    def _session_form(self) -> bool:
+        """Every block id is ``(its request's session key << 24) | index`` (what ``_dense_sessions`` relies on: an id
+        out of that form would index past its state in the compiled loop)."""
+        for ptr, ids in ((self.look_ptr, self.look_ids), (self.keep_ptr, self.keep_ids)):
+            owner = np.repeat(self.key, np.diff(ptr))
+            if ids.size and not (np.all(owner >= 0) and np.array_equal(np.right_shift(ids, _BLOCK_BITS), owner)):
+                return False
+        return True
+
+    def rekeyed(self, key: np.ndarray) -> "PrefixBlocks":
+        """Session blocks with new session keys (``key`` per request): each block id moves to its new session's
+        stream, ``(key << 24) | index``, the form ``dense`` numbers without a sort."""
+        mask = (1 << _BLOCK_BITS) - 1
+        key = np.asarray(key, dtype=np.int64)
+        look = np.left_shift(np.repeat(np.maximum(key, 0), np.diff(self.look_ptr)), _BLOCK_BITS) | (self.look_ids & mask)
+        keep = np.left_shift(np.repeat(np.maximum(key, 0), np.diff(self.keep_ptr)), _BLOCK_BITS) | (self.keep_ids & mask)
+        return replace(self, look_ids=look, keep_ids=keep, key=key)
 
     def _dense_sessions(self, group: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """``dense`` without a sort of the blocks: a session's blocks are 0..its longest context's blocks, so each

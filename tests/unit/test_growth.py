@@ -94,3 +94,18 @@ def test_growth_beyond_what_is_replayed_is_refused_before_any_replay(code_10min:
     with pytest.raises(ValueError, match=r"32× today's requests.*replayed up to 20×"):
         project(code_10min, dep, Growth({"*": 1.0}, {}, 5), method="simulated")
     assert project(code_10min, dep, Growth({"*": 1.0}, {}, 5)).method == "analytic"   # the estimate still answers
+
+
+def test_a_session_log_grows_into_new_sessions_the_compiled_loop_can_number(traces: Path) -> None:
+    # BurstGPT's sessions grown 150%: the copies' blocks were renumbered out of the session form, which the compiled
+    # loop's numbering relies on, and `report` on this trace crashed the process (a segmentation fault)
+    frame = load_log(traces / "burstgpt/burstgpt3_slice.csv").frame
+    window = requests_from_frame(frame)
+    products = set(np.asarray(window.product, dtype=str)) if window.product is not None else {"*"}
+    grown = grow_window(window, float(window.arrival_s[-1] - window.arrival_s[0]) + 1.0,
+                        {p: 2.5 for p in products})
+    assert grown.blocks is not None and grown.blocks.source == "sessions" and grown.blocks._session_form()
+    assert len(np.unique(grown.blocks.key[grown.blocks.key >= 0])) > len(np.unique(window.blocks.key[window.blocks.key >= 0]))
+    dep, _, _ = default_deployment_for(frame)
+    months = project(frame, dep, Growth({"*": 1.5}, {}, 1), method="simulated").months
+    assert list(months["method"]) == ["simulated", "simulated"]
