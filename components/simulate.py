@@ -94,6 +94,11 @@ def _point(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, replica
     return simulated_point(requests, dep, rate_rps, replicas, ttft_slo_ms, tpot_slo_ms)
 
 
+def _without_fleet(settings: tuple) -> tuple:
+    """The settings a click holds on to: all but the fleet's size (``settings[4]``), which is the headline's."""
+    return settings[:4] + settings[5:]
+
+
 def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
                       replicas: int, ttft_slo_ms: float, tpot_slo_ms: float, analytic: pd.DataFrame,
                       recommendations: list[Recommendation] | None = None, classes: dict | None = None) -> bool:
@@ -110,8 +115,10 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
                "fleet (the load curve's): an iteration-level scheduler with chunked prefill and a KV pool, Poisson "
                "arrivals at each load, step times from the same calibrated physics as the plan.")
     settings = (digest, dep, astuple(whatif), rate_rps, replicas, ttft_slo_ms, tpot_slo_ms)
-    if not run_on_click("Simulate this fleet", icon=":material/play_arrow:", key="simulate_fleet", settings=settings,
-                        state_key=RUN_KEY):
+    # Clicked once, it follows the headline's fleet: the estimate's replicas give way to the simulated answer's when
+    # its replays are done, and the section replays on them (a lever move still shows the button again).
+    if not run_on_click("Simulate this fleet", icon=":material/play_arrow:", key="simulate_fleet",
+                        settings=_without_fleet(settings), state_key=RUN_KEY):
         st.caption("Takes a few seconds; results are kept for this log and these settings.")
         return _calibrates(log)   # its "today's replicas" starts at the plan's, which the levers move
     st.caption(f"On {replicas} × TP{dep.tp} replicas ({replicas * dep.tp} GPUs) at {rate_rps:,.2f} req/s today.")
@@ -163,8 +170,8 @@ def _render_levers(settings: tuple, log: LoadedLog, dep: Deployment, whatif: Wha
                    ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation]) -> None:
     """The scheduling levers sized by simulation, and the recommendations citing the simulated gain."""
     st.markdown("**Scheduling levers, sized by simulation** (the fewest GPUs meeting both p90 SLOs)")
-    if not run_on_click("Simulate the levers", icon=":material/tune:", key="simulate_levers", settings=settings,
-                        state_key=LEVERS_KEY):
+    if not run_on_click("Simulate the levers", icon=":material/tune:", key="simulate_levers",
+                        settings=_without_fleet(settings), state_key=LEVERS_KEY):
         st.caption(f"Priority queues, a smaller prefill chunk, disaggregation and one pool per corner, each "
                    f"searched on {LEVER_REQUESTS:,} requests of your log; takes tens of seconds.")
         return

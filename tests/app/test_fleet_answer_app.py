@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -95,11 +96,23 @@ def test_one_log_gives_one_fleet_on_the_page_in_plan_and_in_compare(traces: Path
     replicas, tp = planned["replicas"], planned["deployment_detail"]["tp"]
     assert planned["method"] == "simulated" and replicas > planned["estimate"]["replicas"]
 
-    at = _upload_to_capacity(log.name, log.read_bytes())
-    shown = _shown(_text(at))
-    assert "the log has no model column" in shown and "the checkpoint's own precision (BF16" in shown
+    gate = threading.Event()   # the page's sizing waits behind this until the simulation below is clicked
+    fleet_answer._POOL.submit(gate.wait, 600)
+    try:
+        at = _upload_to_capacity(log.name, log.read_bytes())
+        shown = _shown(_text(at))
+        assert "the log has no model column" in shown and "the checkpoint's own precision (BF16" in shown
+        # "Simulate this fleet" clicked while the headline is the estimate: it simulates the estimate's fleet...
+        at.button(key="simulate_fleet").click().run()
+        estimate = planned["estimate"]["replicas"]
+        assert f"On {estimate} × TP{tp} replicas" in _text(at), _text(at)
+    finally:
+        gate.set()
     fleet_answer.wait_all(timeout=900)
     at.run()
+    assert not at.exception, at.exception
+    # ...and follows the simulated answer's fleet when it arrives, rather than going back to its button
+    assert f"On {replicas} × TP{tp} replicas" in _text(at) and "Simulated TTFT p90" in [m.label for m in at.metric]
     # the headline is plan's fleet, and it says why its GPUs run at low pressure (the trace's bursts)
     assert f"Simulated: {replicas} × TP{tp} = {replicas * tp} GPUs" in _shown(_text(at))
     assert "sized for the log's bursts" in _shown(_text(at))

@@ -54,6 +54,10 @@ def test_no_two_texts_of_a_capacity_chart_overlap(open_dashboard: OpenDashboard)
     app.settle()
     for name in ("Simulate this fleet", "Compare routers", "Design the fleet"):
         _click(app, name)
+    # the headline's simulated fleet may arrive after the clicks: the sections follow it (they replay on its
+    # replicas) rather than go back to their buttons, so the charts are counted once it is there and drawn
+    expect(app.metric("GPUs colocated (simulated)")).to_be_visible(timeout=BUILD_MS)
+    app.settle()
     expect(app.main.locator(".js-plotly-plot")).not_to_have_count(0, timeout=BUILD_MS)
     app.expect_healthy()
 
