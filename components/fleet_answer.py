@@ -17,7 +17,15 @@ import streamlit as st
 
 from components.classes import classes_key
 from components.widgets import badge
-from shapeviz.fleet.sizing import Sizing, fleet_answer, pressure_reason, sized_plan
+from shapeviz.fleet.sizing import (
+    Sizing,
+    fleet_answer,
+    lever_of,
+    lever_router,
+    pressure_reason,
+    router_lever_line,
+    sized_plan,
+)
 from shapeviz.physics import Deployment
 from shapeviz.serving import Plan, WhatIf, Workload
 from shapeviz.serving.products import SloClass
@@ -31,14 +39,15 @@ _RESULTS: OrderedDict[tuple, Future] = OrderedDict()
 
 
 def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
-           tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None) -> Future:
+           tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None,
+           router: str | None = None) -> Future:
     """The sizing of ``key`` (log digest and settings): started once, kept while it is among the latest."""
     with _LOCK:
         future = _RESULTS.get(key)
         if future is None:
             future = _POOL.submit(lambda: fleet_answer(w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
                                                        tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd,
-                                                       classes=classes)[1])
+                                                       classes=classes, router=router)[1])
             _RESULTS[key] = future
             while len(_RESULTS) > MAX_ENTRIES:
                 _RESULTS.popitem(last=False)
@@ -116,6 +125,19 @@ def start(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
     return after, before or after
 
 
+def start_lever(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float,
+                tpot_slo_ms: float, gpu_hour_usd: float,
+                classes: Mapping[str, SloClass] | None) -> tuple[str, Future] | None:
+    """The sizing with a cache-aware router (``sizing.lever_router``), the lever beside a round-robin answer: queued
+    behind the headline's (``start``; the worker takes one sizing at a time). None on a log without hashes or
+    sessions, where no router changes what is cached."""
+    router = lever_router(frame)
+    if router is None:
+        return None
+    key = key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes) + (router,)
+    return router, submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes, router)
+
+
 def sized_plans(futures: tuple[Future, Future] | None, before: Plan, after: Plan, tp: int) -> tuple[Plan, Plan] | None:
     """The estimate's plans before and after the what-if with the simulated answers in their place, once both
     sizings are done (None until then, or when one failed: the estimate stands)."""
@@ -126,19 +148,28 @@ def sized_plans(futures: tuple[Future, Future] | None, before: Plan, after: Plan
 
 
 def render_answer(futures: tuple[Future, Future] | None, dep: Deployment,
-                  pressure: tuple[float, float] | None = None) -> None:
+                  pressure: tuple[float, float] | None = None, lever: tuple[str, Future] | None = None,
+                  simulated: bool = False) -> None:
     """The simulated fleet below the metrics: a line that fills in when the replays are done, then one rerun of the
     page so the metrics above show the simulated fleet in place of the estimate (``pressure``: the estimate's
-    prefill and decode pressure per replica, for ``sizing.pressure_reason``)."""
+    prefill and decode pressure per replica, for ``sizing.pressure_reason``; ``lever``: ``start_lever``'s router and
+    sizing, whose line fills in below when it is done; ``simulated``: the metrics above show the simulated fleet).
+
+    A line never reruns the page from within the page's own run, only from its next poll: a click being handled in
+    that run (a section's button below) would be lost to the rerun."""
     if futures is None:
         st.caption("The fleet size above is the analytic estimate: this log has no timestamps to replay.")
         return
     future = futures[0]
-    pending = not all(f.done() for f in futures)
+    done = all(f.done() for f in futures)
+    # pending: the metrics above still show the estimate although the replays may be done (they finished while the
+    # page drew them); a failed sizing leaves the estimate standing, with nothing to wait for
+    pending = not done or (not simulated and all(f.exception() is None for f in futures))
+    inline = [True]
 
     @st.fragment(run_every=POLL_S if pending else None)
     def _line() -> None:
-        if not all(f.done() for f in futures):
+        if not all(f.done() for f in futures) or (pending and inline[0]):
             st.caption("GPUs above: **estimate** (analytic queue at the peak-minute rate); replaying the log on "
                        "candidate fleets for the simulated answer…")
             return
@@ -158,3 +189,30 @@ def render_answer(futures: tuple[Future, Future] | None, dep: Deployment,
             badge("simulated" if sizing.method == "simulated" else "estimated")
 
     _line()
+    inline[0] = False
+    if lever is not None and not pending and future.exception() is None:
+        _lever_line(future.result(), lever, dep)
+
+
+def _lever_line(sizing: Sizing, lever: tuple[str, Future], dep: Deployment) -> None:
+    """The cache-aware router beside the answer (``sizing.lever_of``, what ``plan`` prints), once its replays are done
+    (then one rerun of the page from its next poll, as the answer's line does)."""
+    router, future = lever
+    pending = not future.done()
+    inline = [True]
+
+    @st.fragment(run_every=POLL_S if pending else None)
+    def _line() -> None:
+        if not future.done() or (pending and inline[0]):
+            st.caption("Replaying the log with a cache-aware router, the lever beside this answer…")
+            return
+        if pending:
+            st.rerun()
+        if future.exception() is not None:
+            return
+        block = lever_of(sizing, future.result(), router, dep.tp)
+        if block is not None:
+            st.caption(md_literal(router_lever_line(block, dep.tp)) + ": the Routers section below compares them.")
+
+    _line()
+    inline[0] = False

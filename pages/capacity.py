@@ -13,6 +13,7 @@ from components.fleet import DESIGN_KEY, FLEET_DESIGN_KEY, render_fleet_design
 from components.fleet_answer import ready as fleet_ready
 from components.fleet_answer import render_answer, sized_plans, sizing_of
 from components.fleet_answer import start as start_sizing
+from components.fleet_answer import start_lever
 from components.fleet_time import render_traffic_over_time
 from components.measured import plan_vs_measured
 from components.routing import render_routers
@@ -164,7 +165,11 @@ def _headline() -> None:
     row2[3].metric("Cost per 1M tokens", MISSING if per_m is None else f"${per_m:,.3f}",
                    None if per_m is None else _delta(b["cost"].get("usd_per_million_tokens"), per_m, " $"),
                    delta_color="inverse")
-    render_answer(futures, dep, pressure=pressure)
+    # the cache-aware router's sizing, queued behind the headline's (often done by the time they are shown)
+    lever = None if futures is None else start_lever(
+        ctx.dataset.digest, ctx.dataset.log.frame, w, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
+        _classes(now))
+    render_answer(futures, dep, pressure=pressure, lever=lever, simulated=simulated)
     left, right = st.columns([0.85, 0.15])
     phase = f"After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
     left.markdown(

@@ -25,6 +25,8 @@ from shapeviz.fleet.sizing import (
     fleet_answer,
     model_of_log,
     pair_classes,
+    router_lever,
+    router_lever_line,
 )
 from shapeviz.serving.compare import precisions_for
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
@@ -222,6 +224,11 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     # with the lever: what it buys at the planned load and where it stops paying (None without it)
     document["precision_levers"] = precision_levers(workload, dep, whatif, ttft_slo, tpot_slo, args.gpu_hour_usd,
                                                     estimate, explicit=bool(getattr(args, "precision", None)))
+    # a cache-aware router as a lever beside a round-robin answer, on a log whose hashes or sessions it keeps
+    document["router_lever"] = None if getattr(args, "router", None) else router_lever(
+        workload, dep, frames[0] if frames else None, sizing, whatif=whatif, ttft_slo_ms=ttft_slo,
+        tpot_slo_ms=tpot_slo, classes=classes, gpu_hour_usd=args.gpu_hour_usd,
+        slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)), block_size=getattr(args, "block_size", None))
     document["speculative"] = None if effect is None else effect.to_dict()
     if effect is not None:
         document["speculative"]["summary"] = effect.citation()
@@ -362,6 +369,8 @@ def plan_text(document: dict[str, Any]) -> str:
                      + (f", ${per_m:,.3f} per 1M tokens" if per_m is not None else "")
                      + (f", ${per_out:,.2f} per 1M output tokens" if per_out is not None else "")
                      + f" at ${c['usd_per_gpu_hour']:,.2f}/GPU-hour ({d['assumptions']['price_source']})")
+    if d.get("router_lever"):
+        lines.append(router_lever_line(d["router_lever"], tp) + " (--router " + d["router_lever"]["router"] + ")")
     if d.get("speculative"):
         lines.append(d["speculative"]["summary"])
     unreachable = (d.get("sizing") or {}).get("unreachable") or []

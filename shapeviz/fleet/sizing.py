@@ -24,11 +24,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from shapeviz.analyses.prefix import has_hashes
+from shapeviz.analyses.sessions import has_sessions
 from shapeviz.fleet.routing import plan_with_router
 from shapeviz.physics.catalogue import get_gpu, get_model
 from shapeviz.physics.steps import Deployment, decode_step_s, prefill_time_s, request_gpu_seconds, smallest_tp
 from shapeviz.plain import json_safe
-from shapeviz.serving.planner import MAX_REPLICAS, Percentiles, Phase, Plan, WhatIf, Workload, plan
+from shapeviz.serving.planner import MAX_REPLICAS, Percentiles, Plan, WhatIf, Workload, plan
 from shapeviz.serving.products import (
     ALL_PRODUCTS,
     SloClass,
@@ -37,6 +39,7 @@ from shapeviz.serving.products import (
     resolve_classes,
     ttft_targets_ms,
 )
+from shapeviz.serving.routers import LABELS as ROUTER_LABELS
 from shapeviz.serving.simulator import Requests, latency_stats, requests_from_frame, simulate
 
 METHODS = ("simulated", "analytic")
@@ -724,6 +727,62 @@ def fleet_answer(workload: Workload, dep: Deployment, frame: pd.DataFrame | None
             sizing = analytic_sizing(estimate.replicas, estimate.meets_slo,
                                      f"analytic estimate: the log cannot be replayed on this deployment ({exc})")
     return sized_plan(estimate, sizing, dep.tp), sizing, estimate, routed
+
+
+LEVER_ROUTER_WORDS = {"prefix": "a prefix-aware router (SGLang's cache_aware rule)",
+                      "session": "a session-affine router (a consistent hash on the session id)"}
+
+
+def lever_router(frame: pd.DataFrame | None) -> str | None:
+    """The router that keeps a log's prefix reuse: prefix-aware on block hashes, session affinity on sessions (None
+    without either: no router changes what is cached)."""
+    if frame is None:
+        return None
+    return "prefix" if has_hashes(frame) else "session" if has_sessions(frame) else None
+
+
+def router_lever(workload: Workload, dep: Deployment, frame: pd.DataFrame | None, sizing: Sizing, *,
+                 whatif: WhatIf = WhatIf(), ttft_slo_ms: float = 1000.0, tpot_slo_ms: float = 50.0,
+                 classes: Mapping[str, SloClass] | None = None, gpu_hour_usd: float | None = None,
+                 slo_window_s: float = DEFAULT_SLO_WINDOW_S, block_size: int | None = None) -> dict[str, Any] | None:
+    """A cache-aware router as a lever beside an answer sized routing round-robin (the sizing's default): the same
+    sizing (``fleet_answer``, the same window and classes) with the router that keeps the log's reuse
+    (``lever_router``), its fleet and the GPUs it saves; a lever, not the plan, as FP8 is. None when there is
+    nothing to weigh: no simulated answer, one replica, or no hashes or sessions in the log."""
+    router = lever_router(frame)
+    if router is None or sizing.method != "simulated" or (sizing.replicas or 0) < 2:
+        return None
+    routed = fleet_answer(workload, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                          classes=classes, gpu_hour_usd=gpu_hour_usd, slo_window_s=slo_window_s, router=router,
+                          block_size=block_size)[1]
+    return lever_of(sizing, routed, router, dep.tp)
+
+
+def lever_of(sizing: Sizing, routed: Sizing, router: str, tp: int) -> dict[str, Any] | None:
+    """The router lever's block (``plan --json``'s ``router_lever``; the page's line): ``routed``, the sizing with
+    ``router``, beside ``sizing``, the answer routing round-robin (None unless both were replayed, or when the answer
+    is one replica: there is nothing to route)."""
+    if sizing.method != "simulated" or (sizing.replicas or 0) < 2 or routed.method != "simulated" or not routed.replicas:
+        return None
+    return json_safe({
+        "router": router, "router_label": ROUTER_LABELS[router],
+        "label": "simulated: a lever, not the plan (the plan routes round-robin)",
+        "replicas": routed.replicas, "gpus": routed.replicas * tp,
+        "gpus_saved": (sizing.replicas - routed.replicas) * tp,
+        "meets": routed.meets, "meets_others": routed.meets_others,
+        "one_fewer": None if routed.one_fewer is None else routed.one_fewer.verdict(), "cpu_s": routed.cpu_s})
+
+
+def router_lever_line(lever: dict[str, Any], tp: int) -> str:
+    """The lever in one sentence (plain text: the page escapes it), as ``plan`` prints it and the page shows it."""
+    fleet = f"{lever['replicas']} × TP{tp} = {lever['gpus']} GPUs"
+    every = "every" if lever["meets"] else "every other"
+    saved = lever["gpus_saved"]
+    what = (f"{saved} fewer than routing round-robin, as the answer above does" if saved > 0
+            else "no fewer than routing round-robin" if saved == 0 else f"{-saved} more than routing round-robin")
+    router = LEVER_ROUTER_WORDS[lever["router"]]
+    return (f"Lever (simulated, not the plan): {router}, which sends each request to the replica holding its cached "
+            f"prefix, meets {every} product's class on {fleet}, {what}")
 
 
 COMPARE_SIZED = 3   # the comparison's cheapest estimates that are sized by replaying the log (besides the current)

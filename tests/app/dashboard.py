@@ -22,3 +22,13 @@ def open_page(page: str = CAPACITY, timeout: float = 120) -> AppTest:
     at.switch_page(page).run()
     assert not at.exception, at.exception
     return at
+
+
+def headline_sizing():  # noqa: ANN201 - a shapeviz.fleet.sizing.Sizing
+    """The Capacity headline's sizing of the settings the page drew last (not the cache-aware router's lever,
+    whose key ends with its router)."""
+    from components import fleet_answer
+
+    with fleet_answer._LOCK:
+        items = list(fleet_answer._RESULTS.items())
+    return next(f.result() for key, f in reversed(items) if key[-1] not in ("prefix", "session"))

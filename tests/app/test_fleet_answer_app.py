@@ -14,10 +14,11 @@ from components import fleet_answer
 from components.fleet_answer import answer_line
 from shapeviz.cli import main
 from shapeviz.fleet.sizing import fleet_answer as size
+from shapeviz.fleet.sizing import lever_of, router_lever_line
 from shapeviz.ingest import load_log
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving.planner import Workload
-from tests.app.dashboard import APP, CAPACITY, open_page
+from tests.app.dashboard import APP, CAPACITY, headline_sizing, open_page
 
 
 def _text(at) -> str:
@@ -35,10 +36,10 @@ def test_headline_shows_the_estimate_then_the_simulated_fleet() -> None:
     at = open_page()
     assert "GPUs colocated (estimate)" in [m.label for m in at.metric]
     fleet_answer.wait_all(timeout=900)   # the page never waits; the test does, then reruns as the poll would
+    sizing = headline_sizing()   # the settings the page drew last
     at.run()
     assert not at.exception, at.exception
     text = _text(at)
-    sizing = list(fleet_answer._RESULTS.values())[-1].result()   # the settings the page drew last
     assert sizing.method == "simulated" and sizing.estimate is not None
     # the line on the page is that sizing's: its replicas against the estimate, the p90 classes, no pending note
     assert f"{sizing.replicas} × TP" in text and "p90 class" in text
@@ -58,6 +59,11 @@ def test_headline_shows_the_estimate_then_the_simulated_fleet() -> None:
     # the demo's products name four models: the most requested is planned, and the others are named per product
     assert "Model: the log's model column ('meta-llama/Llama-3.1-70B-Instruct'" in shown
     assert "ide-autocomplete (llama-3.1-8b)" in shown and "swe-agent (kimi-k2)" in shown
+    # and the lever beside it: the demo's block hashes replayed with a prefix-aware router, as `plan` prints it
+    (routed,) = [f.result() for key, f in fleet_answer._RESULTS.items() if key[-1] == "prefix"]
+    lever = lever_of(sizing, routed, "prefix", 4)
+    assert lever["gpus_saved"] > 0   # the demo's sessions lose their cache when round-robin spreads their turns
+    assert router_lever_line(lever, 4) in shown
 
 
 def test_answer_line_says_the_simulated_fleet_and_one_fewer(traces: Path) -> None:

@@ -5,8 +5,8 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from components import fleet_answer, fleet_time
-from tests.app.dashboard import open_page
+from components import fleet_time
+from tests.app.dashboard import headline_sizing, open_page
 
 
 def _capacity() -> AppTest:
@@ -52,5 +52,5 @@ def test_the_page_shows_each_policy_against_the_peak_and_a_slower_start_costs_at
     assert not at.exception, at.exception
     months = next(f.value for f in at.dataframe if {"month", "estimate_replicas", "one_fewer"} <= set(f.value.columns))
     assert (months["method"] == "simulated").all()
-    headline = list(fleet_answer._RESULTS.values())[-1].result()   # the headline of the settings drawn last
+    headline = headline_sizing()   # the headline of the settings drawn last
     assert months["replicas"].iloc[0] == headline.replicas

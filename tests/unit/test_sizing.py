@@ -19,6 +19,7 @@ from shapeviz.cli.plan import plan_text
 
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
 AZURE_CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
+MOONCAKE = "mooncake_fast25/conversation_trace.jsonl.gz"
 # the issue's deployment: Llama-3.1-70B on H100 in FP8 (the old default, now given explicitly), TP2
 ISSUE_DEPLOYMENT = ("--model", "llama-3.1-70b", "--gpu", "h100", "--precision", "fp8")
 
@@ -37,6 +38,7 @@ def test_bursty_code_trace_is_sized_by_replay_and_one_fewer_misses(traces: Path,
     assert 7 <= doc["replicas"] <= 9 and doc["gpus"]["colocated"] == 2 * doc["replicas"]
     assert doc["meets_slo"] and doc["products"]["AzureLLMInferenceTrace_code"]["meets"]
     assert doc["sized_on"]["whole_log"] and doc["sized_on"]["requests"] == 8_819
+    assert doc["router_lever"] is None   # no hashes or sessions: no router changes what is cached
     fewer = doc["one_fewer"]
     assert fewer["replicas"] == doc["replicas"] - 1 and fewer["meets"] is False
     # the user's own check: `simulate` of the log on the planned fleet meets both p90s; on one fewer it misses
@@ -215,3 +217,18 @@ def test_the_search_leaves_stretches_that_pass_what_the_window_misses(monkeypatc
     answer = sizing.size_fleet(conv, dep, sizing.pair_classes(conv, 1000.0, 50.0), estimate=92)
     assert answer.replicas == 60 and answer.one_fewer.replicas == 59
     assert len(window_runs) <= 8, sorted(window_runs)
+
+
+def test_a_cache_aware_router_is_a_lever_beside_the_round_robin_answer(traces: Path, capsys) -> None:
+    # Mooncake's conversation trace carries block hashes; its prompts need a 5 s TTFT class to be servable here
+    argv = (str(traces / MOONCAKE), "--ttft-slo-ms", "5000")
+    planned = _run(capsys, "plan", *argv)
+    lever, tp = planned["router_lever"], planned["deployment_detail"]["tp"]
+    assert planned["method"] == "simulated" and lever["router"] == "prefix" and lever["label"].startswith("simulated")
+    # the lever is the answer `plan --router prefix` prints (one sizing function), and it is not the plan
+    routed = _run(capsys, "plan", *argv, "--router", "prefix")
+    assert routed["router_lever"] is None and lever["replicas"] == routed["replicas"] < planned["replicas"]
+    assert lever["gpus_saved"] == (planned["replicas"] - routed["replicas"]) * tp and lever["meets"]
+    assert main(["plan", *argv]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Lever"))
+    assert f"on {routed['replicas']} × TP{tp} = {routed['replicas'] * tp} GPUs, {lever['gpus_saved']} fewer" in line
