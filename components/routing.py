@@ -72,9 +72,11 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
     choice = st.selectbox("Router", ROUTERS, format_func=LABELS.get, key=ROUTER_KEY, index=ROUTERS.index("prefix"),
                           help="The router whose figures lead; the table compares all four.")
     settings = (digest, dep, astuple(whatif), rate_rps, replicas, ttft_slo_ms, tpot_slo_ms)
-    # Clicked once, it follows the headline's fleet (the estimate's replicas, then the simulated answer's).
-    if not run_on_click("Compare routers", icon=":material/alt_route:", key="compare_routers",
-                        settings=settings[:4] + settings[5:], state_key=RUN_KEY):
+    # A click holds on to every setting but the fleet's size: it follows the headline's (the estimate's replicas,
+    # then the simulated answer's)
+    clicked = (digest, dep, astuple(whatif), rate_rps, ttft_slo_ms, tpot_slo_ms)
+    if not run_on_click("Compare routers", icon=":material/alt_route:", key="compare_routers", settings=clicked,
+                        state_key=RUN_KEY):
         st.caption("Four routers × five fleet sizes plus the smallest fleet meeting the SLOs; takes tens of seconds.")
         return False
     st.caption(f"At {rate_rps:,.2f} req/s on {replicas} replicas.")

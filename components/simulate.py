@@ -94,11 +94,6 @@ def _point(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, replica
     return simulated_point(requests, dep, rate_rps, replicas, ttft_slo_ms, tpot_slo_ms)
 
 
-def _without_fleet(settings: tuple) -> tuple:
-    """The settings a click holds on to: all but the fleet's size (``settings[4]``), which is the headline's."""
-    return settings[:4] + settings[5:]
-
-
 def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
                       replicas: int, ttft_slo_ms: float, tpot_slo_ms: float, analytic: pd.DataFrame,
                       recommendations: list[Recommendation] | None = None, classes: dict | None = None) -> bool:
@@ -114,11 +109,11 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
     st.caption(f"A discrete-event replay of {DEFAULT_POINT_REQUESTS:,} requests drawn from your log on the plan's "
                "fleet (the load curve's): an iteration-level scheduler with chunked prefill and a KV pool, Poisson "
                "arrivals at each load, step times from the same calibrated physics as the plan.")
-    settings = (digest, dep, astuple(whatif), rate_rps, replicas, ttft_slo_ms, tpot_slo_ms)
-    # Clicked once, it follows the headline's fleet: the estimate's replicas give way to the simulated answer's when
-    # its replays are done, and the section replays on them (a lever move still shows the button again).
-    if not run_on_click("Simulate this fleet", icon=":material/play_arrow:", key="simulate_fleet",
-                        settings=_without_fleet(settings), state_key=RUN_KEY):
+    # What a click holds on to: every setting but the fleet's size, which is the headline's. Clicked once, the section
+    # follows it (the estimate's replicas, then the simulated answer's); a lever move shows the button again.
+    clicked = (digest, dep, astuple(whatif), rate_rps, ttft_slo_ms, tpot_slo_ms)
+    if not run_on_click("Simulate this fleet", icon=":material/play_arrow:", key="simulate_fleet", settings=clicked,
+                        state_key=RUN_KEY):
         st.caption("Takes a few seconds; results are kept for this log and these settings.")
         return _calibrates(log)   # its "today's replicas" starts at the plan's, which the levers move
     st.caption(f"On {replicas} × TP{dep.tp} replicas ({replicas * dep.tp} GPUs) at {rate_rps:,.2f} req/s today.")
@@ -162,22 +157,22 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
         "queue": ["grows" if s else "stable" for s in sweep["sim_saturated"]],
     })
     table(shown)
-    _render_levers(settings, log, dep, whatif, rate_rps, ttft_slo_ms, tpot_slo_ms, recommendations or [])
+    _render_levers(clicked, log, dep, whatif, rate_rps, ttft_slo_ms, tpot_slo_ms, recommendations or [])
     return True
 
 
-def _render_levers(settings: tuple, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
+def _render_levers(clicked: tuple, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
                    ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation]) -> None:
     """The scheduling levers sized by simulation, and the recommendations citing the simulated gain."""
     st.markdown("**Scheduling levers, sized by simulation** (the fewest GPUs meeting both p90 SLOs)")
-    if not run_on_click("Simulate the levers", icon=":material/tune:", key="simulate_levers",
-                        settings=_without_fleet(settings), state_key=LEVERS_KEY):
+    if not run_on_click("Simulate the levers", icon=":material/tune:", key="simulate_levers", settings=clicked,
+                        state_key=LEVERS_KEY):
         st.caption(f"Priority queues, a smaller prefill chunk, disaggregation and one pool per corner, each "
                    f"searched on {LEVER_REQUESTS:,} requests of your log; takes tens of seconds.")
         return
     with st.spinner("Simulating the levers…"):
         try:
-            levers = _levers(settings[0], dep, astuple(whatif), rate_rps, ttft_slo_ms, tpot_slo_ms, log)
+            levers = _levers(clicked[0], dep, astuple(whatif), rate_rps, ttft_slo_ms, tpot_slo_ms, log)
         except ValueError as exc:
             st.error(f"Simulation: {md_literal(exc)}", icon=":material/error:")
             return
