@@ -45,7 +45,8 @@ def main() -> None:
         sizing = fleet_answer(workload, dep, frame, ttft_slo_ms=ttft, classes=classes)[1]
         answer_s = time.process_time() - started
         started = time.process_time()
-        lever = router_lever(workload, dep, frame, sizing, ttft_slo_ms=ttft, classes=classes)
+        lever = router_lever(sizing, frame, dep.tp, lambda router: fleet_answer(
+            workload, dep, frame, ttft_slo_ms=ttft, classes=classes, router=router)[1])
         lever_s = time.process_time() - started
         shown = "none" if lever is None else f"{lever['replicas']} × TP{dep.tp}, {lever['router']}"
         print(f"| {name} | {sizing.replicas} × TP{dep.tp} ({sizing.method}) | {answer_s:.2f} s | {shown} | "

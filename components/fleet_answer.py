@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -147,16 +147,32 @@ def sized_plans(futures: tuple[Future, Future] | None, before: Plan, after: Plan
     return sized_plan(before, sized_before, tp), sized_plan(after, sized_after, tp)
 
 
+def _polled_line(pending: bool, ready: Callable[[], bool], waiting: str, draw: Callable[[], None]) -> None:
+    """A line that says ``waiting`` until ``ready()``, then ``draw()``s. While ``pending`` (what the page above shows
+    is not yet what is ready) it polls every ``POLL_S`` and, once ready, reruns the page once: from its poll, never
+    from within the page's own run, where a click being handled (a section's button below) would be lost."""
+    inline = [True]
+
+    @st.fragment(run_every=POLL_S if pending else None)
+    def _line() -> None:
+        if not ready() or (pending and inline[0]):
+            st.caption(waiting)
+            return
+        if pending:
+            st.rerun()
+        draw()
+
+    _line()
+    inline[0] = False
+
+
 def render_answer(futures: tuple[Future, Future] | None, dep: Deployment,
                   pressure: tuple[float, float] | None = None, lever: tuple[str, Future] | None = None,
                   simulated: bool = False) -> None:
     """The simulated fleet below the metrics: a line that fills in when the replays are done, then one rerun of the
     page so the metrics above show the simulated fleet in place of the estimate (``pressure``: the estimate's
     prefill and decode pressure per replica, for ``sizing.pressure_reason``; ``lever``: ``start_lever``'s router and
-    sizing, whose line fills in below when it is done; ``simulated``: the metrics above show the simulated fleet).
-
-    A line never reruns the page from within the page's own run, only from its next poll: a click being handled in
-    that run (a section's button below) would be lost to the rerun."""
+    sizing, whose line fills in below when it is done; ``simulated``: the metrics above show the simulated fleet)."""
     if futures is None:
         st.caption("The fleet size above is the analytic estimate: this log has no timestamps to replay.")
         return
@@ -165,16 +181,8 @@ def render_answer(futures: tuple[Future, Future] | None, dep: Deployment,
     # pending: the metrics above still show the estimate although the replays may be done (they finished while the
     # page drew them); a failed sizing leaves the estimate standing, with nothing to wait for
     pending = not done or (not simulated and all(f.exception() is None for f in futures))
-    inline = [True]
 
-    @st.fragment(run_every=POLL_S if pending else None)
-    def _line() -> None:
-        if not all(f.done() for f in futures) or (pending and inline[0]):
-            st.caption("GPUs above: **estimate** (analytic queue at the peak-minute rate); replaying the log on "
-                       "candidate fleets for the simulated answer…")
-            return
-        if pending:   # the replays finished while this line waited: redraw the page with the simulated fleet
-            st.rerun()
+    def draw() -> None:
         if future.exception() is not None:
             st.caption(f"The simulated answer failed: {md_literal(future.exception())}; the estimate stands.")
             return
@@ -188,31 +196,22 @@ def render_answer(futures: tuple[Future, Future] | None, dep: Deployment,
         with right:
             badge("simulated" if sizing.method == "simulated" else "estimated")
 
-    _line()
-    inline[0] = False
+    _polled_line(pending, lambda: all(f.done() for f in futures),
+                 "GPUs above: **estimate** (analytic queue at the peak-minute rate); replaying the log on candidate "
+                 "fleets for the simulated answer…", draw)
     if lever is not None and not pending and future.exception() is None:
         _lever_line(future.result(), lever, dep)
 
 
 def _lever_line(sizing: Sizing, lever: tuple[str, Future], dep: Deployment) -> None:
     """The cache-aware router beside the answer (``sizing.lever_of``, what ``plan`` prints), once its replays are done
-    (then one rerun of the page from its next poll, as the answer's line does)."""
+    (then one rerun of the page from its poll, as the answer's line does)."""
     router, future = lever
-    pending = not future.done()
-    inline = [True]
 
-    @st.fragment(run_every=POLL_S if pending else None)
-    def _line() -> None:
-        if not future.done() or (pending and inline[0]):
-            st.caption("Replaying the log with a cache-aware router, the lever beside this answer…")
-            return
-        if pending:
-            st.rerun()
-        if future.exception() is not None:
-            return
-        block = lever_of(sizing, future.result(), router, dep.tp)
+    def draw() -> None:
+        block = None if future.exception() is not None else lever_of(sizing, future.result(), router, dep.tp)
         if block is not None:
             st.caption(md_literal(router_lever_line(block, dep.tp)) + ": the Routers section below compares them.")
 
-    _line()
-    inline[0] = False
+    _polled_line(not future.done(), future.done,
+                 "Replaying the log with a cache-aware router, the lever beside this answer…", draw)

@@ -137,14 +137,15 @@ def classes_from_args(args: argparse.Namespace, frame: Any, ttft_slo: float, tpo
 
 
 def answer_from_args(args: argparse.Namespace, workload: Workload, dep: Deployment, frame: Any, whatif: WhatIf,
-                     ttft_slo: float, tpot_slo: float, classes: Any) -> Any:
+                     ttft_slo: float, tpot_slo: float, classes: Any, router: str | None = None) -> Any:
     """``fleet_answer`` with the command line's sizing options (method, SLO window, router, block size): the fleet
-    ``plan`` prints, and every other command's "today's fleet" (``plan --growth``'s month 0)."""
+    ``plan`` prints, and every other command's "today's fleet" (``plan --growth``'s month 0). ``router``: in place of
+    ``--router`` (the router lever's sizing)."""
     return fleet_answer(
         workload, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo, classes=classes,
         gpu_hour_usd=args.gpu_hour_usd, method=getattr(args, "method", "simulated"),
-        slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)), router=getattr(args, "router", None),
-        block_size=getattr(args, "block_size", None))
+        slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)),
+        router=router or getattr(args, "router", None), block_size=getattr(args, "block_size", None))
 
 
 def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
@@ -226,9 +227,8 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
                                                     estimate, explicit=bool(getattr(args, "precision", None)))
     # a cache-aware router as a lever beside a round-robin answer, on a log whose hashes or sessions it keeps
     document["router_lever"] = None if getattr(args, "router", None) else router_lever(
-        workload, dep, frames[0] if frames else None, sizing, whatif=whatif, ttft_slo_ms=ttft_slo,
-        tpot_slo_ms=tpot_slo, classes=classes, gpu_hour_usd=args.gpu_hour_usd,
-        slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)), block_size=getattr(args, "block_size", None))
+        sizing, frames[0] if frames else None, dep.tp, lambda router: answer_from_args(
+            args, workload, dep, frames[0], whatif, ttft_slo, tpot_slo, classes, router=router)[1])
     document["speculative"] = None if effect is None else effect.to_dict()
     if effect is not None:
         document["speculative"]["summary"] = effect.citation()

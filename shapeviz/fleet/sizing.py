@@ -741,28 +741,28 @@ def lever_router(frame: pd.DataFrame | None) -> str | None:
     return "prefix" if has_hashes(frame) else "session" if has_sessions(frame) else None
 
 
-def router_lever(workload: Workload, dep: Deployment, frame: pd.DataFrame | None, sizing: Sizing, *,
-                 whatif: WhatIf = WhatIf(), ttft_slo_ms: float = 1000.0, tpot_slo_ms: float = 50.0,
-                 classes: Mapping[str, SloClass] | None = None, gpu_hour_usd: float | None = None,
-                 slo_window_s: float = DEFAULT_SLO_WINDOW_S, block_size: int | None = None) -> dict[str, Any] | None:
-    """A cache-aware router as a lever beside an answer sized routing round-robin (the sizing's default): the same
-    sizing (``fleet_answer``, the same window and classes) with the router that keeps the log's reuse
-    (``lever_router``), its fleet and the GPUs it saves; a lever, not the plan, as FP8 is. None when there is
-    nothing to weigh: no simulated answer, one replica, or no hashes or sessions in the log."""
+def _routable(sizing: Sizing) -> bool:
+    """A replayed answer of more than one replica: a router has something to choose between."""
+    return sizing.method == "simulated" and (sizing.replicas or 0) >= 2
+
+
+def router_lever(sizing: Sizing, frame: pd.DataFrame | None, tp: int,
+                 size: Callable[[str], Sizing]) -> dict[str, Any] | None:
+    """A cache-aware router as a lever beside an answer sized routing round-robin (the sizing's default): ``size(router)
+    -> Sizing`` is the same sizing (``fleet_answer`` with the same window and classes) with the router that keeps the
+    log's reuse (``lever_router``); a lever, not the plan, as FP8 is. None when there is nothing to weigh: no
+    simulated answer, one replica, or no hashes or sessions in the log (nothing is replayed then)."""
     router = lever_router(frame)
-    if router is None or sizing.method != "simulated" or (sizing.replicas or 0) < 2:
+    if router is None or not _routable(sizing):
         return None
-    routed = fleet_answer(workload, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
-                          classes=classes, gpu_hour_usd=gpu_hour_usd, slo_window_s=slo_window_s, router=router,
-                          block_size=block_size)[1]
-    return lever_of(sizing, routed, router, dep.tp)
+    return lever_of(sizing, size(router), router, tp)
 
 
 def lever_of(sizing: Sizing, routed: Sizing, router: str, tp: int) -> dict[str, Any] | None:
     """The router lever's block (``plan --json``'s ``router_lever``; the page's line): ``routed``, the sizing with
     ``router``, beside ``sizing``, the answer routing round-robin (None unless both were replayed, or when the answer
     is one replica: there is nothing to route)."""
-    if sizing.method != "simulated" or (sizing.replicas or 0) < 2 or routed.method != "simulated" or not routed.replicas:
+    if not _routable(sizing) or routed.method != "simulated" or not routed.replicas:
         return None
     return json_safe({
         "router": router, "router_label": ROUTER_LABELS[router],

@@ -24,11 +24,12 @@ def open_page(page: str = CAPACITY, timeout: float = 120) -> AppTest:
     return at
 
 
-def headline_sizing():  # noqa: ANN201 - a shapeviz.fleet.sizing.Sizing
-    """The Capacity headline's sizing of the settings the page drew last (not the cache-aware router's lever,
-    whose key ends with its router)."""
+def headline_sizing(digest: str | None = None):  # noqa: ANN201 - a shapeviz.fleet.sizing.Sizing
+    """The Capacity headline's sizing of the settings the page drew last (of the log ``digest`` when given; not the
+    cache-aware router's lever, whose key ends with its router)."""
     from components import fleet_answer
 
     with fleet_answer._LOCK:
         items = list(fleet_answer._RESULTS.items())
-    return next(f.result() for key, f in reversed(items) if key[-1] not in ("prefix", "session"))
+    return next(f.result() for key, f in reversed(items)
+                if key[-1] not in ("prefix", "session") and digest in (None, key[0]))
