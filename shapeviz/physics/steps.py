@@ -48,6 +48,7 @@ from shapeviz.physics.catalogue import (
     get_model,
     get_precision,
 )
+from shapeviz.physics.engines import EngineEfficiency, check_engine, engine_efficiency, engine_note
 
 EFFICIENCY_PATH = DATA_DIR / "efficiency.json"
 ACTIVATION_BYTES = 2  # activations and all-reduce messages stay in BF16 even when weights are FP8
@@ -142,6 +143,9 @@ class Deployment:
     attention_dp: bool = False
     # ``physics.speculative.Speculative`` (duck-typed here: that module builds on this one), or None
     speculative: Any = None
+    # the serving engine (vllm, sglang, trtllm; None: the default `config` writes): its efficiency on this GPU family
+    # at this precision scales the generic calibration (``physics.engines``)
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         # Forgiving construction: ids are accepted wherever a Model or GPU is.
@@ -152,6 +156,7 @@ class Deployment:
         default_kv = get_precision(self.precision).default_kv
         kv = default_kv if self.kv_precision is None else check_precision(self.kv_precision, "KV precision")
         object.__setattr__(self, "kv_precision", kv)
+        object.__setattr__(self, "engine", check_engine(self.engine))
         if self.efficiency is None:
             object.__setattr__(self, "efficiency", load_efficiency())
         if isinstance(self.tp, bool) or not isinstance(self.tp, (int, np.integer)) or self.tp not in TP_CHOICES:
@@ -370,7 +375,7 @@ class Deployment:
         else:
             peak, mamf = g.bf16_tflops, g.mamf_bf16_tflops
         ceiling = mamf if mamf else peak * self.eff.mamf_fraction_default
-        return ceiling * 1e12 * self.eff.mfu
+        return ceiling * 1e12 * self.mfu
 
     @property
     def matmul_flops_per_gpu(self) -> float:
@@ -407,7 +412,7 @@ class Deployment:
         if not self.gpu.sfu_exp_per_s:
             return tensor
         per_exp = self.model.attention_flops_per_context_token(decode) / self.model.heads
-        return min(tensor, self.gpu.sfu_exp_per_s * per_exp * self.eff.mfu)
+        return min(tensor, self.gpu.sfu_exp_per_s * per_exp * self.mfu)
 
     @property
     def hbm_ceiling_bytes_per_gpu(self) -> float:
@@ -418,7 +423,29 @@ class Deployment:
     @property
     def hbm_bytes_per_gpu(self) -> float:
         """HBM bytes/s per GPU for the decode stream (weights and KV): measured ceiling × mbu."""
-        return self.hbm_ceiling_bytes_per_gpu * self.eff.mbu
+        return self.hbm_ceiling_bytes_per_gpu * self.mbu
+
+    @property
+    def engine_efficiency(self) -> EngineEfficiency | None:
+        """The engine's row for this GPU family and precision (``data/engine_efficiency.csv``), or None."""
+        return engine_efficiency(self.gpu.id, str(self.engine), str(self.precision))
+
+    @property
+    def engine_note(self) -> str:
+        """Where the engine's efficiency comes from, in one line."""
+        return engine_note(self.gpu.id, self.gpu.name, str(self.engine), str(self.precision))
+
+    @property
+    def mfu(self) -> float:
+        """Compute efficiency in use: the calibration's ``mfu`` × the engine's factor (never above 1)."""
+        row = self.engine_efficiency
+        return min(self.eff.mfu * (row.mfu_scale if row else 1.0), 1.0)
+
+    @property
+    def mbu(self) -> float:
+        """Memory efficiency in use: the calibration's ``mbu`` × the engine's factor (never above 1)."""
+        row = self.engine_efficiency
+        return min(self.eff.mbu * (row.mbu_scale if row else 1.0), 1.0)
 
     def describe(self) -> str:
         """``Llama-3.1-70B on 2× H100 SXM5 80GB, FP8 (KV FP8)``, with the layout when it is not plain TP."""
