@@ -124,6 +124,18 @@ def load_efficiency(path: Path | None = None) -> Efficiency:
         return efficiency_from_document(json.load(fh))
 
 
+def engine_scaled(base: Efficiency, gpu_id: str, engine: str, precision: str) -> Efficiency:
+    """``base`` with the engine's compute and memory factors for this GPU and precision (unchanged without a row)."""
+    row = engine_efficiency(gpu_id, engine, precision)
+    if row is None:
+        return base
+    sources = {**base.sources, "mfu": f"{base.sources.get('mfu', '')}; × {row.describe()}",
+               "mbu": f"{base.sources.get('mbu', '')}; × {row.describe()}"}
+    values = {name: getattr(base, name) for name in PARAMETERS}
+    values.update(mfu=min(base.mfu * row.mfu_scale, 1.0), mbu=min(base.mbu * row.mbu_scale, 1.0))
+    return Efficiency(**values, sources=sources, fitted_on=base.fitted_on)
+
+
 @dataclass(frozen=True)
 class Deployment:
     """A model served on ``tp`` GPUs of one type at a weight (and KV) precision and a layout: one replica.
@@ -158,7 +170,10 @@ class Deployment:
         object.__setattr__(self, "kv_precision", kv)
         object.__setattr__(self, "engine", check_engine(self.engine))
         if self.efficiency is None:
-            object.__setattr__(self, "efficiency", load_efficiency())
+            # the calibration as this engine reaches it on this GPU family at this precision; an efficiency given
+            # explicitly (a fit, a log's calibration) is taken as it is
+            object.__setattr__(self, "efficiency", engine_scaled(load_efficiency(), self.gpu.id, str(self.engine),
+                                                                 str(self.precision)))
         if isinstance(self.tp, bool) or not isinstance(self.tp, (int, np.integer)) or self.tp not in TP_CHOICES:
             raise ValueError(f"tensor parallelism tp={self.tp!r} must be one of {TP_CHOICES}")
         object.__setattr__(self, "tp", int(self.tp))
@@ -375,7 +390,7 @@ class Deployment:
         else:
             peak, mamf = g.bf16_tflops, g.mamf_bf16_tflops
         ceiling = mamf if mamf else peak * self.eff.mamf_fraction_default
-        return ceiling * 1e12 * self.mfu
+        return ceiling * 1e12 * self.eff.mfu
 
     @property
     def matmul_flops_per_gpu(self) -> float:
@@ -412,7 +427,7 @@ class Deployment:
         if not self.gpu.sfu_exp_per_s:
             return tensor
         per_exp = self.model.attention_flops_per_context_token(decode) / self.model.heads
-        return min(tensor, self.gpu.sfu_exp_per_s * per_exp * self.mfu)
+        return min(tensor, self.gpu.sfu_exp_per_s * per_exp * self.eff.mfu)
 
     @property
     def hbm_ceiling_bytes_per_gpu(self) -> float:
@@ -423,7 +438,7 @@ class Deployment:
     @property
     def hbm_bytes_per_gpu(self) -> float:
         """HBM bytes/s per GPU for the decode stream (weights and KV): measured ceiling × mbu."""
-        return self.hbm_ceiling_bytes_per_gpu * self.mbu
+        return self.hbm_ceiling_bytes_per_gpu * self.eff.mbu
 
     @property
     def engine_efficiency(self) -> EngineEfficiency | None:
@@ -434,18 +449,6 @@ class Deployment:
     def engine_note(self) -> str:
         """Where the engine's efficiency comes from, in one line."""
         return engine_note(self.gpu.id, self.gpu.name, str(self.engine), str(self.precision))
-
-    @property
-    def mfu(self) -> float:
-        """Compute efficiency in use: the calibration's ``mfu`` × the engine's factor (never above 1)."""
-        row = self.engine_efficiency
-        return min(self.eff.mfu * (row.mfu_scale if row else 1.0), 1.0)
-
-    @property
-    def mbu(self) -> float:
-        """Memory efficiency in use: the calibration's ``mbu`` × the engine's factor (never above 1)."""
-        row = self.engine_efficiency
-        return min(self.eff.mbu * (row.mbu_scale if row else 1.0), 1.0)
 
     def describe(self) -> str:
         """``Llama-3.1-70B on 2× H100 SXM5 80GB, FP8 (KV FP8)``, with the layout when it is not plain TP."""
