@@ -173,18 +173,27 @@ def _bisect_scale(rows: pd.DataFrame, which: int, scales: list[float], same: boo
 
 
 def fit(rows: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, float, list[str]]]:
-    """Per family × engine × precision: (compute, memory) factors fitted on its ``fitted`` Offline rows.
+    """Per family × engine × precision: (compute, memory) factors fitted on its ``fitted`` rows.
 
-    The compute factor makes the simulated Offline throughput match (an all-at-once load is compute-bound at
-    these lengths). TensorRT-LLM keeps the memory factor at 1: the generic calibration's decode step was fitted
-    on TensorRT-LLM's per-batch tables (batch 64, 2,048/2,048 tokens, H100 FP8 TP2: 1,044 tok/s per GPU simulated
-    against 1,011 published). Other engines have no per-batch rows here, so one factor scales both.
+    The compute factor makes the simulated Offline throughput match (an all-at-once load is compute-bound at these
+    lengths). Where a fitted Interactive row exists (Hopper: H200), the memory factor makes it match (the decode
+    step at moderate batch under a 40 ms TPOT), alternating with the compute factor for two rounds. Otherwise
+    TensorRT-LLM keeps the memory factor at 1 (the generic decode step was fitted on TensorRT-LLM's per-batch
+    tables) and other engines, without per-batch rows here, scale both by the compute factor.
     """
-    fitted = rows[(rows["role"] == "fitted") & (rows["scenario"] == "Offline")]
+    fitted = rows[rows["role"] == "fitted"]
     result = {}
     for key, group in fitted.groupby(fitted.apply(_group, axis=1)):
-        compute = _bisect_scale(group, 0, [1.0, 1.0], same=key[1] != "trtllm")
-        memory = 1.0 if key[1] == "trtllm" else compute
+        offline, tight = group[group["scenario"] == "Offline"], group[group["scenario"] == "Interactive"]
+        if len(tight):
+            scales = [1.0, 1.0]
+            for _ in range(2):
+                scales[0] = _bisect_scale(offline, 0, scales)
+                scales[1] = _bisect_scale(tight, 1, scales)
+            compute, memory = scales
+        else:
+            compute = _bisect_scale(offline, 0, [1.0, 1.0], same=key[1] != "trtllm")
+            memory = 1.0 if key[1] == "trtllm" else compute
         result[key] = (compute, memory, list(group["row_id"]))
         print(f"fitted {key}: compute ×{compute:.3f}, memory ×{memory:.3f} on {list(group['row_id'])}", flush=True)
     return result
