@@ -20,8 +20,9 @@ samples (``data/mlperf_openorca_lengths.csv``: mean input 225 tokens, p50 155, m
 scaled to the mean the row's run generated (its tokens/s over samples/s, 272–297; 290 where the summary gives no
 sample rate), since MLPerf counts the tokens Llama-2-70B generates, not the reference answers'.
 
-``--fit`` refits the factors of ``data/engine_efficiency.csv`` on the Offline rows marked ``fitted`` (one per
-accelerator family × engine × precision; see ``fit``) and, with ``--write``, writes them into that file. The script
+``--fit`` refits the factors of ``data/engine_efficiency.csv`` on the rows marked ``fitted`` (per accelerator
+family × engine × precision: its Offline row for compute, its Interactive row, where there is one, for memory; see
+``fit``) and, with ``--write``, writes them into that file. The script
 prints the error table as markdown (benchmarks/README.md, "MLPerf Inference"). MLPerf v5.1 and newer are held out:
 no row of them is in the data file, none was looked at while choosing.
 """
