@@ -171,7 +171,7 @@ def _draw_plane(corners: tuple[int, int, int], deployment: Deployment, cache_hit
 
 @st.cache_resource(max_entries=64)
 def deployment_for(model: str, gpu: str, precision: str, kv_precision: str | None, tp: int | None,
-                   layout: str = "tp") -> Deployment:
+                   layout: str = "tp", engine: str | None = None) -> Deployment:
     """The deployment the sidebar describes; TP 'auto' is the smallest that fits with room for KV.
 
     ``layout``: "tp", "tp+ep" (experts over all the replica's GPUs) or "dep" (attention-DP with that EP).
@@ -181,7 +181,7 @@ def deployment_for(model: str, gpu: str, precision: str, kv_precision: str | Non
     if tp is None:
         tp = smallest_tp(model, gpu, precision, kv_precision, ep=None if expert_parallel else 1, attention_dp=adp)
     return Deployment(get_model(model), get_gpu(gpu), precision, kv_precision, tp=tp,
-                      ep=tp if expert_parallel else 1, attention_dp=adp)
+                      ep=tp if expert_parallel else 1, attention_dp=adp, engine=engine)
 
 
 def page_context() -> PageContext:
@@ -201,7 +201,7 @@ def page_context() -> PageContext:
         st.stop()
     sidebar.follow_log_model(dataset.digest, dataset.log.frame)   # the log's model column, as `plan` reads it
     try:
-        dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp, s.layout)
+        dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp, s.layout, s.engine)
         if s.speculative != "none":
             dep = speculative_deployment(dep, workload(dataset.digest, dataset.log), s.speculative, s.draft_tokens,
                                          s.acceptance_length, s.corners)

@@ -16,6 +16,7 @@ from shapeviz.fleet.sizing import checkpoint_precision_source, model_of_log
 from shapeviz.ingest import DEFAULT_LIMITS
 from shapeviz.ingest.limits import human_bytes
 from shapeviz.physics import get_gpu, get_model, list_gpus, list_models
+from shapeviz.physics.engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES
 from shapeviz.physics.speculative import default_draft_tokens
 from shapeviz.serving.compare import precisions_for
 
@@ -30,6 +31,7 @@ DEFAULTS: dict[str, object] = {
     "kv_precision": "same",
     "tp": "auto",
     "layout": "tp",
+    "serving_engine": DEFAULT_ENGINE,   # what `config` writes; its efficiency comes from data/engine_efficiency.csv
     "ttft_slo_ms": 1000,
     "tpot_slo_ms": 50,
     "gpu_hour_usd": None,
@@ -65,6 +67,7 @@ class Settings:
     speculative: str = "none"    # none | eagle3 | mtp | ngram | draft
     draft_tokens: int | None = None
     acceptance_length: float | None = None  # None: assumed from the log's corners
+    engine: str = DEFAULT_ENGINE            # the serving engine: vllm | sglang | trtllm
 
 
 PENDING_CACHE_HIT = "_pending_cache_hit_pct"
@@ -296,6 +299,9 @@ def render_whatif() -> None:
                          help="TP splits every weight; EP keeps whole experts on each GPU; DEP also gives each GPU "
                               "its own sequences (attention replicated, no MLA KV copies), exchanging tokens with "
                               "the expert layers. DEP needs 2 GPUs or more.")
+        st.selectbox("Serving engine", list(ENGINES), key="serving_engine", format_func=ENGINE_NAMES.get,
+                     help="The engine the replicas run. Its efficiency on this GPU family at this precision comes "
+                          "from published results (MLPerf Inference); without one, the generic calibration.")
         st.number_input("$ per GPU-hour", 0.0, 100.0, key="gpu_hour_usd", step=0.1, format="%.2f",
                         help="An assumption: set your own contract price.")
         st.selectbox("Speculative decoding", list(SPECULATIVE), key="speculative", format_func=SPECULATIVE.get,
@@ -359,4 +365,5 @@ def settings() -> Settings:
         speculative=speculative,
         draft_tokens=int(v("draft_tokens")) if speculative != "none" else None,
         acceptance_length=(float(v("acceptance_length")) or None) if speculative != "none" else None,
+        engine=str(v("serving_engine")),
     )

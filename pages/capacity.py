@@ -37,7 +37,8 @@ st.caption(f"{md_literal(dep.describe())} · request rate {w.rate_rps:,.2f} req/
            f"{md_literal(w.rate_note)}) · "
            f"SLOs at p90: TTFT {s.ttft_slo_ms:,.0f} ms, TPOT {s.tpot_slo_ms:,.0f} ms")
 model_source, precision_source = sidebar.deployment_sources(s)
-st.caption(f"Model: {md_literal(model_source)}. Precision: {md_literal(precision_source)}.")
+st.caption(f"Model: {md_literal(model_source)}. Precision: {md_literal(precision_source)}. "
+           f"Serving engine: {md_literal(dep.engine_note)}.")
 
 
 def _fmt_ms(v: float | None) -> str:

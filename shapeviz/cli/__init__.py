@@ -147,6 +147,11 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None,
                    help="catalogue model (default: the one the log's model column names, else llama-3.1-70b)")
     p.add_argument("--gpu", default="h100-sxm")
+    # Choices spelled out so that building the parser reads no data file; physics/engines.py defines them.
+    p.add_argument("--serving-engine", choices=("vllm", "sglang", "trtllm"), default=None,
+                   help="the engine the replicas run (default vllm, what config writes): its efficiency on the GPU "
+                        "family at the precision, from published results (data/engine_efficiency.csv), scales the "
+                        "calibration; config follows its own --engine")
     # Choices spelled out so that building the parser imports no pandas; data/precisions.csv defines them.
     p.add_argument("--precision", choices=("bf16", "fp16", "fp8", "nvfp4", "fp4", "mxfp4"), default=None,
                    help="weight precision (default: the model's own checkpoint, bf16 unless it ships in another, e.g. "

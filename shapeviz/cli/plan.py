@@ -12,6 +12,7 @@ from shapeviz.fleet.speculative import speculative_deployment, speculative_effec
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.catalogue import get_gpu, get_model, get_precision
 from shapeviz.physics.kv_pool import KVPool, kv_pool_tokens, with_kv_pool
+from shapeviz.physics.engines import ENGINE_NAMES, ENGINES
 from shapeviz.physics.steps import (
     DEFAULT_TPOT_SLO_MS,
     Deployment,
@@ -62,8 +63,26 @@ def deployment_from_args(args: argparse.Namespace, model_id: str | None = None) 
     else:
         tp, source = args.tp, "set by user"
     layout_ep = ep if ep is not None else (tp if adp else 1)
-    dep = Deployment(model, gpu, args.precision, args.kv_precision, tp, ep=layout_ep, attention_dp=adp)
+    dep = Deployment(model, gpu, args.precision, args.kv_precision, tp, ep=layout_ep, attention_dp=adp,
+                     engine=serving_engine_from_args(args))
     return with_kv_pool(dep, kv_pool_from_args(args)), source
+
+
+def serving_engine_from_args(args: argparse.Namespace) -> str | None:
+    """The serving engine the options name: ``--serving-engine``, or ``config``'s ``--engine`` (what it writes)."""
+    chosen = getattr(args, "serving_engine", None)
+    written = getattr(args, "engine", None)
+    if written in ENGINES:   # config: the engine whose flags it writes is the one the plan runs on
+        if chosen is not None and chosen != written:
+            raise ValueError(f"config writes {written} flags (--engine {written}): --serving-engine {chosen} "
+                             "disagrees; give --engine only")
+        return written
+    return chosen
+
+
+def engine_source(args: argparse.Namespace) -> str:
+    """Whether the serving engine was set by the user or is the default ``config`` writes."""
+    return "set by user" if serving_engine_from_args(args) is not None else "default: the engine config writes"
 
 
 def kv_pool_from_args(args: argparse.Namespace) -> KVPool:
@@ -185,6 +204,7 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
             "model": dep.model.id, "gpu": dep.gpu.id, "precision": dep.precision, "kv_precision": dep.kv_precision,
             "tp": dep.tp, "ep": dep.ep, "attention_dp": dep.attention_dp, "layout": dep.layout,
             "compute_precision": dep.compute_precision,
+            "engine": dep.engine, "engine_source": engine_source(args), "engine_efficiency": dep.engine_note,
             "weights_gib_per_gpu": dep.weight_bytes_per_gpu / 2**30,
             "expert_weights_gib_per_gpu": dep.expert_weight_bytes / dep.tp / 2**30,
             "kv_pool_gib_per_gpu": dep.kv_pool_bytes_per_gpu() / 2**30,
@@ -263,7 +283,7 @@ def precision_levers(workload: Workload, dep: Deployment, whatif: WhatIf, ttft_s
         try:
             tp = smallest_tp(dep.model, dep.gpu, precision, None, ep=dep.ep, attention_dp=dep.attention_dp)
             other = Deployment(dep.model, dep.gpu, precision, None, tp, ep=dep.ep if dep.ep == 1 else tp,
-                               attention_dp=dep.attention_dp)
+                               attention_dp=dep.attention_dp, engine=dep.engine)
         except ValueError:
             continue
         p = plan(workload, other, whatif, ttft_slo, tpot_slo, gpu_hour_usd)
@@ -334,6 +354,10 @@ def plan_text(document: dict[str, Any]) -> str:
     d = document
     w, g, c = d["workload"], d["gpus"], d["cost"]
     lines = [d["deployment"]]
+    detail = d.get("deployment_detail", {})
+    if detail.get("engine"):
+        lines.append(f"serving engine: {ENGINE_NAMES[detail['engine']]} ({detail['engine_source']}); "
+                     f"{detail['engine_efficiency']}")
     if w["source"] == "log":
         lines.append(f"workload: {w['requests']:,} requests, mean {w['mean_input_tokens']:,.0f} in / "
                      f"{w['mean_output_tokens']:,.0f} out tokens ({w['mean_cached_tokens']:,.0f} cached)")

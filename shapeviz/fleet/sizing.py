@@ -818,7 +818,8 @@ def size_comparison(table: pd.DataFrame, model: str, size: Any, *, current: Depl
         row = out.loc[i]
         # the page's own row is sized on the page's own deployment: the headline's answer, not a second one
         dep = current if i == mine else Deployment(model, row["gpu_id"], row["precision"], tp=int(row["tp"]),
-                                                   ep=int(row["ep"]), attention_dp=bool(row["attention_dp"]))
+                                                   ep=int(row["ep"]), attention_dp=bool(row["attention_dp"]),
+                                                   engine=None if current is None else current.engine)
         sizing: Sizing = size(dep)
         if sizing.method != "simulated" or sizing.replicas is None or sizing.answer is None:
             continue

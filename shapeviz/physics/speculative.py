@@ -250,7 +250,7 @@ def _draft_deployment(dep: Deployment, draft_model: str) -> Deployment:
     draft = get_model(draft_model)
     tp = dep.tp if dep.tp <= draft.heads else 1
     return Deployment(draft, dep.gpu, dep.precision if draft.native_precision is None else None,
-                      dep.kv_precision, tp)
+                      dep.kv_precision, tp, engine=dep.engine)
 
 
 def _head_params(dep: Deployment, method: str) -> tuple[float, float, float]:

@@ -48,6 +48,7 @@ from shapeviz.physics.catalogue import (
     get_model,
     get_precision,
 )
+from shapeviz.physics.engines import EngineEfficiency, check_engine, engine_efficiency, engine_note
 
 EFFICIENCY_PATH = DATA_DIR / "efficiency.json"
 ACTIVATION_BYTES = 2  # activations and all-reduce messages stay in BF16 even when weights are FP8
@@ -123,6 +124,18 @@ def load_efficiency(path: Path | None = None) -> Efficiency:
         return efficiency_from_document(json.load(fh))
 
 
+def engine_scaled(base: Efficiency, gpu_id: str, engine: str, precision: str) -> Efficiency:
+    """``base`` with the engine's compute and memory factors for this GPU and precision (unchanged without a row)."""
+    row = engine_efficiency(gpu_id, engine, precision)
+    if row is None:
+        return base
+    sources = {**base.sources, "mfu": f"{base.sources.get('mfu', '')}; × {row.describe()}",
+               "mbu": f"{base.sources.get('mbu', '')}; × {row.describe()}"}
+    values = {name: getattr(base, name) for name in PARAMETERS}
+    values.update(mfu=min(base.mfu * row.mfu_scale, 1.0), mbu=min(base.mbu * row.mbu_scale, 1.0))
+    return Efficiency(**values, sources=sources, fitted_on=base.fitted_on)
+
+
 @dataclass(frozen=True)
 class Deployment:
     """A model served on ``tp`` GPUs of one type at a weight (and KV) precision and a layout: one replica.
@@ -142,6 +155,9 @@ class Deployment:
     attention_dp: bool = False
     # ``physics.speculative.Speculative`` (duck-typed here: that module builds on this one), or None
     speculative: Any = None
+    # the serving engine (vllm, sglang, trtllm; None: the default `config` writes): its efficiency on this GPU family
+    # at this precision scales the generic calibration (``physics.engines``)
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         # Forgiving construction: ids are accepted wherever a Model or GPU is.
@@ -152,8 +168,12 @@ class Deployment:
         default_kv = get_precision(self.precision).default_kv
         kv = default_kv if self.kv_precision is None else check_precision(self.kv_precision, "KV precision")
         object.__setattr__(self, "kv_precision", kv)
+        object.__setattr__(self, "engine", check_engine(self.engine))
         if self.efficiency is None:
-            object.__setattr__(self, "efficiency", load_efficiency())
+            # the calibration as this engine reaches it on this GPU family at this precision; an efficiency given
+            # explicitly (a fit, a log's calibration) is taken as it is
+            object.__setattr__(self, "efficiency", engine_scaled(load_efficiency(), self.gpu.id, str(self.engine),
+                                                                 str(self.precision)))
         if isinstance(self.tp, bool) or not isinstance(self.tp, (int, np.integer)) or self.tp not in TP_CHOICES:
             raise ValueError(f"tensor parallelism tp={self.tp!r} must be one of {TP_CHOICES}")
         object.__setattr__(self, "tp", int(self.tp))
@@ -419,6 +439,16 @@ class Deployment:
     def hbm_bytes_per_gpu(self) -> float:
         """HBM bytes/s per GPU for the decode stream (weights and KV): measured ceiling × mbu."""
         return self.hbm_ceiling_bytes_per_gpu * self.eff.mbu
+
+    @property
+    def engine_efficiency(self) -> EngineEfficiency | None:
+        """The engine's row for this GPU family and precision (``data/engine_efficiency.csv``), or None."""
+        return engine_efficiency(self.gpu.id, str(self.engine), str(self.precision))
+
+    @property
+    def engine_note(self) -> str:
+        """Where the engine's efficiency comes from, in one line."""
+        return engine_note(self.gpu.id, self.gpu.name, str(self.engine), str(self.precision))
 
     def describe(self) -> str:
         """``Llama-3.1-70B on 2× H100 SXM5 80GB, FP8 (KV FP8)``, with the layout when it is not plain TP."""

@@ -28,7 +28,7 @@ def scaled(dep: Deployment, compute_scale: float = 1.0, memory_scale: float = 1.
     """A copy of ``dep`` whose compute (mfu) and memory (mbu) efficiencies are multiplied by the factors."""
     e = dep.eff
     eff = e.replace(mfu=e.mfu * compute_scale, mbu=e.mbu * memory_scale)
-    return Deployment(dep.model, dep.gpu, dep.precision, dep.kv_precision, dep.tp, eff)
+    return Deployment(dep.model, dep.gpu, dep.precision, dep.kv_precision, dep.tp, eff, engine=dep.engine)
 
 
 def latency_columns(frame: pd.DataFrame) -> list[str]:

@@ -273,3 +273,16 @@ def test_the_sidebar_keeps_the_users_values_when_streamlit_drops_their_widget_st
     at.switch_page("pages/shape.py").run()
     assert not at.exception, at.exception
     assert at.slider(key="traffic").value == 1.5 and at.number_input(key="ttft_slo_ms").value == 800
+
+
+def test_the_serving_engine_is_chosen_in_the_sidebar_and_the_capacity_page_says_where_its_efficiency_comes_from(
+) -> None:
+    """vLLM by default (what config writes); TensorRT-LLM on H100 at FP8 runs at the efficiency fitted on MLPerf."""
+    at = open_page(CAPACITY)
+    assert at.selectbox(key="serving_engine").value == "vllm"
+    assert any("Serving engine: no published vLLM rows" in _shown(c.value) for c in at.caption)
+    at.selectbox(key="precision").set_value("fp8")
+    at.selectbox(key="serving_engine").set_value("trtllm").run()
+    assert not at.exception, at.exception
+    assert any("Serving engine: TensorRT-LLM on Hopper, FP8" in _shown(c.value) and "v50-h200-offline"
+               in _shown(c.value) for c in at.caption)
