@@ -2,6 +2,7 @@
 
     python benchmarks/bench_saturation.py                  # both systems, every policy, 24,576 requests
     python benchmarks/bench_saturation.py --requests 6144  # quicker
+    python benchmarks/bench_saturation.py --verdicts       # `saturated` against the run's length, near the knee
 
 An MLPerf-like workload (Llama-2-70B FP8 on 8 accelerators; lengths like the OpenOrca subset's as the issue gives
 them: input mean about 1,000 tokens with a long tail, output mean about 290; synthetic, seeded, lognormal and
@@ -14,6 +15,10 @@ capped, not the dataset itself). For each system and each admission policy of ``
 
 The engine's claim is Offline ≥ Server: offered everything, a real engine admits what its KV pool holds and runs
 at its best throughput. Wall seconds per system and the load average are printed beside the figures.
+
+``--verdicts``: ``SimResult.saturated`` for Poisson runs of 120, 240, 600 and 1,200 s of arrivals at rates around
+the 8x H200 system's knee (the issue's example: a verdict that flipped with the run's length), with the queue wait's
+p90 beside it.
 """
 from __future__ import annotations
 
@@ -80,11 +85,30 @@ def server(req: Requests, dep: Deployment, replicas: int, admission: str, start_
     return lo, output_tps(lo_result)
 
 
+def verdicts(rates: list[float], seconds=(120, 240, 600, 1200)) -> None:
+    """``saturated`` by run length at each rate (the same seeded requests, cut at each duration)."""
+    dep, replicas = SYSTEMS["8x H200 FP8 (8 x TP1)"]
+    print("| rate req/s | " + " | ".join(f"{s} s" for s in seconds) + " |")
+    print("|---|" + "---|" * len(seconds))
+    for rate in rates:
+        req = openorca_like(int(rate * max(seconds)) + 100, seed=2)
+        cells = []
+        for s in seconds:
+            r = simulate(req, dep, arrivals="poisson", rate_rps=rate, replicas=replicas, duration_s=s, seed=3)
+            cells.append(f"{'saturated' if r.saturated else 'keeps up'} (queue p90 {r.summary()['queue_ms']['p90']:,.0f} ms)")
+        print(f"| {rate:g} | " + " | ".join(cells) + " |", flush=True)
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=24_576)
     parser.add_argument("--policies", nargs="*", default=list(ADMISSIONS))
+    parser.add_argument("--verdicts", action="store_true")
     args = parser.parse_args()
+    if args.verdicts:
+        verdicts([46.0, 50.0, 52.0, 54.0, 58.0])
+        return
     req = openorca_like(args.requests)
     print(f"{args.requests:,} requests: input mean {req.input_tokens.mean():.0f} (p99 "
           f"{np.percentile(req.input_tokens, 99):.0f}), output mean {req.output_tokens.mean():.0f}")
