@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shapeviz.fleet.batch import size_batch_job
+from shapeviz.fleet.batch import log_batch_job, size_batch_job
 from shapeviz.fleet.speculative import speculative_deployment, speculative_effect
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.catalogue import get_gpu, get_model, get_precision
@@ -32,7 +32,7 @@ from shapeviz.fleet.sizing import (
 from shapeviz.serving.compare import precisions_for
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.serving.products import parse_slo, plan_products
-from shapeviz.serving.simulator import admission_policy, fixed_requests, requests_from_frame, requests_from_workload
+from shapeviz.serving.simulator import admission_policy, fixed_requests
 from shapeviz.workload.distributed import sketch_paths
 
 
@@ -172,6 +172,8 @@ def batch_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     if args.rate is not None:
         raise ValueError("a batch job has no rate: its requests are offered at once (or via --concurrency C)")
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, 1.0)
+    options = dict(concurrency=getattr(args, "concurrency", None), gpu_hour_usd=args.gpu_hour_usd,
+                   admission=getattr(args, "admission", None))
     logs = list(getattr(args, "logs", None) or [])
     if args.isl is not None or args.osl is not None:
         if logs or args.isl is None or args.osl is None or n is None:
@@ -179,6 +181,7 @@ def batch_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
         model_id, model_source = resolve_model(args)
         dep, tp_source = deployment_from_args(args, model_id)
         req = fixed_requests(args.isl, args.osl, n)
+        job = size_batch_job(req, dep, deadline, **options)
         shape = {"source": "--isl/--osl", "isl": args.isl, "osl": args.osl}
     else:
         if not logs:
@@ -187,12 +190,9 @@ def batch_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
         frame = (loaded[0] if len(loaded) == 1 else combine(loaded)).frame
         model_id, model_source = resolve_model(args, frame)
         dep, tp_source = deployment_from_args(args, model_id)
-        req = (requests_from_frame(frame, whatif, reuse=False) if n is None
-               else requests_from_workload(Workload.from_frame(frame, rate_rps=1.0), n, 0, whatif))
+        req, job = log_batch_job(frame, dep, deadline, whatif=whatif, requests=n, **options)
         shape = {"source": "log", "files": [str(p) for p in logs], "rows_kept": int(len(frame)),
                  "drawn": n is not None}
-    job = size_batch_job(req, dep, deadline, concurrency=getattr(args, "concurrency", None),
-                         gpu_hour_usd=args.gpu_hour_usd, admission=getattr(args, "admission", None))
     return {
         "command": "plan", "mode": "batch_job", "deployment": dep.describe(),
         "deployment_detail": {"model": dep.model.id, "gpu": dep.gpu.id, "precision": dep.precision, "tp": dep.tp,

@@ -9,14 +9,22 @@ missing it. ``plan --deadline`` and the Capacity page's batch job both ask ``siz
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from shapeviz.physics.steps import Deployment
 from shapeviz.plain import json_safe
-from shapeviz.serving.simulator import Requests, SimResult, simulate
+from shapeviz.serving.planner import WhatIf, Workload
+from shapeviz.serving.simulator import (
+    Requests,
+    SimResult,
+    requests_from_frame,
+    requests_from_workload,
+    simulate,
+)
 
 MAX_BATCH_REPLICAS = 4096    # the search stops here: a job no fleet this size finishes says so
 ESTIMATE_SAMPLE = 2000       # requests replayed on one replica for the first guess
@@ -139,3 +147,25 @@ def size_batch_job(req: Requests, dep: Deployment, deadline_s: float, *, concurr
     job.one_fewer = trial(hi - 1) if hi > 1 else None
     job.trials.sort(key=lambda t: t.replicas)
     return job
+
+
+def batch_requests(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), requests: int | None = None,
+                   seed: int = 0) -> Requests:
+    """A log's batch job: its own requests, or ``requests`` drawn from its shape (seeded); the trims and cache
+    share of the what-if apply, its traffic multiplier does not (a batch job has no rate)."""
+    whatif = replace(whatif, traffic_multiplier=1.0)
+    if requests is None:
+        return requests_from_frame(frame, whatif, reuse=False)
+    if requests < 1:
+        raise ValueError(f"requests={requests!r} must be ≥ 1")
+    return requests_from_workload(Workload.from_frame(frame, rate_rps=1.0), requests, seed, whatif)
+
+
+def log_batch_job(frame: pd.DataFrame, dep: Deployment, deadline_s: float, *, whatif: WhatIf = WhatIf(),
+                  requests: int | None = None, concurrency: int | None = None, gpu_hour_usd: float | None = None,
+                  admission: str | None = None) -> tuple[Requests, BatchJob]:
+    """The batch job of a log (``batch_requests``) sized by ``size_batch_job``: what ``plan LOG --deadline`` and
+    the Capacity page's batch job both show."""
+    req = batch_requests(frame, whatif, requests)
+    return req, size_batch_job(req, dep, deadline_s, concurrency=concurrency, gpu_hour_usd=gpu_hour_usd,
+                               admission=admission)
