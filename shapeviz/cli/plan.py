@@ -169,8 +169,9 @@ def batch_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     n = getattr(args, "requests", None)
     if n is not None and n < 1:
         raise ValueError(f"--requests must be ≥ 1, got {n}")
-    if args.rate is not None:
-        raise ValueError("a batch job has no rate: its requests are offered at once (or via --concurrency C)")
+    if args.rate is not None or args.traffic != 1.0:
+        raise ValueError("a batch job has no rate: its requests are offered at once (or via --concurrency C); "
+                         "--rate and --traffic do not apply (--requests N sets its size)")
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, 1.0)
     options = dict(concurrency=getattr(args, "concurrency", None), gpu_hour_usd=args.gpu_hour_usd,
                    admission=getattr(args, "admission", None))
