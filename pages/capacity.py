@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from components import sidebar
+from components.batch import render_batch_job
 from components.context import PageContext, page_context, rate_chart, workload
 from components.classes import classes_key, edit_classes, page_classes
 from components.fleet import DESIGN_KEY, FLEET_DESIGN_KEY, render_fleet_design
@@ -221,6 +222,11 @@ def _fleet_design() -> bool:
     return st.session_state.get(DESIGN_KEY) is not None  # clicked once: a traffic step redraws its result or button
 
 
+def _batch_job() -> bool:
+    now = replace(ctx, settings=sidebar.settings())
+    return render_batch_job(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, now.settings.gpu_hour_usd)
+
+
 def _over_time() -> bool:
     now, _, _ = _now()
     s = now.settings
@@ -305,6 +311,7 @@ edit_classes(ctx.dataset.digest, ctx.dataset.log, s.ttft_slo_ms, s.tpot_slo_ms) 
 sidebar.whatif_fragment(_simulation, "whatif_simulation")
 sidebar.whatif_fragment(_routers, "whatif_routers")
 sidebar.whatif_fragment(_fleet_design, "whatif_fleet_design")
+sidebar.whatif_fragment(_batch_job, "whatif_batch_job")
 if "timestamp" in ctx.frame.columns and ctx.frame["timestamp"].notna().any():
     # the log's own rate: no lever moves it
     chart(rate_chart(ctx.dataset.digest, "1min" if (ctx.analysis.traffic.span_s or 0) < 6 * 3600 else "10min",

@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     from shapeviz.cli.fleet import add_fleet_options
 
     add_fleet_options(plan)
+    _add_batch_options(plan)
     plan.set_defaults(handler=cmd_plan)
 
     simulate = sub.add_parser("simulate", help="replay a log or a fixed shape on a fleet (discrete-event simulation)")
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     from shapeviz.cli.simulate import add_simulate_options
 
     add_simulate_options(simulate)
+    _add_admission_option(simulate)
     add_fleet_options(simulate, simulate=True)
     _add_common(simulate)
     simulate.set_defaults(handler=cmd_simulate)
@@ -185,6 +187,27 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
                    help="with --speculative: mean tokens kept per step, bonus included, as vLLM/SGLang report it "
                         "(default: assumed from published benchmarks for the log's corners)")
     _add_kv_pool_options(p)
+
+
+def _add_batch_options(p: argparse.ArgumentParser) -> None:
+    """``plan --deadline``: a batch job sized by when it must finish (``shapeviz.fleet.batch``)."""
+    p.add_argument("--deadline", default=None, metavar="DURATION",
+                   help="a batch job: the fewest replicas that finish the log's requests (or --requests N of its "
+                        "shape) by this deadline (seconds, or 90m, 8h), offered all at once or via --concurrency")
+    p.add_argument("--requests", type=int, default=None, metavar="N",
+                   help="with --deadline: N requests drawn from the log's shape (or of --isl/--osl) instead of the "
+                        "log's own")
+    p.add_argument("--concurrency", type=int, default=None, metavar="C",
+                   help="with --deadline: C concurrent clients across the fleet instead of everything at once")
+    _add_admission_option(p)
+
+
+def _add_admission_option(p: argparse.ArgumentParser) -> None:
+    """``--admission``: how a replica admits into its KV pool (``simulator.ADMISSIONS``)."""
+    # Spelled out (shapeviz.serving.simulator.ADMISSIONS) so that building the parser imports no pandas.
+    p.add_argument("--admission", choices=("watermark", "guaranteed_no_evict", "max_utilization"), default=None,
+                   help="how a replica admits requests into its KV pool: vLLM's watermark (default), TensorRT-LLM's "
+                        "guaranteed_no_evict (its default) or max_utilization")
 
 
 def _add_kv_pool_options(p: argparse.ArgumentParser) -> None:

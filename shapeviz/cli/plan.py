@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from shapeviz.fleet.batch import log_batch_job, size_batch_job
 from shapeviz.fleet.speculative import speculative_deployment, speculative_effect
 from shapeviz.ingest import combine, load_log
 from shapeviz.physics.catalogue import get_gpu, get_model, get_precision
@@ -32,6 +33,7 @@ from shapeviz.fleet.sizing import (
 from shapeviz.serving.compare import precisions_for
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.serving.products import parse_slo, plan_products
+from shapeviz.serving.simulator import admission_policy, fixed_requests
 from shapeviz.workload.distributed import sketch_paths
 
 
@@ -167,8 +169,95 @@ def answer_from_args(args: argparse.Namespace, workload: Workload, dep: Deployme
         router=router or getattr(args, "router", None), block_size=getattr(args, "block_size", None))
 
 
+def duration_seconds(value: str | float, flag: str) -> float:
+    """A duration option: seconds, or a number with s/m/h (``90m``, ``8h``)."""
+    text = str(value).strip().lower()
+    scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(text[-1:], None)
+    try:
+        seconds = float(text[:-1]) * scale if scale else float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not (seconds == seconds and 0 < seconds < float("inf")):
+        raise ValueError(f"{flag} expects a duration such as 3600, 90m or 8h, got {value!r}")
+    return seconds
+
+
+def batch_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
+    """``plan --deadline``: the fewest replicas that finish a batch job by its deadline (``fleet.batch``)."""
+    deadline = duration_seconds(args.deadline, "--deadline")
+    n = getattr(args, "requests", None)
+    if n is not None and n < 1:
+        raise ValueError(f"--requests must be ≥ 1, got {n}")
+    if args.rate is not None or args.traffic != 1.0:
+        raise ValueError("a batch job has no rate: its requests are offered at once (or via --concurrency C); "
+                         "--rate and --traffic do not apply (--requests N sets its size)")
+    whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, 1.0)
+    options = dict(concurrency=getattr(args, "concurrency", None), gpu_hour_usd=args.gpu_hour_usd,
+                   admission=getattr(args, "admission", None))
+    logs = list(getattr(args, "logs", None) or [])
+    if args.isl is not None or args.osl is not None:
+        if logs or args.isl is None or args.osl is None or n is None:
+            raise ValueError("a batch job of a fixed shape needs --isl, --osl and --requests N (and no LOG)")
+        model_id, model_source = resolve_model(args)
+        dep, tp_source = deployment_from_args(args, model_id)
+        req = fixed_requests(args.isl, args.osl, n)
+        job = size_batch_job(req, dep, deadline, **options)
+        shape = {"source": "--isl/--osl", "isl": args.isl, "osl": args.osl}
+    else:
+        if not logs:
+            raise ValueError("give a LOG file (or --isl/--osl with --requests N) for the batch job")
+        loaded = [load_log(path, mapping=mapping or None) for path in logs]
+        frame = (loaded[0] if len(loaded) == 1 else combine(loaded)).frame
+        model_id, model_source = resolve_model(args, frame)
+        dep, tp_source = deployment_from_args(args, model_id)
+        req, job = log_batch_job(frame, dep, deadline, whatif=whatif, requests=n, **options)
+        shape = {"source": "log", "files": [str(p) for p in logs], "rows_kept": int(len(frame)),
+                 "drawn": n is not None}
+    return {
+        "command": "plan", "mode": "batch_job", "deployment": dep.describe(),
+        "deployment_detail": {"model": dep.model.id, "gpu": dep.gpu.id, "precision": dep.precision, "tp": dep.tp,
+                              "model_source": model_source, "tp_source": tp_source},
+        "workload": {**shape, "requests": len(req), "mean_input_tokens": float(req.input_tokens.mean()),
+                     "mean_output_tokens": float(req.output_tokens.mean())},
+        "admission": admission_policy(dep, getattr(args, "admission", None)),
+        "batch_job": job.to_dict(),
+    }
+
+
+def batch_text(document: dict[str, Any]) -> str:
+    """A short human summary of a ``plan --deadline`` document."""
+    d, b = document, document["batch_job"]
+    w = d["workload"]
+    def hours(seconds: float) -> str:
+        return f"{seconds / 3600:,.2f} h" if seconds >= 7200 else f"{seconds / 60:,.1f} min"
+
+    offered = "all at once" if b["offered"] == "all_at_once" else f"through {b['concurrency']} concurrent clients"
+    lines = [d["deployment"],
+             f"batch job: {b['requests']:,} requests (mean {w['mean_input_tokens']:,.0f} in / "
+             f"{w['mean_output_tokens']:,.0f} out tokens), offered {offered}, deadline {hours(b['deadline_s'])} "
+             f"(admission: {d['admission']})"]
+    if b["meets"]:
+        fewer = b["one_fewer"]
+        lines.append(f"fleet: {b['replicas']} replica(s) = {b['gpus']} GPUs [simulated]: done in "
+                     f"{hours(b['makespan_s'])} at {b['output_tokens_per_s']:,.0f} output tok/s"
+                     + ("" if fewer is None else
+                        f"; one fewer ({fewer['replicas']}) takes {hours(fewer['makespan_s'])}: misses"))
+        lines.append(f"cost: {b['gpu_hours']:,.1f} GPU-hours, ${b['cost_usd']:,.2f} for the job's run "
+                     f"(${b['cost_usd_if_held_to_deadline']:,.2f} if the fleet is held to the deadline) at "
+                     f"${b['usd_per_gpu_hour']:,.2f}/GPU-hour")
+    else:
+        lines.append("no fleet finishes by the deadline")
+    lines.extend(f"note: {n}" for n in b["notes"])
+    return "\n".join(lines)
+
+
 def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = None) -> dict[str, Any]:
     """The ``plan`` JSON document: deployment, workload, max throughput, phases, TTFT/TPOT, GPUs, cost, assumptions."""
+    if getattr(args, "deadline", None) is not None:
+        return batch_document(args, mapping)
+    for flag in ("requests", "concurrency"):
+        if getattr(args, flag, None) is not None:
+            raise ValueError(f"--{flag} sizes a batch job: give it with --deadline")
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     frames: list = []
     parse_slo(getattr(args, "slo", None))   # a malformed --slo fails before the log is read
@@ -351,6 +440,8 @@ def _ms(value: float | None) -> str:
 
 def plan_text(document: dict[str, Any]) -> str:
     """A short human summary of a ``plan`` document."""
+    if document.get("mode") == "batch_job":
+        return batch_text(document)
     d = document
     w, g, c = d["workload"], d["gpus"], d["cost"]
     lines = [d["deployment"]]

@@ -80,6 +80,8 @@ def check_parallel_options(args: argparse.Namespace) -> None:
 def add_simulate_options(p: argparse.ArgumentParser) -> None:
     """The options ``simulate`` adds to the shared plan options."""
     p.add_argument("--concurrency", type=int, default=None, help="closed loop of C clients instead of a rate")
+    p.add_argument("--all-at-once", action="store_true",
+                   help="offer every request at time 0 (a batch job, MLPerf's Offline); --replicas defaults to 1")
     p.add_argument("--replicas", type=int, default=None,
                    help="colocated replicas (default: the plan's for a log, 1 for --isl/--osl)")
     p.add_argument("--requests", type=int, default=None, help="simulate only the first N arrivals")
@@ -142,6 +144,11 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         raise ValueError(f"--concurrency must be ≥ 1, got {args.concurrency}")
     if args.replicas is not None and args.replicas < 1:
         raise ValueError(f"--replicas must be ≥ 1, got {args.replicas}")
+    all_at_once = bool(getattr(args, "all_at_once", False))
+    if all_at_once and (args.rate is not None or args.concurrency is not None or args.duration is not None
+                        or args.disaggregate is not None):
+        raise ValueError("--all-at-once offers every request at time 0: give no --rate, --concurrency, --duration "
+                         "or --disaggregate")
     dep, tp_source = deployment_from_args(args)
     whatif = WhatIf(args.trim_input, args.trim_output, args.cache_hit, args.traffic)
     ttft_slo = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
@@ -156,8 +163,8 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
     if shape_given:
         if args.isl is None or args.osl is None:
             raise ValueError("--isl and --osl go together: give both (e.g. --isl 2048 --osl 256)")
-        if rate is None and args.concurrency is None:
-            raise ValueError("a fixed shape needs a load: --rate R (req/s) or --concurrency C")
+        if rate is None and args.concurrency is None and not all_at_once:
+            raise ValueError("a fixed shape needs a load: --rate R (req/s), --concurrency C or --all-at-once")
         n = args.requests or (max(DEFAULT_FIXED_REQUESTS, 8 * args.concurrency) if args.concurrency
                               else DEFAULT_FIXED_REQUESTS)
         source: Any = fixed_requests(args.isl, args.osl, n)
@@ -176,7 +183,10 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         info = {"source": "log", "files": [str(p) for p in logs], "rows_kept": log.report.rows_kept}
         dep = speculative_from_args(dep, Workload.from_frame(source, rate_rps=1.0), args)
         has_time = "timestamp" in source.columns and source["timestamp"].notna().sum() >= 2
-        if rate is None and args.concurrency is None and not has_time:
+        if all_at_once:
+            if replicas is None:   # a batch job's fleet is plan --deadline's answer, not the latency plan's
+                replicas, replicas_source = 1, "default for --all-at-once (plan --deadline sizes a batch job)"
+        elif rate is None and args.concurrency is None and not has_time:
             workload = Workload.from_frame(source)
             rate = workload.rate_rps * whatif.traffic_multiplier
             info["rate_note"] = workload.rate_note
@@ -210,6 +220,7 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
         max_num_batched_tokens=args.max_num_batched_tokens, whatif=whatif,
         chunked_prefill=args.chunked_prefill == "on",
         ttft_slo_ms=ttft_slo, tpot_slo_ms=tpot_slo, block_size=args.block_size,
+        admission=getattr(args, "admission", None), all_at_once=all_at_once,
     )
     document: dict[str, Any] = {"command": "simulate", **result.summary()}
     # a log whose rate moves in stages (a load test) is reported stage by stage, beside a benchmark's table
@@ -291,7 +302,9 @@ def simulate_text(document: dict[str, Any]) -> str:
     fleet = (f"{s['replicas']} replica(s)" if s.get("disaggregate") is None
              else f"{s['disaggregate'][0]} prefill + {s['disaggregate'][1]} decode replicas")
     load = (f"closed loop of {s['concurrency']} clients" if s["arrivals"] == "closed"
-            else f"Poisson {s['rate_rps']:,.3g} req/s" if s["arrivals"] == "poisson" else "the log's own timestamps")
+            else f"Poisson {s['rate_rps']:,.3g} req/s" if s["arrivals"] == "poisson"
+            else f"every request at once, done in {d['makespan_s']:,.0f} s"
+            if s["arrivals"] == "all_at_once" else "the log's own timestamps")
     method = d["method"] + (f", {d['calibration']['label']}" if "calibration" in d else "")
     lines = [f"{method}: {s['deployment']}, {fleet}, {load}, {d['requests']:,} requests"]
     if "calibration" in d:
@@ -315,7 +328,9 @@ def simulate_text(document: dict[str, Any]) -> str:
         evicted = "" if p.get("evicted_blocks") is None else f", {p['evicted_blocks']:,} blocks evicted"
         lines.append(f"prefix cache: {p['hit_ratio_tokens']:.1%} of prompt tokens, {p['hit_ratio_requests']:.0%} of "
                      f"requests hit ({source}; router {s['router']}{evicted})")
-    lines.append("SATURATED: the queue grows without bound at this load" if d["saturated"] else "keeps up with the load")
+    if s["arrivals"] != "all_at_once":   # offered everything at once there is no rate to keep up with
+        lines.append("SATURATED: the queue grows without bound at this load" if d["saturated"]
+                     else "keeps up with the load")
     stages = d.get("stages") or []
     if len(stages) > 1:
         lines.append(f"per stage (the arrival rate moves: {len(stages)} stages found from the arrivals):")

@@ -44,6 +44,7 @@ from shapeviz.physics.steps import (
 )
 
 SCHEDULER_CODES = {"fcfs": 0, "priority": 1, "deadline": 2}
+ADMISSION_CODES = {"max_utilization": 0, "watermark": 1, "guaranteed_no_evict": 2}   # simulator.ADMISSIONS
 # without prompt blocks the session router has no key (round-robin) and the prefix router no cache (least tokens)
 ROUTER_CODES = {"round_robin": 0, "least_tokens": 1, "session": 0, "prefix": 1, "random": 2}
 # with prompt blocks: session affinity (its picks precomputed, ``routers.session_owners``) and prefix-aware
@@ -147,7 +148,8 @@ def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out:
                  int(settings["kv_tokens"]), bool(settings["chunked"]), int(settings["max_run_steps"]),
                  consts, weights, collective, decode, grid, schedule_times, schedule_serving, words,
                  caches is not None, c.block_size, c.n_blocks, c.per_replica_ids, c.look_ptr, c.look_ids,
-                 c.look_first, c.keep_ptr, c.keep_ids, c.picks, c.thresholds)
+                 c.look_first, c.keep_ptr, c.keep_ids, c.picks, c.thresholds,
+                 ADMISSION_CODES[settings["admission"]], int(settings["watermark"]))
     return out[:-1] if out[-1] else None
 
 
@@ -484,7 +486,7 @@ def _prefix_pick(state, base, in_flight, outstanding, serving: int, ids: np.ndar
 def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S, budget_max, scheduler, router,
           kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving,
           words, cached, block_size, n_blocks, per_replica_ids, look_ptr, look_ids, look_first, keep_ptr, keep_ids,
-          picks, thresholds):
+          picks, thresholds, admission, watermark):
     size = n_in.size
     inf = math.inf
     nan = math.nan
@@ -795,7 +797,14 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             break
         m = count[k]
         budget = budget_max - b
-        free = kv_tokens - kv_used[k] - b
+        # room for new prompts: the next step's growth kept aside, or (guaranteed-no-evict) every running
+        # sequence's tokens still to generate
+        if admission == 2:
+            free = kv_tokens - kv_used[k]
+            for i in range(m):
+                free -= out_left[k, i]
+        else:
+            free = kv_tokens - kv_used[k] - b
         for i in range(m):
             chunk[k, i] = 0
         for i in range(m):
@@ -831,7 +840,9 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 done = max(min(hit * block_size, total - 1), 0)
                 shared, own_tokens = _shared_and_own(state, base[k], look_ids, look_first, lo, hi, n_in[rid], block_size)
                 charge = total - shared
-            if charge > free:
+            need = charge + left if admission == 2 else charge
+            # the watermark keeps a share of the pool free, except for a request that would run alone
+            if need > free - (watermark if count[k] > 0 else 0):
                 break
             c = min(total - done, budget)
             if total - done > 0 and c <= 0:
@@ -854,7 +865,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 own[rid] = own_tokens
             resumed[rid] = False
             admitted = True
-            free -= charge
+            free -= need
             kv_used[k] += charge
             budget -= c
             if math.isnan(start[rid]):

@@ -6,8 +6,8 @@ closed loop of C clients (how aiperf, guidellm and NIM benchmark). A router spre
 replica runs an iteration-level scheduler like vLLM's and TensorRT-LLM's: every iteration decodes one token of
 each running sequence first, then fills the rest of a token budget with prefill chunks (chunked prefill), up to
 ``max_num_seqs`` sequences, while a KV pool holds every running sequence's context; a request is admitted only
-when its prompt fits, and when decode growth overflows the pool the newest sequence is preempted (recomputed
-later). Prefix-cache hits skip prefill work:
+as the engine's admission policy allows (``ADMISSIONS``: vLLM's watermark, TensorRT-LLM's guaranteed-no-evict or
+max-utilization), and when decode growth overflows the pool the newest sequence is preempted (recomputed later). Prefix-cache hits skip prefill work:
 when the log carries block hashes or sessions, each replica keeps its own prefix cache in its KV pool
 (``shapeviz.serving.prefix_cache``) and a request's hit is what that replica holds when it is admitted;
 otherwise each request keeps the log's reported cached tokens (or the what-if share).
@@ -59,8 +59,20 @@ from shapeviz.serving.routers import (
 )
 from shapeviz.serving.stages import saturated_stages
 
-ARRIVALS = ("trace", "poisson", "closed")
+ARRIVALS = ("trace", "poisson", "closed", "all_at_once")
 SCHEDULERS = ("fcfs", "priority", "deadline")
+# How a replica admits a waiting request into its KV pool, as the engines do it:
+# - "watermark" (vLLM's BlockSpaceManager.can_allocate, vllm/core/block_manager.py): admitted while the pool keeps
+#   WATERMARK_SHARE of its blocks free after the new prompt; a running sequence that cannot grow preempts the
+#   newest (recompute). vLLM's and SGLang's policy here (SGLang reserves decode room by an estimated ratio instead).
+# - "guaranteed_no_evict" (TensorRT-LLM's default CapacitySchedulerPolicy, GuaranteedNoEvictScheduler in
+#   cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp): admitted only when its prompt and every token it will
+#   generate fit beside what the running sequences still need to completion, so nothing is ever preempted.
+# - "max_utilization" (TensorRT-LLM's MAX_UTILIZATION): admitted whenever the prompt fits; the newest is paused
+#   (recomputed here) when the pool overflows.
+ADMISSIONS = ("watermark", "guaranteed_no_evict", "max_utilization")
+ENGINE_ADMISSION = {"vllm": "watermark", "sglang": "watermark", "trtllm": "guaranteed_no_evict"}
+WATERMARK_SHARE = 0.01   # vLLM's default --watermark (SchedulerConfig / BlockSpaceManager watermark=0.01)
 DEFAULT_MAX_NUM_SEQS: int | None = None  # None: the engine cap of the calibrated physics (efficiency max_batch)
 DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM / TensorRT-LLM default token budget per iteration (max_num_tokens)
 MAX_RUN_STEPS = 2048               # longest decode run advanced at once (bounds the arrays of one run)
@@ -143,6 +155,14 @@ class SimResult:
         return (len(r) - 1) / span if span > 0 and len(r) > 1 else float("nan")
 
     @property
+    def makespan_s(self) -> float:
+        """Seconds from the first arrival to the last completion (a batch job's duration)."""
+        r = self.requests
+        if len(r) == 0:
+            return 0.0
+        return float((r["arrival_s"] + r["e2e_ms"] / 1000.0).max() - r["arrival_s"].min())
+
+    @property
     def saturated(self) -> bool:
         """True when the fleet cannot keep up in some stage of the log: its queue keeps growing there.
 
@@ -175,6 +195,7 @@ class SimResult:
             "e2e_ms": stats("e2e_ms"),
             "queue_ms": stats("queue_ms"),
             "throughput": {"requests_per_s": span_rate, "output_tokens_per_s": span_rate * mean_out},
+            "makespan_s": self.makespan_s,
             "offered_requests_per_s": self.offered_rps,
             "goodput": self.goodput,
             "slo": {"ttft_ms": self.ttft_slo_ms, "tpot_ms": self.tpot_slo_ms},
@@ -256,8 +277,10 @@ class _Pool:
 
     def __init__(self, dep: Deployment, req: Requests, max_num_seqs: int, max_batched_tokens: int,
                  scheduler: str, kv_tokens: int, chunked: bool = True,
-                 cache_blocks: float | None = None, outputs: bool = True) -> None:
+                 cache_blocks: float | None = None, outputs: bool = True, admission: str = "watermark") -> None:
         self.dep = dep
+        self.admission = admission
+        self.watermark = int(WATERMARK_SHARE * kv_tokens) if admission == "watermark" else 0
         self.chunked = chunked
         self.n_in = req.input_tokens
         self.n_out = req.output_tokens
@@ -433,7 +456,10 @@ class _Replica:
                 continue
             break
         budget = pool.budget - b
-        free = pool.kv_tokens - self.kv_used - b
+        # room for new prompts: the next step's growth kept aside, or (guaranteed-no-evict) every running
+        # sequence's tokens still to generate
+        no_evict = pool.admission == "guaranteed_no_evict"
+        free = pool.kv_tokens - self.kv_used - (int(self.out_left.sum()) if no_evict else b)
         chunk = np.zeros(self.ids.size, dtype=np.int64)
         # running prompts first (their KV is already reserved), in admission order
         for i in np.flatnonzero(~decoding):
@@ -456,7 +482,9 @@ class _Replica:
             if self.refcounted:
                 tokens, own = self._block_tokens(rid)
                 charge = total - self.cache.shared_tokens(pool.look[rid], tokens)  # type: ignore[union-attr]
-            if charge > free:
+            need = charge + out_left if no_evict else charge
+            # the watermark keeps a share of the pool free, except for a request that would run alone
+            if need > free - (pool.watermark if self.ids.size + len(new_ids) else 0):
                 break
             c = min(total - done, budget)
             if total - done > 0 and c <= 0:
@@ -481,7 +509,7 @@ class _Replica:
                 else:
                     self.cache.pin(pool.look[rid])
             self.resume.pop(rid, None)
-            free -= charge
+            free -= need
             self.kv_used += charge
             budget -= c
             if math.isnan(pool.start[rid]):
@@ -606,6 +634,15 @@ class _Replica:
 
 
 # --- the fleet ---------------------------------------------------------------------------------------------
+def admission_policy(dep: Deployment, admission: str | None = None) -> str:
+    """The admission policy a replay uses: the one asked for, else the deployment's engine's (vLLM's watermark)."""
+    if admission is None:
+        return ENGINE_ADMISSION.get(getattr(dep, "engine", None) or "vllm", "watermark")
+    if admission not in ADMISSIONS:
+        raise ValueError(f"admission={admission!r} must be one of {ADMISSIONS}")
+    return admission
+
+
 def _parse_disaggregate(value: str | tuple[int, int] | None) -> tuple[int, int] | None:
     if value is None:
         return None
@@ -650,12 +687,15 @@ def simulate(
     block_size: int | None = None,
     prefix_cache_blocks: float | None = None,
     replica_schedule: tuple[np.ndarray, np.ndarray] | None = None,
+    admission: str | None = None,
+    all_at_once: bool = False,
 ) -> SimResult:
     """Replay requests on ``replicas`` replicas of ``dep`` and measure queue wait, TTFT, TPOT/ITL and E2E per request.
 
     ``arrivals``: "trace" (the log's timestamps, compressed by ``whatif.traffic_multiplier``), "poisson" at
     ``rate_rps``, or "closed" with ``concurrency`` clients that each send the next request when the previous one
-    completes. Default: "closed" when ``concurrency`` is given, else "poisson" when ``rate_rps`` is given, else
+    completes, or "all_at_once" (``all_at_once=True``: every request offered at time 0, a batch job or MLPerf's
+    Offline scenario; a Workload then draws ``requests``, default 500). Default: "closed" when ``concurrency`` is given, else "poisson" when ``rate_rps`` is given, else
     "trace". ``requests`` keeps the first N arrivals; ``duration_s`` keeps those arriving within it (open loop;
     a closed loop sends ``requests`` requests, default max(500, 8·C) when drawn from a Workload).
     ``scheduler``: "fcfs", "priority" (shortest uncached prompt first) or "deadline" (earliest TTFT deadline
@@ -669,6 +709,8 @@ def simulate(
     instead (math.inf: unbounded), to check the simulator against the offline hit ratio and LRU curve.
     ``replica_schedule=(times_s, serving)``: from each time on, only the first ``serving`` colocated replicas take
     new requests (an autoscaler's replicas joining and draining; a draining replica finishes what it holds).
+    ``admission``: how a replica admits into its KV pool, one of ``ADMISSIONS``; None: the deployment's engine's
+    (``ENGINE_ADMISSION``: TensorRT-LLM guaranteed-no-evict, vLLM and SGLang the watermark; no engine: vLLM's).
     """
     import time
 
@@ -677,6 +719,7 @@ def simulate(
         raise ValueError(f"scheduler={scheduler!r} must be one of {SCHEDULERS}")
     if router not in ROUTERS:
         raise ValueError(f"router={router!r} must be one of {ROUTERS}")
+    admission = admission_policy(dep, admission)
     if not (isinstance(replicas, (int, np.integer)) and replicas >= 1):
         raise ValueError(f"replicas={replicas!r} must be a whole number ≥ 1")
     if max_num_seqs is None:
@@ -688,6 +731,10 @@ def simulate(
             raise ValueError(f"{name}={v!r} must be a positive number of milliseconds")
     split = _parse_disaggregate(disaggregate)
     serving_at = _serving_schedule(replica_schedule, replicas, split)
+    if all_at_once:
+        if arrivals not in (None, "all_at_once") or rate_rps is not None or concurrency is not None:
+            raise ValueError("all at once offers every request at time 0: give no rate, concurrency or arrivals")
+        arrivals = "all_at_once"
     if arrivals is None:
         arrivals = "closed" if concurrency is not None else "poisson" if rate_rps is not None else "trace"
     if arrivals not in ARRIVALS:
@@ -702,7 +749,8 @@ def simulate(
     if isinstance(workload_or_requests, pd.DataFrame):
         req = requests_from_frame(workload_or_requests, whatif, block_size=block_size)
     elif isinstance(workload_or_requests, Workload):
-        n_draw = requests or (max(500, 8 * int(concurrency or 0)) if arrivals == "closed" else None)
+        n_draw = requests or (max(500, 8 * int(concurrency or 0)) if arrivals == "closed"
+                              else 500 if arrivals == "all_at_once" else None)
         if n_draw is None:
             span = duration_s if duration_s is not None else 500 / (rate_rps or workload_or_requests.rate_rps)
             n_draw = max(int(math.ceil(span * (rate_rps or workload_or_requests.rate_rps * whatif.traffic_multiplier))), 1)
@@ -725,6 +773,8 @@ def simulate(
     elif arrivals == "poisson":
         arrival = np.cumsum(rng.exponential(1.0 / float(rate_rps), size=len(req)))  # type: ignore[arg-type]
         arrival -= arrival[0]
+    elif arrivals == "all_at_once":
+        arrival = np.zeros(len(req))
     else:
         arrival = np.full(len(req), np.nan)
     keep = np.ones(len(req), dtype=bool)
@@ -752,7 +802,7 @@ def simulate(
               if req.blocks is not None and prefix_cache_blocks is None and split is None and COMPILED else None)
     compiled = _compiled(dep, int(max_num_seqs), split, req, router, caches, replicas)
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
-                 prefix_cache_blocks, outputs=not compiled)
+                 prefix_cache_blocks, outputs=not compiled, admission=admission)
     pool.default_ttft_s = float(ttft_slo_ms) / 1000.0
     starts = np.empty(0)
     if arrivals == "closed":
@@ -808,7 +858,7 @@ def simulate(
         "scheduler": scheduler, "router": router, "router_rule": ROUTER_LABELS[router],
         "max_num_seqs": int(max_num_seqs),
         "max_num_batched_tokens": int(max_num_batched_tokens), "kv_pool_tokens_per_replica": kv_tokens,
-        "chunked_prefill": bool(chunked_prefill),
+        "chunked_prefill": bool(chunked_prefill), "admission": admission,
         "seed": seed, "whatif": {k: getattr(whatif, k) for k in ("trim_input", "trim_output", "cache_hit",
                                                                    "traffic_multiplier")},
     }
@@ -962,7 +1012,8 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
         np.asarray(schedule[0], dtype=np.float64), np.asarray(schedule[1], dtype=np.int64))
     settings = {"replicas": replicas, "max_num_seqs": pool.max_num_seqs, "budget": pool.budget,
                 "scheduler": pool.scheduler, "router": router,
-                "kv_tokens": pool.kv_tokens, "chunked": pool.chunked, "max_run_steps": MAX_RUN_STEPS}
+                "kv_tokens": pool.kv_tokens, "chunked": pool.chunked, "max_run_steps": MAX_RUN_STEPS,
+                "admission": pool.admission, "watermark": pool.watermark}
     as_int = np.ascontiguousarray
     # the random router's draws: a draw takes one word, or more when it falls above the replica count (under half
     # the time), so a few per request almost never run out; a run that does is run again with twice as many

@@ -7,11 +7,14 @@ changes (binary segmentation of Poisson counts, best cut first, each cut kept on
 beats a penalty that grows with the number of bins and with the log's own burstiness). A log at a steady rate is
 one stage.
 
-Saturation is judged per stage: the steady-rate check (requests in the system, and the slow tenth's queue wait,
-growing from the start of the stage to its end) holds within a stage, where the rate is steady, and not across
-stages, where more requests in the system only mean more traffic. The first stage, from an empty fleet, counts
-every request in the system, as the steady-rate check always has; a later stage counts the waiting ones, since
-the requests being served keep growing after a step up for as long as a reply lasts.
+Saturated means the queue grows: within a stage (where the rate is steady; across stages more requests in the
+system only mean more traffic) the requests waiting to be admitted, as each arrival finds them, grow over the
+stage's second half by at least ``GROWTH_SHARE`` of the offered rate, and significantly (the slope of
+``GROWTH_BLOCKS`` block means, ``GROWTH_T`` standard errors above zero). The first half is left out: it is the
+warm-up, while batches and KV pools fill. The requests being served are not counted: they keep growing after a
+start or a step up for as long as a reply lasts, which is the fleet filling, not falling behind. So the verdict is
+the same for a short run and a long one at the same rate, once the second half holds ``GROWTH_BLOCKS`` blocks with
+arrivals (benchmarks/README.md, issue 36: from 120 s of arrivals near a fleet's knee, and 2 s far past it).
 """
 from __future__ import annotations
 
@@ -31,6 +34,10 @@ MIN_RATE_STEP = 0.10        # neighbours whose rates differ by less than this sh
 MAX_STAGES = 32             # a longer list is no longer a table to set beside a benchmark's
 COUNT_PER_BIN = 4.0         # bins long enough to hold this many arrivals at the mean rate
 MAX_BINS = 20_000
+GROWTH_SHARE = 0.02         # saturated: the waiting queue grows by at least this share of the offered rate ...
+GROWTH_BLOCKS = 8           # ... over the second half, judged on this many block means of it ...
+GROWTH_T = 3.0              # ... with a slope this many standard errors above zero
+WARM_SHARE = 0.9            # warm until the requests being served reach this share of their final level
 
 
 @dataclass(frozen=True)
@@ -129,22 +136,42 @@ def stage_of(arrival_s: np.ndarray, stages: list[Stage]) -> np.ndarray:
     return np.searchsorted(edges, np.asarray(arrival_s, dtype=np.float64), side="right")
 
 
-def _window_saturated(in_system: np.ndarray, queue_ms: np.ndarray) -> bool:
-    """The steady-rate check on one window's arrivals (in arrival order): does the queue keep growing in it?
+def _window_saturated(arrival_s: np.ndarray, waiting: np.ndarray, serving: np.ndarray) -> bool:
+    """Does the queue grow in this window of steady rate? ``waiting`` / ``serving``: the requests each arrival
+    finds waiting / being served.
 
-    ``in_system``: the requests in the system (or waiting) each arrival finds.
+    The least-squares slope of the waiting count after the warm-up, from ``GROWTH_BLOCKS`` block means: saturated
+    when it is at least ``GROWTH_SHARE`` of the offered rate and ``GROWTH_T`` standard errors above zero (an
+    unstable queue grows by the offered rate less the served one; a stable one wanders). The warm-up is the first
+    half, and longer while the requests being served are still growing (batches and KV pools filling: a fleet
+    past its knee starts to queue only once its KV pools are full): it ends when they first reach WARM_SHARE of
+    their level over the window's last quarter.
     """
-    if in_system.size < MIN_STAGE_REQUESTS:
+    if arrival_s.size < MIN_STAGE_REQUESTS:
         return False
-    # requests each arrival finds: the last fifth against the second (the first is the warm-up)
-    k = max(in_system.size // 5, 1)
-    early, late = float(in_system[k:2 * k].mean()), float(in_system[-k:].mean())
-    if late > 1.3 * early + 2.0 * math.sqrt(early) + 2.0:
-        return True
-    # a queue that grows for the whole window: its last fifth's slow tenth waits far longer than the first fifth's
-    # (a p90, not a median: a KV pool hogged by long contexts starves a minority while most pass)
-    first, last = float(np.percentile(queue_ms[:k], 90)), float(np.percentile(queue_ms[-k:], 90))
-    return last > 4.0 * first + 1000.0
+    t0, t1 = float(arrival_s[0]), float(arrival_s[-1])
+    if not t1 > t0:
+        return False
+    rate = (arrival_s.size - 1) / (t1 - t0)
+    level = float(np.median(serving[arrival_s >= t0 + 0.75 * (t1 - t0)]))
+    warm = int(np.argmax(serving >= WARM_SHARE * level))
+    half = arrival_s >= max((t0 + t1) / 2.0, float(arrival_s[warm]))
+    t, w = arrival_s[half], waiting[half].astype(np.float64)
+    block = np.minimum(((t - t[0]) / max(t1 - t[0], 1e-12) * GROWTH_BLOCKS).astype(np.int64), GROWTH_BLOCKS - 1)
+    n = np.bincount(block, minlength=GROWTH_BLOCKS)
+    filled = n > 0
+    if filled.sum() < GROWTH_BLOCKS // 2:
+        return False   # too few arrivals in the second half to tell
+    x = np.bincount(block, weights=t, minlength=GROWTH_BLOCKS)[filled] / n[filled]
+    y = np.bincount(block, weights=w, minlength=GROWTH_BLOCKS)[filled] / n[filled]
+    dx = x - x.mean()
+    sxx = float(dx @ dx)
+    if sxx <= 0:
+        return False
+    slope = float(dx @ (y - y.mean())) / sxx
+    residual = y - y.mean() - slope * dx
+    se = math.sqrt(float(residual @ residual) / max(x.size - 2, 1) / sxx)
+    return slope >= GROWTH_SHARE * rate and slope >= GROWTH_T * se
 
 
 def saturated_stages(requests: pd.DataFrame, stages: list[Stage] | None = None) -> list[bool]:
@@ -158,22 +185,22 @@ def saturated_stages(requests: pd.DataFrame, stages: list[Stage] | None = None) 
     if not stages:
         return []
     seen = np.arange(1, arrival.size + 1)
-    queue = r["queue_ms"].to_numpy(dtype=np.float64)
-    # finishes and starts built and sorted in one array each (a million-request result: no pile of temporaries)
+    # the requests each arrival finds waiting (arrived before it, not yet admitted) and being served (admitted,
+    # not finished); starts and finishes sorted in one array each (a million-request result: few temporaries)
+    started = np.nan_to_num(r["queue_ms"].to_numpy(dtype=np.float64)) / 1000.0
+    started += arrival
+    started.sort()
+    admitted = np.searchsorted(started, arrival, side="right")
+    del started
+    waiting = seen - admitted
+    del seen
     finish = r["e2e_ms"].to_numpy(dtype=np.float64) / 1000.0
     finish += arrival
     finish.sort()
-    in_system = seen - np.searchsorted(finish, arrival, side="right")
-    del finish
-    # After a step up, the requests being served grow for as long as a request lasts (Little's law at the new
-    # rate), which long replies stretch past a stage's first fifth: later stages count the waiting ones only.
-    started = np.nan_to_num(queue) / 1000.0
-    started += arrival
-    started.sort()
-    waiting = seen - np.searchsorted(started, arrival, side="right")
-    del started, seen
+    serving = admitted - np.searchsorted(finish, arrival, side="right")
+    del finish, admitted
     which = stage_of(arrival, stages)
-    return [_window_saturated((in_system if i == 0 else waiting)[which == i], queue[which == i])
+    return [_window_saturated(arrival[which == i], waiting[which == i], serving[which == i])
             for i in range(len(stages))]
 
 

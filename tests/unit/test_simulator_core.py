@@ -43,6 +43,10 @@ CASES = {
     "round-robin, 7 replicas": (dict(replicas=7), 28.0),
     "least tokens, preempting": (dict(replicas=3, router="least_tokens", kv_fraction=0.01), 9.0),
     "shortest prompt first, preempting": (dict(replicas=2, scheduler="priority", kv_fraction=0.01), 6.0),
+    "max utilization (TensorRT-LLM), preempting": (dict(replicas=2, admission="max_utilization", kv_fraction=0.01),
+                                                   6.0),
+    "guaranteed no evict (TensorRT-LLM)": (dict(replicas=2, admission="guaranteed_no_evict", kv_fraction=0.01,
+                                                router="least_tokens"), 6.0),
     "earliest deadline first": (dict(replicas=2, scheduler="deadline"), 9.0),
     "whole prompts (no chunking)": (dict(replicas=2, chunked_prefill=False, max_num_batched_tokens=2048), 9.0),
     "closed loop": (dict(replicas=2, concurrency=48), 9.0),
@@ -65,7 +69,9 @@ def test_the_compiled_loop_gives_the_python_loops_results(case):
     assert compiled.preemptions == reference.preemptions
     assert compiled.kv_peak_share == reference.kv_peak_share
     assert compiled.summary()["ttft_ms"] == reference.summary()["ttft_ms"]
-    if "kv_fraction" in kwargs:   # the cases meant to preempt do
+    if kwargs.get("admission") == "guaranteed_no_evict":   # every admitted sequence's output was reserved
+        assert compiled.preemptions == 0 and compiled.kv_peak_share > 0.5
+    elif "kv_fraction" in kwargs:   # the cases meant to preempt do
         assert compiled.preemptions > 20
 
 
