@@ -597,7 +597,7 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
 
     rows_read = 0
     try:
-        for raw in iter_tables(source, label, limits):
+        for raw in iter_tables(source, label, limits, mapping):
             rows_read += raw.num_rows
             if progress is not None:
                 progress("reading", f"{rows_read:,} rows", None)
