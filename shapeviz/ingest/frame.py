@@ -28,7 +28,7 @@ from shapeviz.ingest.columns import (
 )
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.limits import Limits
-from shapeviz.ingest.names import bound_names
+from shapeviz.ingest.names import bound_names, bound_times
 from shapeviz.ingest.readers import RawTable, too_many_columns
 from shapeviz.plain import from_plain, to_plain
 from shapeviz.schema import CANONICAL, DTYPES
@@ -413,7 +413,7 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
 
     out = _cast(pd.DataFrame({name: (frame[name].reset_index(drop=True) if isinstance(frame[name], pd.Series)
                                      else frame[name]) for name in CANONICAL if name in frame}))
-    out = bound_names(out, b.notes, limits)
+    out = bound_times(bound_names(out, b.notes, limits), b.notes)
     if raw.num_rows and not keep.any():
         b.notes.append("no usable rows: every row was dropped (see dropped)")
     report = LoadReport(source=label, format=raw.format, compression=raw.compression,

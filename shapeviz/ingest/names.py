@@ -99,3 +99,25 @@ def fold_products(series: pd.Series, max_products: int) -> tuple[pd.Series, int]
     new_codes = np.where(codes >= 0, remap[np.maximum(codes, 0)], -1)
     folded = len(present) - len(keep)
     return pd.Series(pd.Categorical.from_codes(new_codes, categories=kept_names), index=series.index), folded
+
+
+# Request logs are from computers' clocks: a time outside these years is a wrong clock or a wrong unit. pandas
+# itself holds 1677-09-21 to 2262-04-11, but two times more than 292 years apart overflow every span and rate.
+# A fixed window (not one around the log's median) gives the same answer for every chunk of a streamed log.
+FIRST_YEAR, END_YEAR = 1970, 2100
+
+
+def bound_times(frame: pd.DataFrame, notes: list[str]) -> pd.DataFrame:
+    """Timestamps outside ``FIRST_YEAR`` .. ``END_YEAR`` become missing (the rows stay; a note counts them)."""
+    if "timestamp" not in frame.columns or not len(frame):
+        return frame
+    times = frame["timestamp"]
+    start = pd.Timestamp(f"{FIRST_YEAR}-01-01", tz="UTC")
+    end = pd.Timestamp(f"{END_YEAR}-01-01", tz="UTC")
+    outside = times.notna() & ((times < start) | (times >= end))
+    count = int(outside.sum())
+    if count:
+        frame["timestamp"] = times.mask(outside)
+        notes.append(f"timestamp: {count:,} times before {FIRST_YEAR} or from {END_YEAR} on were not used (a "
+                     "wrong clock or unit?); their requests are kept without a time")
+    return frame

@@ -7,7 +7,6 @@ from typing import Any, Sequence
 from shapeviz.analyses.shapes import SHAPES, ShapeStats
 from shapeviz.analysis import Analysis, analyze_paths
 from shapeviz.fleet.sizing import default_deployment_for
-from shapeviz.ingest.names import OTHER_PRODUCTS
 from shapeviz.plain import json_safe
 
 SCHEMA_VERSION = 1
@@ -108,8 +107,6 @@ def summary_text(document: dict[str, Any]) -> str:
     lines.append("  corners: " + ", ".join(f"{s} {o['shape_share'][s]:.0%}" for s in SHAPES if o["shape_share"][s] > 0))
     if len(document["products"]) > 1:
         lines.append("products:")
-        # products past the busiest are counted together: say it where the list is
-        lines.extend(f"  ({n})" for n in document["notes"] if OTHER_PRODUCTS in n)
         for p in document["products"]:
             flag = "  [mixed]" if p["mixed"] else ""
             lines.append(f"  {p['name']}: {p['requests']:,} req, {p['dominant_shape']}, {p['phase']}, "
@@ -123,5 +120,7 @@ def summary_text(document: dict[str, Any]) -> str:
         lines.append("recommendations:")
         for r in document["recommendations"]:
             lines.append(f"  [{r['lever']} → {r['metric']}, {r['scope']}] {r['reason']}")
+    # what the load did to the log (products counted together, times not used, names cut) is said here too
+    lines.extend(f"note: {n}" for n in document["notes"])
     return "\n".join(lines)
 
