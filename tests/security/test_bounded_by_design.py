@@ -137,3 +137,11 @@ def test_pools_whose_names_collide_after_sanitising_get_one_object_each(tmp_path
     services = [o["metadata"]["name"] for o in objects if o["kind"] == "Service"]
     assert len(set(deployments)) == len(deployments) == 2 and len(set(services)) == len(services) == 2
     assert deployments == ["llm-chat-vllm-colocated", "llm-chat-2-vllm-colocated"]   # stable: file order
+
+
+def test_a_result_file_of_millions_of_empty_objects_is_refused_before_it_is_built():
+    from shapeviz.outputs.measured import MAX_RESULT_CONTAINERS, parse_result
+
+    bomb = b'{"benchmarks":[' + b",".join([b"{}"] * (MAX_RESULT_CONTAINERS + 10)) + b"]}"
+    with pytest.raises(ValueError, match="holds more than 2,000,000 JSON objects and arrays"):
+        parse_result(bomb, "results.json")
