@@ -145,3 +145,15 @@ def test_a_result_file_of_millions_of_empty_objects_is_refused_before_it_is_buil
     bomb = b'{"benchmarks":[' + b",".join([b"{}"] * (MAX_RESULT_CONTAINERS + 10)) + b"]}"
     with pytest.raises(ValueError, match="holds more than 2,000,000 JSON objects and arrays"):
         parse_result(bomb, "results.json")
+
+
+def test_the_page_says_when_products_are_counted_together(tmp_path):
+    from tests.app.dashboard import open_app
+
+    log = _many_products_csv(tmp_path / "many.csv", 1_200, 200)
+    at = open_app()
+    at.file_uploader(key="uploads").set_value((log.name, log.read_bytes(), "text/csv"))
+    at.run(timeout=180)
+    assert not at.exception, at.exception
+    shown = [i.value.replace("\\", "") for i in at.info]
+    assert any("the 100 busiest by requests keep their names" in s and OTHER_PRODUCTS in s for s in shown), shown
