@@ -80,10 +80,7 @@ def one_line(value: object) -> str:
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
                         "\u2066-\u206f\ufeff\ufff9-\ufffb]")
 
-
-def has_invisible(text: str) -> bool:
-    """True when ``text`` holds a character ``visible_text`` would escape."""
-    return _INVISIBLE.search(text) is not None
+INVISIBLE_PATTERN: str = _INVISIBLE.pattern   # for vectorised searches (pandas' str.contains)
 
 
 def visible_text(value: object) -> str:

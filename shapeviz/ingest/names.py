@@ -16,13 +16,12 @@ import numpy as np
 import pandas as pd
 
 from shapeviz.ingest.limits import Limits
-from shapeviz.text import _INVISIBLE, visible_text
+from shapeviz.text import INVISIBLE_PATTERN, visible_text
 
 # Parentheses: a name a product team would not pick, and one that sorts apart from theirs
 OTHER_PRODUCTS = "(other products)"
 _ELLIPSIS = "…"
 _LABELS = ("product", "model", "session_id", "status")
-_INVISIBLE_PATTERN = _INVISIBLE.pattern
 
 
 def folded_note(max_products: int) -> str:
@@ -53,7 +52,7 @@ def bound_names(frame: pd.DataFrame, notes: list[str], limits: Limits) -> pd.Dat
 def _visible(series: pd.Series) -> tuple[pd.Series, int]:
     """Categories with their invisible characters escaped (``visible_text``); how many names changed."""
     names = series.cat.categories.astype(str)
-    hidden = np.asarray(names.str.contains(_INVISIBLE_PATTERN, regex=True), dtype=bool)
+    hidden = np.asarray(names.str.contains(INVISIBLE_PATTERN, regex=True), dtype=bool)
     if not hidden.any():
         return series, 0
     shown = np.where(hidden, [visible_text(n) if h else n for n, h in zip(names, hidden)], names).astype(object)

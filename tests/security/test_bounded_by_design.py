@@ -21,13 +21,13 @@ from shapeviz.workload.sketch import merge_all, sketch_log
 K8S_SCHEMA = Path(__file__).resolve().parents[1] / "data" / "k8s" / "schema_subset.json"
 
 
-def _many_products_csv(path: Path, rows: int, products: int, seed: int = 0) -> Path:
+def _many_products_csv(path: Path, rows: int, products: int, seed: int = 0, prefix: str = "team") -> Path:
     rng = np.random.default_rng(seed)
     pd.DataFrame({
         "timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(np.sort(rng.random(rows)) * 3600, "s"),
         "input_tokens": rng.integers(10, 8000, rows),
         "output_tokens": rng.integers(1, 1000, rows),
-        "product": [f"team-{p}" for p in rng.integers(0, products, rows)],
+        "product": [f"{prefix}-{p}" for p in rng.integers(0, products, rows)],
     }).to_csv(path, index=False)
     return path
 
@@ -157,3 +157,24 @@ def test_the_page_says_when_products_are_counted_together(tmp_path):
     assert not at.exception, at.exception
     shown = [i.value.replace("\\", "") for i in at.info]
     assert any("the 100 busiest by requests keep their names" in s and OTHER_PRODUCTS in s for s in shown), shown
+
+
+def test_a_file_name_with_control_characters_never_reaches_the_terminal(tmp_path, capsys):
+    # labels inside the log are made visible at ingest; what the command line prints besides (the file's own
+    # name, here) still goes through terminal_text
+    log = tmp_path / "\x1b]0;owned\x07\x1b[31mred.csv"
+    log.write_text("input_tokens,output_tokens\n100,10\n200,20\n")
+    assert main(["summary", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "red.csv" in out and not any(c in out for c in "\x1b\x07")
+
+
+def test_several_uploads_together_keep_at_most_the_busiest_products(tmp_path):
+    from shapeviz.ingest import combine
+
+    logs = [load_log(_many_products_csv(tmp_path / f"part{i}.csv", 800, 80, seed=i, prefix=f"team{i}"))
+            for i in range(3)]
+    assert all(log.frame["product"].nunique() == 80 for log in logs)   # each file alone is under the bound
+    combined = combine(logs)
+    assert combined.frame["product"].nunique() == 101 and len(combined.frame) == 2_400
+    assert any(OTHER_PRODUCTS in n for n in combined.report.notes)
