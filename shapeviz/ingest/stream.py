@@ -544,4 +544,28 @@ def read_table_streamed(source: Source, label: str, limits: Limits,
     return RawTable(table, first.format, first.compression, sum(p.malformed_rows for p in parts), notes)
 
 
-__all__ = ["iter_tables", "read_table_streamed", "BATCH_BYTES", "BATCH_ROWS"]
+
+
+def columns_seen(source: Source, label: str, limits: Limits) -> list[str]:
+    """The log's column names, for a mapping editor: Parquet's from its schema (nothing read), else the first batch's.
+
+    Every column is listed, the ones a load leaves unread too, so the user can map any of them.
+    """
+    data = source if isinstance(source, (bytes, bytearray, memoryview)) else None
+    if data is not None and bytes(data[:4]) == b"PAR1":
+        try:
+            schema = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data))).schema_arrow
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise IngestError(label, f"is not a readable Parquet file ({_first_line(exc)})",
+                              "write it again with pyarrow or pandas, or export CSV") from None
+        return [str(c) for c in _flatten(schema.empty_table()).column_names]
+    batches = iter_tables(source, label, limits)
+    try:
+        return next(batches).columns
+    except _Restart:
+        return read_table(source, label, limits).columns
+    finally:
+        batches.close()
+
+
+__all__ = ["iter_tables", "read_table_streamed", "columns_seen", "BATCH_BYTES", "BATCH_ROWS"]

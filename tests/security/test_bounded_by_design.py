@@ -15,7 +15,7 @@ import yaml
 from shapeviz.cli import main
 from shapeviz.ingest import Limits, load_log
 from shapeviz.ingest.names import OTHER_PRODUCTS
-from shapeviz.ingest.stream import iter_tables
+from shapeviz.ingest.stream import columns_seen, iter_tables
 from shapeviz.workload.sketch import merge_all, sketch_log
 
 K8S_SCHEMA = Path(__file__).resolve().parents[1] / "data" / "k8s" / "schema_subset.json"
@@ -100,6 +100,9 @@ def test_parquet_reads_only_the_columns_a_mapping_uses(tmp_path):
     batches = list(iter_tables(str(path), "payload.parquet", Limits()))
     assert all("prompt_text" not in b.columns and "team" not in b.columns for b in batches)
     assert any("text columns no mapping uses were not read" in note for note in batches[0].notes)
+    # the mapping editor still lists it (from the schema, nothing read), so the user can map it
+    assert columns_seen(path.read_bytes(), path.name, Limits()) == ["input_tokens", "output_tokens", "prompt_text",
+                                                                    "team"]
     # a column the user maps is read, as a category
     loaded = load_log(path, mapping={"product": "team"})
     assert loaded.frame["product"].cat.categories.tolist() == ["x" * 255 + "…"]
