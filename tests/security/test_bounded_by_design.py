@@ -181,3 +181,18 @@ def test_several_uploads_together_keep_at_most_the_busiest_products(tmp_path):
     combined = combine(logs)
     assert combined.frame["product"].nunique() == 101 and len(combined.frame) == 2_400
     assert any(OTHER_PRODUCTS in n for n in combined.report.notes)
+
+
+def test_results_uploads_count_against_the_sessions_upload_budget(monkeypatch):
+    from components import data
+    from tests.app.dashboard import open_page
+
+    monkeypatch.setattr(data, "SESSION_UPLOAD_BYTES", 4_096)   # as if the session had read its budget already
+    report = Path(__file__).resolve().parents[1] / "data" / "measured" / "guidellm_0.8.1_report.json"
+    at = open_page("pages/report.py")
+    at.file_uploader(key="measured-report").set_value([(report.name, report.read_bytes(), "application/json")])
+    at.run()
+    assert not at.exception, at.exception
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "one session may read at once" in errors[0]
+    assert not [df for df in at.dataframe if "TTFT p90 measured" in df.value.columns]   # nothing was parsed
