@@ -196,3 +196,35 @@ def test_results_uploads_count_against_the_sessions_upload_budget(monkeypatch):
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "one session may read at once" in errors[0]
     assert not [df for df in at.dataframe if "TTFT p90 measured" in df.value.columns]   # nothing was parsed
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def test_a_parquet_footer_that_understates_its_rows_is_counted_on_what_is_read(tmp_path):
+    import io
+    import struct
+
+    from shapeviz.ingest import IngestError
+
+    rows, claimed = 300_000, 20_000
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"input_tokens": np.full(rows, 100, np.int32),
+                             "output_tokens": np.full(rows, 10, np.int32)}), buffer, row_group_size=100_000)
+    data = bytearray(buffer.getvalue())
+    # FileMetaData.num_rows (Thrift compact: field 3, i64, zigzag varint) rewritten to a smaller count of the same
+    # width; the row groups keep their true counts, which is what a reader reads
+    start = len(data) - 8 - struct.unpack("<I", data[-8:-4])[0]
+    at = bytes(data[start:-8]).index(b"\x16" + _varint(2 * rows)) + start + 1
+    data[at:at + 3] = _varint(2 * claimed)
+    path = tmp_path / "liar.parquet"
+    path.write_bytes(bytes(data))
+    assert pq.ParquetFile(path).metadata.num_rows == claimed
+    with pytest.raises(IngestError, match="rows read so far exceed the limit of 100,000"):
+        load_log(path, limits=Limits(max_rows=100_000))
