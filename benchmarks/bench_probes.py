@@ -3,7 +3,8 @@
     python benchmarks/bench_probes.py [--only NAME ...] [--keep DIR]
 
 Writes each probe into a temporary folder (or ``--keep DIR``), runs the command line on it in a child process and
-reads its peak resident memory (``/usr/bin/time -v``'s "Maximum resident set size") and its wall time. The issue's target: every command under 1.5 GB on every probe.
+reads its peak resident memory (``/usr/bin/time -v``'s "Maximum resident set size") and its wall time.
+The issue's target: every command under 1.5 GB on every probe.
 Printed with the load average, as benchmarks/README.md records it.
 """
 from __future__ import annotations

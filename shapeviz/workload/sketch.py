@@ -520,7 +520,8 @@ def merge_all(sketches: Iterable[WorkloadSketch],
     if not level:
         raise ValueError("no sketches to merge: no file or partition produced one")
     while len(level) > 1:
-        level = [level[i].merge(level[i + 1], max_products) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+        level = [level[i].merge(level[i + 1], max_products) if i + 1 < len(level) else level[i]
+                 for i in range(0, len(level), 2)]
     return level[0]
 
 
@@ -557,7 +558,8 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
     Limits (rows, bytes, decompression, nesting) are checked at every batch, so memory is bounded by the batch
     (plus the frame while it is kept), not by the file. ``progress`` (a ``shapeviz.progress.Progress``) hears
     the rows read after every batch. Past ``keep_frame_rows``, batches are framed and sketched ``chunk_rows`` at a
-    time and the chunks' sketches merged once at the end.
+    time and the chunks' sketches merged as they come (two of a level into one of the next), each merge keeping
+    the busiest ``limits.max_products`` products by name.
     """
 
     label = display_name(source, name)
