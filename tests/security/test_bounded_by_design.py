@@ -228,3 +228,17 @@ def test_a_parquet_footer_that_understates_its_rows_is_counted_on_what_is_read(t
     assert pq.ParquetFile(path).metadata.num_rows == claimed
     with pytest.raises(IngestError, match="rows read so far exceed the limit of 100,000"):
         load_log(path, limits=Limits(max_rows=100_000))
+
+
+def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
+    import shapeviz.outputs.summary as summary
+
+    def exhausted(*args, **kwargs):   # what an analysis past every bound would raise
+        raise MemoryError
+
+    monkeypatch.setattr(summary, "summarize", exhausted)
+    log = tmp_path / "log.csv"
+    log.write_text("input_tokens,output_tokens\n100,10\n")
+    assert main(["summary", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not fit in this machine's memory" in err
