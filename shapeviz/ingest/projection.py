@@ -10,6 +10,8 @@ name, not one per row.
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from shapeviz.ingest.columns import detect_columns, find_column
 
@@ -45,3 +47,36 @@ def parquet_projection(schema: pa.Schema, mapping: dict[str, str] | None) -> tup
     strings = [n for n in labels if n in read and _is_text(schema.field(n).type)
                and not pa.types.is_dictionary(schema.field(n).type)]
     return read, strings, skipped
+
+
+def row_group_bytes(metadata: pq.FileMetaData, group: int, columns: list[str]) -> int:
+    """What the footer says the ``columns`` of one row group take once decompressed (checked before reading)."""
+    wanted = set(columns)
+    chunks = metadata.row_group(group)
+    return sum(chunks.column(j).total_uncompressed_size for j in range(chunks.num_columns)
+               if chunks.column(j).path_in_schema.split(".")[0] in wanted)
+
+
+def cut_long_labels(batch: pa.RecordBatch, max_chars: int) -> tuple[pa.RecordBatch, int]:
+    """Dictionary-encoded text whose values are longer than ``max_chars + 1`` cut to that, as soon as it is read.
+
+    A batch of 50,000 distinct 4,000-character names would otherwise be held as 200 MB until the frame is built;
+    cut here, ``names.bound_names`` still sees them as too long, cuts them to ``max_chars`` and says so.
+    Returns the batch and how many dictionary values were cut.
+    """
+    cut = 0
+    arrays = list(batch.columns)
+    for i, array in enumerate(arrays):
+        if not (pa.types.is_dictionary(array.type) and _is_text(array.type.value_type)):
+            continue
+        values = array.dictionary
+        if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+            continue
+        long = pc.greater(pc.utf8_length(values), max_chars + 1)
+        count = pc.sum(long).as_py() or 0
+        if not count:
+            continue
+        short = pc.utf8_slice_codeunits(values, 0, max_chars + 1)
+        arrays[i] = pc.dictionary_encode(pc.take(short, array.indices))
+        cut += count
+    return (pa.RecordBatch.from_arrays(arrays, schema=None, names=batch.schema.names) if cut else batch), cut

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.limits import Limits, human_bytes
-from shapeviz.ingest.projection import parquet_projection
+from shapeviz.ingest.projection import cut_long_labels, parquet_projection, row_group_bytes
 from shapeviz.ingest.readers import (
     _EXCEL_SEP,
     _HEAD,
@@ -500,17 +500,22 @@ def _iter_parquet(opened: _Opened, source: Source, label: str, compression: str,
         # the footer's row count may lie: the limits count what is actually read, batch by batch
         rows_read = bytes_read = 0
         empty = True
-        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=columns):
-            empty = False
-            rows_read += batch.num_rows
-            bytes_read += batch.nbytes
-            if rows_read > limits.max_rows:
-                raise _too_many_rows(label, rows_read, limits)
-            if bytes_read > limits.max_decompressed_bytes:
-                raise IngestError(label, f"decompresses past the {human_bytes(limits.max_decompressed_bytes)} "
-                                  "limit (the columns read)", "split the log, or raise the limit "
-                                  "(shapeviz.ingest.Limits)")
-            yield RawTable(_flatten(pa.Table.from_batches([batch])), "parquet", compression, 0, notes)
+        too_big = IngestError(label, f"decompresses past the {human_bytes(limits.max_decompressed_bytes)} limit "
+                              "(the columns read)", "split the log, or raise the limit (shapeviz.ingest.Limits)")
+        for group in range(parquet.metadata.num_row_groups):
+            # what the footer announces is refused before it is read; what is read is counted anyway
+            if bytes_read + row_group_bytes(parquet.metadata, group, columns) > limits.max_decompressed_bytes:
+                raise too_big
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=columns):
+                empty = False
+                rows_read += batch.num_rows
+                bytes_read += batch.nbytes
+                if rows_read > limits.max_rows:
+                    raise _too_many_rows(label, rows_read, limits)
+                if bytes_read > limits.max_decompressed_bytes:
+                    raise too_big
+                batch, _ = cut_long_labels(batch, limits.max_name_chars)   # bound_names says so
+                yield RawTable(_flatten(pa.Table.from_batches([batch])), "parquet", compression, 0, notes)
         if empty:
             yield RawTable(_flatten(parquet.schema_arrow.empty_table()), "parquet", compression)
     except IngestError:

@@ -30,6 +30,7 @@ from typing import Any, BinaryIO, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from pyarrow import ArrowException
 
 from shapeviz.ingest import load_log
 from shapeviz.ingest.errors import IngestError
@@ -621,6 +622,9 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
         return SketchedLog(WorkloadSketch.from_frame(log.frame, log.report, seed=seed), log.frame)
     except MemoryError:
         raise IngestError(label, "does not fit in memory", "use the dask engine, split the log or sample it") from None
+    except ArrowException as exc:   # as load_log: one line, never a traceback
+        raise IngestError(label, f"could not be read ({type(exc).__name__}: {str(exc)[:200]})",
+                          "check the file or map the columns by hand") from None
     if pending is not None:
         # small enough: one canonical frame, built exactly as ``load_log`` builds it
         log = load_log_from_batches(pending, label, mapping, limits)
