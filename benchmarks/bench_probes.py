@@ -59,6 +59,18 @@ def _parquet_mapped(path: Path) -> list[str]:
     return ["summary", "--map", "product=team", str(path)]
 
 
+def _parquet_long_names(path: Path, rows: int = 500_000, block: int = 50_000) -> list[str]:
+    """``rows`` distinct 4,000-character product names, zstd: a few MB on disk, 2 GB once read."""
+    schema = pa.schema([("input_tokens", pa.int32()), ("output_tokens", pa.int32()), ("product", pa.string())])
+    with pq.ParquetWriter(path, schema, compression="zstd", store_schema=False) as writer:
+        for start in range(0, rows, block):
+            names = pa.array([f"{'P' * 3990}{i:010d}" for i in range(start, start + block)], pa.string())
+            writer.write_table(pa.table({"input_tokens": np.full(block, 100, np.int32),
+                                         "output_tokens": np.full(block, 10, np.int32), "product": names},
+                                        schema=schema))
+    return ["summary", str(path)]
+
+
 def _results(path: Path) -> list[str]:
     n = (255 << 20) // 3
     path.write_bytes(b'{"benchmarks":[' + b",".join([b"{}"] * (n - 10)) + b"]}")
@@ -89,6 +101,7 @@ PROBES: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
     "products-1m": ("products1m.csv", lambda p: _products_csv(p, 1_000_000, 1_000_000)),
     "parquet-unmapped-text": ("payload.parquet", _parquet_unmapped),
     "parquet-mapped-label": ("label.parquet", _parquet_mapped),
+    "parquet-long-names": ("longnames.parquet", _parquet_long_names),
     "results-empty-objects": ("results.json", _results),
     "timestamps-1678-2261": ("times.csv", _times),
     "names-newline-bidi": ("names.csv", _names),
