@@ -57,26 +57,30 @@ def row_group_bytes(metadata: pq.FileMetaData, group: int, columns: list[str]) -
                if chunks.column(j).path_in_schema.split(".")[0] in wanted)
 
 
-def cut_long_labels(batch: pa.RecordBatch, max_chars: int) -> tuple[pa.RecordBatch, int]:
+def cut_long_labels(table: pa.Table | pa.RecordBatch, max_chars: int) -> tuple[pa.Table | pa.RecordBatch, int]:
     """Dictionary-encoded text whose values are longer than ``max_chars + 1`` cut to that, as soon as it is read.
 
     A batch of 50,000 distinct 4,000-character names would otherwise be held as 200 MB until the frame is built;
     cut here, ``names.bound_names`` still sees them as too long, cuts them to ``max_chars`` and says so.
-    Returns the batch and how many dictionary values were cut.
+    Returns the table (or batch) and how many dictionary values were cut.
     """
     cut = 0
-    arrays = list(batch.columns)
-    for i, array in enumerate(arrays):
-        if not (pa.types.is_dictionary(array.type) and _is_text(array.type.value_type)):
+    arrays = list(table.columns)
+    for i, column in enumerate(arrays):
+        if not (pa.types.is_dictionary(column.type) and pa.types.is_string(column.type.value_type)):
             continue
-        values = array.dictionary
-        if pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        counts = [pc.sum(pc.greater(pc.utf8_length(c.dictionary), max_chars + 1)).as_py() or 0 for c in chunks]
+        if not any(counts):
             continue
-        long = pc.greater(pc.utf8_length(values), max_chars + 1)
-        count = pc.sum(long).as_py() or 0
-        if not count:
-            continue
-        short = pc.utf8_slice_codeunits(values, 0, max_chars + 1)
-        arrays[i] = pc.dictionary_encode(pc.take(short, array.indices))
-        cut += count
-    return (pa.RecordBatch.from_arrays(arrays, schema=None, names=batch.schema.names) if cut else batch), cut
+        # every chunk re-encoded the same way, so the column keeps one type
+        short = [pc.dictionary_encode(pc.take(pc.utf8_slice_codeunits(c.dictionary, 0, max_chars + 1), c.indices))
+                 for c in chunks]
+        arrays[i] = pa.chunked_array(short) if isinstance(column, pa.ChunkedArray) else short[0]
+        cut += sum(counts)
+    if not cut:
+        return table, 0
+    names = table.schema.names
+    if isinstance(table, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(arrays, names=names), cut
+    return pa.Table.from_arrays(arrays, names=names), cut

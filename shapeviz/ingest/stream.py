@@ -219,7 +219,11 @@ def iter_tables(source: Source, label: str, limits: Limits,
     """
     opened = _Opened(source, label, limits)
     try:
-        yield from _iter_opened(opened, source, label, limits, mapping)
+        for raw in _iter_opened(opened, source, label, limits, mapping):
+            # labels read dictionary-encoded (CSV, Parquet) are cut as each batch comes: held short, not whole
+            if isinstance(raw.table, pa.Table):
+                raw.table, _ = cut_long_labels(raw.table, limits.max_name_chars)   # bound_names says so
+            yield raw
     finally:
         opened.close()
 
@@ -514,7 +518,6 @@ def _iter_parquet(opened: _Opened, source: Source, label: str, compression: str,
                     raise _too_many_rows(label, rows_read, limits)
                 if bytes_read > limits.max_decompressed_bytes:
                     raise too_big
-                batch, _ = cut_long_labels(batch, limits.max_name_chars)   # bound_names says so
                 yield RawTable(_flatten(pa.Table.from_batches([batch])), "parquet", compression, 0, notes)
         if empty:
             yield RawTable(_flatten(parquet.schema_arrow.empty_table()), "parquet", compression)

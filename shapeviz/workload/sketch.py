@@ -627,7 +627,11 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
                           "check the file or map the columns by hand") from None
     if pending is not None:
         # small enough: one canonical frame, built exactly as ``load_log`` builds it
-        log = load_log_from_batches(pending, label, mapping, limits)
+        try:
+            log = load_log_from_batches(pending, label, mapping, limits)
+        except (MemoryError, ArrowException):
+            raise IngestError(label, "does not fit in memory",
+                              "use the dask engine, split the log or sample it") from None
         return SketchedLog(WorkloadSketch.from_frame(log.frame, log.report, seed=seed), log.frame)
     sketch = merge_all([part for _, part in parts], limits.max_products)
     return SketchedLog(sketch, None, [f"{sketch.requests:,} requests: analysed from the workload sketch "

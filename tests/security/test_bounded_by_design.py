@@ -259,3 +259,16 @@ def test_long_distinct_parquet_names_are_cut_as_they_are_read(tmp_path):
     loaded = load_log(path)
     assert max(len(n) for n in loaded.frame["product"].cat.categories) == 256
     assert any("longer than 256 characters cut" in n for n in loaded.report.notes)
+
+
+def test_long_distinct_csv_names_are_cut_as_they_are_read(tmp_path):
+    import gzip
+
+    path = tmp_path / "names.csv.gz"
+    with gzip.open(path, "wt") as out:   # ~80 MB of names once read, ~0.3 MB on disk
+        out.write("input_tokens,output_tokens,product\n")
+        out.writelines(f"100,10,{'P' * 3990}{i:010d}\n" for i in range(20_000))
+    held = sum(b.table.nbytes for b in iter_tables(str(path), path.name, Limits()))
+    assert held < 16 << 20   # ~257 characters a name are held, not 4,000
+    doc_notes = load_log(path).report.notes
+    assert any("longer than 256 characters cut" in n for n in doc_notes)
