@@ -71,6 +71,16 @@ def _parquet_long_names(path: Path, rows: int = 500_000, block: int = 50_000) ->
     return ["summary", str(path)]
 
 
+def _csv_long_names(path: Path, rows: int = 400_000) -> list[str]:
+    """``rows`` distinct 4,000-character product names in a gzip CSV: a few MB, 1.6 GB of names once read."""
+    import gzip
+
+    with gzip.open(path, "wt") as out:
+        out.write("input_tokens,output_tokens,product\n")
+        out.writelines(f"100,10,{'P' * 3990}{i:010d}\n" for i in range(rows))
+    return ["summary", str(path)]
+
+
 def _results(path: Path) -> list[str]:
     n = (255 << 20) // 3
     path.write_bytes(b'{"benchmarks":[' + b",".join([b"{}"] * (n - 10)) + b"]}")
@@ -102,6 +112,7 @@ PROBES: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
     "parquet-unmapped-text": ("payload.parquet", _parquet_unmapped),
     "parquet-mapped-label": ("label.parquet", _parquet_mapped),
     "parquet-long-names": ("longnames.parquet", _parquet_long_names),
+    "csv-long-names": ("longnames.csv.gz", _csv_long_names),
     "results-empty-objects": ("results.json", _results),
     "timestamps-1678-2261": ("times.csv", _times),
     "names-newline-bidi": ("names.csv", _names),
