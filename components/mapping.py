@@ -7,7 +7,7 @@ from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from components import data
 from shapeviz.ingest import DEFAULT_LIMITS, LoadReport
-from shapeviz.ingest.readers import read_table
+from shapeviz.ingest.stream import columns_seen
 from shapeviz.schema import CANONICAL
 from shapeviz.text import md_literal
 
@@ -17,7 +17,8 @@ EDITABLE: tuple[str, ...] = tuple(c for c in CANONICAL if c != "hash_ids")
 
 @st.cache_data(max_entries=4, ttl=3600, scope="session", show_spinner=False)
 def _columns_seen(digest: str, _file: UploadedFile) -> list[str]:
-    return read_table(_file.getvalue(), _file.name, DEFAULT_LIMITS).columns
+    # the schema (Parquet) or the first block: listing the columns never parses the whole file
+    return columns_seen(_file.getvalue(), _file.name, DEFAULT_LIMITS)
 
 
 def mapping_table(report: LoadReport) -> pd.DataFrame:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from components import data
 from components.context import PageContext, workload
 from components.widgets import badge, chart, csv_button, table
 from shapeviz.outputs.measured import (
@@ -43,11 +44,17 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> b
     uploads = st.file_uploader("Load-test results (JSON)", type=["json", "jsonl"], accept_multiple_files=True,
                                key=f"measured-{key}")
     levels = []   # load tests of the planned fleet: judged against the plan
-    for f in uploads or []:
-        try:
-            levels.extend(parse_result(f.getvalue(), f.name))
-        except ValueError as exc:
-            st.error(md_literal(exc), icon=":material/error:")  # upload names are the user's: one literal line
+    try:
+        data.check_upload_budget(list(uploads or []))   # the same budget as logs, before a byte is parsed
+    except ValueError as exc:
+        st.error(md_literal(exc), icon=":material/error:")
+        uploads = []
+    with data.work_slot(None, "other visitors' files are being read"):   # and the same two slots
+        for f in uploads or []:
+            try:
+                levels.extend(parse_result(f.getvalue(), f.name))
+            except ValueError as exc:
+                st.error(md_literal(exc), icon=":material/error:")  # upload names are the user's: one literal line
     from_log = log_levels(ctx.frame, source=ctx.dataset.label)
     # Like with like: the log's latencies judge the plan only when the log was served by the planned deployment
     # (the user says so); otherwise they are shown as what they are, without a verdict.

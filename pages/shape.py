@@ -11,6 +11,7 @@ from components.context import BALANCE_INPUT_TOKENS, page_context, plane
 from components.mapping import mapping_editor
 from components.widgets import MISSING, badge, chart, csv_button, lazy_expander, table
 from shapeviz.analyses.shapes import SHAPE_LABELS, SHAPES
+from shapeviz.ingest.names import OTHER_PRODUCTS
 from shapeviz.outputs.figures import fmt_tokens, whatif_shift_figure
 from shapeviz.outputs.report import products_table
 from shapeviz.physics import balance_ratio
@@ -134,4 +135,7 @@ def _load_report() -> None:
     mapping_editor(report)
 
 
+# products counted together change every per-product figure: said outside the closed expander too
+for note in (n for n in report.notes if OTHER_PRODUCTS in n):
+    st.info(md_literal(note), icon=":material/info:")
 lazy_expander(f"Load report: {md_literal(report.describe())}", "load_report_open", _load_report)

@@ -55,7 +55,8 @@ def phase_phrase(phase: str) -> str:
 # Characters a terminal acts on instead of showing: C0 controls but line feed and tab (escape sequences, bells,
 # carriage returns that overwrite a line), DEL, the C1 controls (U+009B is a one-byte escape sequence) and the
 # bidirectional overrides that reorder what is shown.
-_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+                                "\u2066-\u2069\ufeff]")
 
 
 def terminal_text(text: str) -> str:
@@ -70,3 +71,22 @@ _LINE_BREAKS = re.compile("[\\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 def one_line(value: object) -> str:
     """``value`` as one line of plain text (for a ``#`` comment in a generated script): breaks and controls → space."""
     return _LINE_BREAKS.sub(" ", str(value)).strip()
+
+
+# Characters that act on the display instead of showing: C0 and C1 controls (line breaks and tabs included), DEL,
+# line and paragraph separators, the bidirectional marks, embeddings, overrides and isolates (U+202E makes
+# "safe\u202egnp.exe" read "safeexe.png"), zero-width spaces and joiners, invisible operators, the byte-order mark
+# and interlinear annotation marks.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
+                        "\u2066-\u206f\ufeff\ufff9-\ufffb]")
+
+INVISIBLE_PATTERN: str = _INVISIBLE.pattern   # for vectorised searches (pandas' str.contains)
+
+
+def visible_text(value: object) -> str:
+    """``value`` with every control, line break, bidi and zero-width character shown as its ``\\uXXXX`` escape.
+
+    What a name from a log becomes once, at ingest, so every terminal line, CSV cell, HTML memo and PNG shows it
+    as it was written, and nothing in it moves, hides or reorders the text around it.
+    """
+    return _INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))

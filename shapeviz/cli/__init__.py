@@ -352,5 +352,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"shapeviz {args.command}: a value in the input is out of range ({type(exc).__name__}); "
               "check the files given", file=sys.stderr)
         return EXIT_USAGE
+    except MemoryError:   # past every bound the readers check: one line, never a traceback
+        print(f"shapeviz {args.command}: the input does not fit in this machine's memory; split the log, sample it, "
+              "or use --engine dask where the command has it", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:  # `... | head` closed the pipe: not an error of ours
         return 0

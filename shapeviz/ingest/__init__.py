@@ -32,7 +32,7 @@ def load_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None,
     label = display_name(source, name)
     try:
         # streamed: limits are checked at every batch, and a file's bytes are never held whole (see stream.py)
-        raw = read_table_streamed(source, label, limits)
+        raw = read_table_streamed(source, label, limits, mapping)
         return build_frame(raw, label, mapping, limits)
     except IngestError:
         raise

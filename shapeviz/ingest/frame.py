@@ -27,7 +27,8 @@ from shapeviz.ingest.columns import (
     unit_from_name,
 )
 from shapeviz.ingest.errors import IngestError
-from shapeviz.ingest.limits import Limits
+from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
+from shapeviz.ingest.names import bound_names, bound_times, fold_products, folded_note
 from shapeviz.ingest.readers import RawTable, too_many_columns
 from shapeviz.plain import from_plain, to_plain
 from shapeviz.schema import CANONICAL, DTYPES
@@ -412,6 +413,7 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
 
     out = _cast(pd.DataFrame({name: (frame[name].reset_index(drop=True) if isinstance(frame[name], pd.Series)
                                      else frame[name]) for name in CANONICAL if name in frame}))
+    out = bound_times(bound_names(out, b.notes, limits), b.notes)
     if raw.num_rows and not keep.any():
         b.notes.append("no usable rows: every row was dropped (see dropped)")
     report = LoadReport(source=label, format=raw.format, compression=raw.compression,
@@ -668,6 +670,9 @@ def combine(logs: list[LoadedLog]) -> LoadedLog:
     for name in merged.columns:
         merged[name] = merged[name].astype(DTYPES[name]) if DTYPES[name] != "object" else merged[name]
     merged = merged[[c for c in CANONICAL if c in merged.columns]]
+    # several logs' busiest products together are still at most the busiest max_products by name
+    merged["product"], folded = fold_products(merged["product"], DEFAULT_LIMITS.max_products)
+    notes += [folded_note(DEFAULT_LIMITS.max_products)] if folded else []
     reports = [r for _, r in logs]
     dropped: dict[str, int] = {}
     for r in reports:

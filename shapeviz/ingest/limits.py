@@ -23,6 +23,8 @@ class Limits:
     max_header_bytes: int = 64 << 10        # a delimited log's first line, which must fit the sniffed head
     max_input_tokens: int = 10_000_000      # above this a request is counted as `absurd_tokens` and dropped
     max_output_tokens: int = 1_000_000      # idem for output tokens
+    max_products: int = 100                 # products kept by name (the busiest); the rest are counted together
+    max_name_chars: int = 256               # a product, model, session or status name is cut past this
 
     def __post_init__(self) -> None:
         for field, value in self.__dict__.items():

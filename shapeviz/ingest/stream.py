@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.limits import Limits, human_bytes
+from shapeviz.ingest.projection import cut_long_labels, parquet_projection, row_group_bytes
 from shapeviz.ingest.readers import (
     _EXCEL_SEP,
     _HEAD,
@@ -36,7 +37,6 @@ from shapeviz.ingest.readers import (
     _check_not_binary,
     _first_line,
     _flatten,
-    _is_text,
     _label_columns,
     _needs_python,
     checked_path,
@@ -211,23 +211,32 @@ def _too_many_rows(label: str, rows: int, limits: Limits) -> IngestError:
                        "split the log, sample it, raise Limits.max_rows, or use the dask engine for logs this big")
 
 
-def iter_tables(source: Source, label: str, limits: Limits) -> Iterator[RawTable]:
-    """A log as consecutive ``RawTable`` batches (one, for formats that cannot be streamed); limits enforced."""
+def iter_tables(source: Source, label: str, limits: Limits,
+                mapping: dict[str, str] | None = None) -> Iterator[RawTable]:
+    """A log as consecutive ``RawTable`` batches (one, for formats that cannot be streamed); limits enforced.
+
+    ``mapping`` (the user's ``--map``) says which columns a Parquet log must read besides the detected ones.
+    """
     opened = _Opened(source, label, limits)
     try:
-        yield from _iter_opened(opened, source, label, limits)
+        for raw in _iter_opened(opened, source, label, limits, mapping):
+            # labels read dictionary-encoded (CSV, Parquet) are cut as each batch comes: held short, not whole
+            if isinstance(raw.table, pa.Table):
+                raw.table, _ = cut_long_labels(raw.table, limits.max_name_chars)   # bound_names says so
+            yield raw
     finally:
         opened.close()
 
 
-def _iter_opened(opened: _Opened, source: Source, label: str, limits: Limits) -> Iterator[RawTable]:
+def _iter_opened(opened: _Opened, source: Source, label: str, limits: Limits,
+                 mapping: dict[str, str] | None = None) -> Iterator[RawTable]:
     head, compression = opened.head, opened.compression
     if _blank(head):
         # an empty file, or one whose first 64 KiB are blank: the whole-buffer path says which
         yield _whole(source, label, limits)
         return
     if head[:4] == b"PAR1":
-        yield from _iter_parquet(opened, source, label, compression, limits)
+        yield from _iter_parquet(opened, source, label, compression, limits, mapping)
         return
     text_head = head[3:] if head.startswith(b"\xef\xbb\xbf") else head
     utf16 = decode_text(text_head, label, []) is not text_head   # UTF-16, with or without a BOM
@@ -458,7 +467,7 @@ def _iter_jsonl(opened: _Opened, label: str, limits: Limits) -> Iterator[RawTabl
 # ---------------------------------------------------------------------------------------------- Parquet
 
 def _iter_parquet(opened: _Opened, source: Source, label: str, compression: str,
-                  limits: Limits) -> Iterator[RawTable]:
+                  limits: Limits, mapping: dict[str, str] | None = None) -> Iterator[RawTable]:
     if isinstance(source, (str, os.PathLike)):
         seekable: Any = source
     elif isinstance(source, (bytes, bytearray, memoryview)):
@@ -486,14 +495,30 @@ def _iter_parquet(opened: _Opened, source: Source, label: str, compression: str,
         names = parquet.schema_arrow.names
         if len(names) > limits.max_columns:
             raise too_many_columns(label, len(names), limits)
-        strings = [n for n in _label_columns(names) if _is_text(parquet.schema_arrow.field(n).type)]
+        # only what a mapping can use is read, labels as categories (projection.py says why)
+        columns, strings, skipped = parquet_projection(parquet.schema_arrow, mapping)
         if strings:
             parquet = pq.ParquetFile(source, read_dictionary=strings)
-        batches = parquet.iter_batches(batch_size=BATCH_ROWS)
+        notes = [f"Parquet: {len(skipped):,} text columns no mapping uses were not read "
+                 f"({', '.join(repr(n) for n in skipped[:5])}{', …' if len(skipped) > 5 else ''})"] if skipped else []
+        # the footer's row count may lie: the limits count what is actually read, batch by batch
+        rows_read = bytes_read = 0
         empty = True
-        for batch in batches:
-            empty = False
-            yield RawTable(_flatten(pa.Table.from_batches([batch])), "parquet", compression)
+        too_big = IngestError(label, f"decompresses past the {human_bytes(limits.max_decompressed_bytes)} limit "
+                              "(the columns read)", "split the log, or raise the limit (shapeviz.ingest.Limits)")
+        for group in range(parquet.metadata.num_row_groups):
+            # what the footer announces is refused before it is read; what is read is counted anyway
+            if bytes_read + row_group_bytes(parquet.metadata, group, columns) > limits.max_decompressed_bytes:
+                raise too_big
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=columns):
+                empty = False
+                rows_read += batch.num_rows
+                bytes_read += batch.nbytes
+                if rows_read > limits.max_rows:
+                    raise _too_many_rows(label, rows_read, limits)
+                if bytes_read > limits.max_decompressed_bytes:
+                    raise too_big
+                yield RawTable(_flatten(pa.Table.from_batches([batch])), "parquet", compression, 0, notes)
         if empty:
             yield RawTable(_flatten(parquet.schema_arrow.empty_table()), "parquet", compression)
     except IngestError:
@@ -503,11 +528,12 @@ def _iter_parquet(opened: _Opened, source: Source, label: str, compression: str,
                           "write it again with pyarrow or pandas, or export CSV") from None
 
 
-def read_table_streamed(source: Source, label: str, limits: Limits) -> RawTable:
+def read_table_streamed(source: Source, label: str, limits: Limits,
+                        mapping: dict[str, str] | None = None) -> RawTable:
     """The whole log as one ``RawTable``, read batch by batch (limits checked at every batch)."""
     for attempt in range(2):
         try:
-            parts = list(iter_tables(source, label, limits))
+            parts = list(iter_tables(source, label, limits, mapping))
             break
         except _Restart:
             if attempt:
@@ -522,8 +548,32 @@ def read_table_streamed(source: Source, label: str, limits: Limits) -> RawTable:
         table = pa.concat_tables([p.table for p in parts], promote_options="permissive")
     except pa.ArrowException:
         return _whole(source, label, limits)
-    notes = [n for p in parts for n in p.notes]
+    notes = list(dict.fromkeys(n for p in parts for n in p.notes))
     return RawTable(table, first.format, first.compression, sum(p.malformed_rows for p in parts), notes)
 
 
-__all__ = ["iter_tables", "read_table_streamed", "BATCH_BYTES", "BATCH_ROWS"]
+
+
+def columns_seen(source: Source, label: str, limits: Limits) -> list[str]:
+    """The log's column names, for a mapping editor: Parquet's from its schema (nothing read), else the first batch's.
+
+    Every column is listed, the ones a load leaves unread too, so the user can map any of them.
+    """
+    data = source if isinstance(source, (bytes, bytearray, memoryview)) else None
+    if data is not None and bytes(data[:4]) == b"PAR1":
+        try:
+            schema = pq.ParquetFile(pa.BufferReader(pa.py_buffer(data))).schema_arrow
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise IngestError(label, f"is not a readable Parquet file ({_first_line(exc)})",
+                              "write it again with pyarrow or pandas, or export CSV") from None
+        return [str(c) for c in _flatten(schema.empty_table()).column_names]
+    batches = iter_tables(source, label, limits)
+    try:
+        return next(batches).columns
+    except _Restart:
+        return read_table(source, label, limits).columns
+    finally:
+        batches.close()
+
+
+__all__ = ["iter_tables", "read_table_streamed", "columns_seen", "BATCH_BYTES", "BATCH_ROWS"]

@@ -28,7 +28,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -46,6 +46,10 @@ PLAN_VERSION = 1
 CURVE_GRID = np.geomspace(0.02, 20.0, 241)    # traffic multipliers of the planned curve (±3% steps)
 ON_PLAN = 0.20                                # measured within ±20% of the plan counts as on plan
 MAX_RESULT_BYTES = 256 * 2**20                # a result file larger than this is refused, not parsed
+# A JSON document becomes one Python object per JSON object or array (~80 bytes each, empty): 85M empty objects in
+# a 255 MiB file took 6.9 GB. A real guidellm report or aiperf summary holds thousands; JSON Lines are read a line
+# at a time and keep only the figures they need, so this bounds the documents only.
+MAX_RESULT_CONTAINERS = 2_000_000
 LOG_RATE_BANDS = 4                            # the log's minutes are split into this many bands of request rate
 MIN_LOG_REQUESTS = 20                         # a band with fewer requests gives no percentile
 _UNIT_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "us": 1e-3, "ns": 1e-6}
@@ -320,7 +324,7 @@ def _record_value(metrics: Mapping[str, Any], name: str) -> float:
     return v * _UNIT_MS[unit] if unit in _UNIT_MS else v
 
 
-def _aiperf_records(lines: list[bytes], name: str) -> list[MeasuredLevel] | None:
+def _aiperf_records(lines: Iterable[bytes], name: str) -> list[MeasuredLevel] | None:
     """The level of an aiperf ``profile_export.jsonl`` (one record per request); None when it is not one."""
     rows, failed, warmup = [], 0, 0
     for number, line in enumerate(lines, 1):
@@ -371,11 +375,14 @@ def parse_result(data: bytes, name: str) -> list[MeasuredLevel]:
     if len(data) > MAX_RESULT_BYTES:
         raise ValueError(f"{name}: {len(data) / 2**20:,.0f} MiB is larger than the {MAX_RESULT_BYTES // 2**20} MiB "
                          f"a result file can be; {_GIVE}")
+    if _containers(data) > MAX_RESULT_CONTAINERS and not _json_lines(data):
+        raise ValueError(f"{name}: holds more than {MAX_RESULT_CONTAINERS:,} JSON objects and arrays, far more than "
+                         f"a load-test report has; {_GIVE}")
     try:
         document = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         # aiperf's per-request export is JSON Lines: one record per line, not one document
-        levels = _aiperf_records(data.removeprefix(b"\xef\xbb\xbf").splitlines(), name) \
+        levels = _aiperf_records(_lines(data.removeprefix(b"\xef\xbb\xbf")), name) \
             if isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data" else None
         if levels is not None:
             return _checked(levels, name)
@@ -391,6 +398,35 @@ def parse_result(data: bytes, name: str) -> list[MeasuredLevel]:
         return _checked(parse_aiperf(document, name), name)
     raise ValueError(f"{name}: neither an aiperf profile export nor a guidellm report (no 'benchmarks' or "
                      "'request_throughput' key)")
+
+
+def _lines(data: bytes) -> Iterator[bytes]:
+    """The lines of ``data`` one at a time (a list of 85M short lines would cost GBs before the first is read)."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        yield data[start:end]
+        start = end + 1
+
+
+def _containers(data: bytes) -> int:
+    """At most how many JSON objects and arrays ``data`` holds (brackets inside strings count too: an upper bound)."""
+    return data.count(b"{") + data.count(b"[")
+
+
+def _json_lines(data: bytes) -> bool:
+    """True when the first non-empty line is a whole JSON object and more follows (JSON Lines, read line by line)."""
+    text = data.removeprefix(b"\xef\xbb\xbf").strip()
+    for line in text.split(b"\n", 64)[:64]:
+        if line.strip():
+            if len(line.strip()) == len(text):
+                return False   # one line is the whole document
+            try:
+                return isinstance(json.loads(line), Mapping)
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                return False
+    return False
 
 
 def _checked(levels: list[MeasuredLevel], name: str) -> list[MeasuredLevel]:

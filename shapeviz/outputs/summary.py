@@ -120,5 +120,7 @@ def summary_text(document: dict[str, Any]) -> str:
         lines.append("recommendations:")
         for r in document["recommendations"]:
             lines.append(f"  [{r['lever']} → {r['metric']}, {r['scope']}] {r['reason']}")
+    # what the load did to the log (products counted together, times not used, names cut) is said here too
+    lines.extend(f"note: {n}" for n in document["notes"])
     return "\n".join(lines)
 

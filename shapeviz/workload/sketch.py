@@ -30,11 +30,13 @@ from typing import Any, BinaryIO, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from pyarrow import ArrowException
 
 from shapeviz.ingest import load_log
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.frame import REASONS, LoadedLog, LoadReport, build_frame
 from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
+from shapeviz.ingest.names import OTHER_PRODUCTS, folded_note
 from shapeviz.ingest.readers import RawTable, display_name
 from shapeviz.ingest.stream import _Restart, iter_tables
 from shapeviz.progress import Progress
@@ -322,8 +324,12 @@ class WorkloadSketch:
 
     # ------------------------------------------------------------------------------------------ merging
 
-    def merge(self, other: "WorkloadSketch") -> "WorkloadSketch":
-        """The sketch of both logs (or partitions) together: counts and sums add, samples keep the smallest keys."""
+    def merge(self, other: "WorkloadSketch", max_products: int = DEFAULT_LIMITS.max_products) -> "WorkloadSketch":
+        """The sketch of both logs (or partitions) together: counts and sums add, samples keep the smallest keys.
+
+        Past ``max_products`` products the busiest keep their names (``fold_products``): the cost of a sketch
+        follows its requests, not the names a log holds.
+        """
         products = sorted(set(self.products) | set(other.products))
         shape = (len(products), N_BINS, N_BINS)
 
@@ -353,7 +359,46 @@ class WorkloadSketch:
         return WorkloadSketch(products, add("counts"), add("input_sum"), add("output_sum"), add("cached_sum"),
                               timeline.reset_index(drop=True), latency, merge_reports(self.report, other.report),
                               sample, self.has_cached or other.has_cached, self.untimed + other.untimed,
-                              sample_rows, blocks, sessions)
+                              sample_rows, blocks, sessions).fold_products(max_products)
+
+    def fold_products(self, max_products: int) -> "WorkloadSketch":
+        """The busiest ``max_products`` products keep their names, the rest are counted as ``OTHER_PRODUCTS``.
+
+        What each chunk of a long log folded already stays folded: a product outside a chunk's busiest is
+        counted in ``OTHER_PRODUCTS`` for that chunk (the load report's note says products were folded).
+        """
+        named = [g for g, p in enumerate(self.products) if p != OTHER_PRODUCTS]
+        if len(named) <= max_products:
+            return self
+        per = self.counts.sum(axis=(1, 2))
+        keep = sorted(named, key=lambda g: (-int(per[g]), self.products[g]))[:max_products]
+        products = sorted({self.products[g] for g in keep} | {OTHER_PRODUCTS})
+        position = {p: i for i, p in enumerate(products)}
+        new_name = {p: (p if p in position else OTHER_PRODUCTS) for p in self.products}
+        remap = np.array([position[new_name[p]] for p in self.products], dtype=np.int64)
+
+        def fold(array: np.ndarray) -> np.ndarray:
+            out = np.zeros((len(products), *array.shape[1:]), dtype=array.dtype)
+            np.add.at(out, remap, array)
+            return out
+
+        timeline = self.timeline
+        if len(timeline):
+            timeline = timeline.assign(product=timeline["product"].map(new_name))
+            timeline = (timeline.groupby(["minute", "product"], sort=True)
+                        [["requests", "input_tokens", "output_tokens"]].sum().reset_index())
+        sample = self.sample
+        if "product" in sample.columns:
+            sample = sample.assign(product=sample["product"].map(new_name).to_numpy(dtype=object))
+        sessions = self.sessions
+        if sessions is not None and "product" in sessions.frame.columns:
+            sessions = replace(sessions, frame=sessions.frame.assign(
+                product=sessions.frame["product"].map(new_name).to_numpy(dtype=object)))
+        report = replace(self.report, notes=list(dict.fromkeys([*self.report.notes, folded_note(max_products)])))
+        return replace(self, products=products, counts=fold(self.counts), input_sum=fold(self.input_sum),
+                       output_sum=fold(self.output_sum), cached_sum=fold(self.cached_sum),
+                       latency={k: fold(v) for k, v in self.latency.items()}, timeline=timeline,
+                       sample=sample, sessions=sessions, report=report)
 
     # ------------------------------------------------------------------------------------------ reading
 
@@ -469,13 +514,15 @@ def merge_reports(a: LoadReport, b: LoadReport) -> LoadReport:
                       mapping, notes)
 
 
-def merge_all(sketches: Iterable[WorkloadSketch]) -> WorkloadSketch:
-    """Merge many sketches pairwise as a balanced tree (the same result in any grouping)."""
+def merge_all(sketches: Iterable[WorkloadSketch],
+              max_products: int = DEFAULT_LIMITS.max_products) -> WorkloadSketch:
+    """Merge many sketches pairwise as a balanced tree (the same result in any grouping while nothing folds)."""
     level = list(sketches)
     if not level:
         raise ValueError("no sketches to merge: no file or partition produced one")
     while len(level) > 1:
-        level = [level[i].merge(level[i + 1]) if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
+        level = [level[i].merge(level[i + 1], max_products) if i + 1 < len(level) else level[i]
+                 for i in range(0, len(level), 2)]
     return level[0]
 
 
@@ -512,7 +559,8 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
     Limits (rows, bytes, decompression, nesting) are checked at every batch, so memory is bounded by the batch
     (plus the frame while it is kept), not by the file. ``progress`` (a ``shapeviz.progress.Progress``) hears
     the rows read after every batch. Past ``keep_frame_rows``, batches are framed and sketched ``chunk_rows`` at a
-    time and the chunks' sketches merged once at the end.
+    time and the chunks' sketches merged as they come (two of a level into one of the next), each merge keeping
+    the busiest ``limits.max_products`` products by name.
     """
 
     label = display_name(source, name)
@@ -521,17 +569,26 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
     pending_rows = 0
     chunk: list = []                   # raw batches not sketched yet (fewer than chunk_rows rows)
     held = 0
-    parts: list[WorkloadSketch] = []   # one sketch per chunk, merged once at the end
+    # one sketch per chunk, merged as a binary counter (two of a level become one of the next), so at most
+    # log2(chunks) are held, and each merge folds its products to the busiest ``limits.max_products``
+    parts: list[tuple[int, WorkloadSketch]] = []
+    chunks = 0
     ruled_out = _HASH_SPACE            # sessions hashed above this cannot stay in the merged session sample
 
     def add(raws: list) -> None:
-        nonlocal ruled_out
+        nonlocal ruled_out, chunks
         for raw in _concat_raw(raws):
             frame, report = build_frame(raw, label, mapping, limits)
-            part = WorkloadSketch.from_frame(frame, report, seed=seed + len(parts), session_threshold=ruled_out)
-            parts.append(part)
+            part = WorkloadSketch.from_frame(frame, report, seed=seed + chunks, session_threshold=ruled_out)
+            chunks += 1
+            del frame
             if part.sessions is not None:
                 ruled_out = min(ruled_out, part.sessions.threshold)
+            level = 0
+            while parts and parts[-1][0] == level:
+                part = parts.pop()[1].merge(part, limits.max_products)
+                level += 1
+            parts.append((level, part))
 
     def collect(raw: Any) -> None:
         nonlocal chunk, held
@@ -543,7 +600,7 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
 
     rows_read = 0
     try:
-        for raw in iter_tables(source, label, limits):
+        for raw in iter_tables(source, label, limits, mapping):
             rows_read += raw.num_rows
             if progress is not None:
                 progress("reading", f"{rows_read:,} rows", None)
@@ -565,11 +622,18 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
         return SketchedLog(WorkloadSketch.from_frame(log.frame, log.report, seed=seed), log.frame)
     except MemoryError:
         raise IngestError(label, "does not fit in memory", "use the dask engine, split the log or sample it") from None
+    except ArrowException as exc:   # as load_log: one line, never a traceback
+        raise IngestError(label, f"could not be read ({type(exc).__name__}: {str(exc)[:200]})",
+                          "check the file or map the columns by hand") from None
     if pending is not None:
         # small enough: one canonical frame, built exactly as ``load_log`` builds it
-        log = load_log_from_batches(pending, label, mapping, limits)
+        try:
+            log = load_log_from_batches(pending, label, mapping, limits)
+        except (MemoryError, ArrowException):
+            raise IngestError(label, "does not fit in memory",
+                              "use the dask engine, split the log or sample it") from None
         return SketchedLog(WorkloadSketch.from_frame(log.frame, log.report, seed=seed), log.frame)
-    sketch = merge_all(parts)
+    sketch = merge_all([part for _, part in parts], limits.max_products)
     return SketchedLog(sketch, None, [f"{sketch.requests:,} requests: analysed from the workload sketch "
                                       f"(more than {keep_frame_rows:,} rows are not kept in memory)"])
 

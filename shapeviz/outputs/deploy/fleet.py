@@ -30,6 +30,26 @@ def _dns(name: str) -> str:
     return label or "pool"
 
 
+def pool_apps(names: list[str], app: str = "llm", max_chars: int = 42) -> list[str]:
+    """Each pool's Kubernetes app name: unique and stable, whatever sanitising makes of the pools' names.
+
+    "Chat!" and "chat?" both sanitise to ``chat``: the first pool (in the fleet file's order) keeps
+    ``llm-chat``, the next gets ``llm-chat-2``, so applying the manifest keeps one object per pool.
+    """
+    taken: set[str] = set()
+    apps = []
+    for name in names:
+        base = f"{app}-{_dns(name)}"[:max_chars].strip("-")
+        candidate, k = base, 1
+        while candidate in taken:
+            k += 1
+            suffix = f"-{k}"
+            candidate = base[:max_chars - len(suffix)].strip("-") + suffix
+        taken.add(candidate)
+        apps.append(candidate)
+    return apps
+
+
 def fleet_configs(frame: pd.DataFrame, fleet: Fleet, *, engine: str = "vllm", whatif: WhatIf = WhatIf(),
                   model_path: str | None = None, port: int = DEFAULT_PORT, app: str = "llm",
                   k8s: bool = False) -> dict[str, Any]:
@@ -42,6 +62,7 @@ def fleet_configs(frame: pd.DataFrame, fleet: Fleet, *, engine: str = "vllm", wh
     """
     classes = resolve_classes(frame, dict(fleet.slo), source="set by user (fleet file)")
     target = route_frame(frame, fleet.pools)
+    apps = pool_apps([pool.name for pool in fleet.pools], app)
     pools = []
     for i, pool in enumerate(fleet.pools):
         sub = frame[target == i]
@@ -82,7 +103,7 @@ def fleet_configs(frame: pd.DataFrame, fleet: Fleet, *, engine: str = "vllm", wh
                                  "slo": {"ttft_ms": ttft, "tpot_ms": tpot},
                                  "configs": [config_dict(c) for c in configs], "notes": notes}
         if k8s and configs:
-            entry["manifest"] = manifest(configs, app=f"{app}-{_dns(pool.name)}"[:42].strip("-"), port=port)
+            entry["manifest"] = manifest(configs, app=apps[i], port=port)
         pools.append(entry)
     return {"command": "config", "engine": engine, "fleet": fleet.to_dict(), "pools": pools,
             "engine_version_read": engine_spec(engine)["version"]}
