@@ -11,6 +11,7 @@ OTHER_PAGES = ("pages/shape.py", "pages/clusters.py", "pages/sessions.py", "page
 RESULTS = {   # what each run shows once it has run (a subheader or table column that only its result draws)
     "compare_routers": "GPUs meeting the SLOs",
     "fleet_design": "$/hour",
+    "batch_job_button": "meets the deadline",
 }
 
 
@@ -26,7 +27,7 @@ def _columns(at: AppTest) -> set[str]:
 def test_the_capacity_page_comes_back_whole_after_every_button() -> None:
     at = open_page(timeout=600)
     at.multiselect(key="fleet_gpus").set_value(["h100-sxm"]).run()   # one GPU type: the design's shortest search
-    for key in ("simulate_fleet", "compare_routers", "fleet_design"):
+    for key in ("simulate_fleet", "compare_routers", "fleet_design", "batch_job_button"):
         at.button(key=key).click().run()
         _healthy(at, f"after clicking {key}")
     at.toggle(key="fleet_time_on").set_value(True).run()
