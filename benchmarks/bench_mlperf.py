@@ -12,8 +12,11 @@ efficiency from ``data/engine_efficiency.csv``), every other setting the simulat
   that finish between the 10th and the 90th percentile of completion times over that span (the steady state a
   40-minute MLPerf run measures, without the ramp-up and the drain of a short replay).
 - **Server / Interactive**: the highest Poisson rate whose simulated p99 TTFT and p99 TPOT meet MLPerf's limits
-  (2,000 / 200 ms; Interactive 450 / 40 ms), bisected on 120 s of arrivals (at least 2,000 requests); the
-  prediction is that rate × the mean output tokens.
+  (2,000 / 200 ms; Interactive 450 / 40 ms), bisected on 600 s of arrivals (MLPerf's own least run length,
+  LoadGen's min_duration; at least 2,000 requests); the prediction is that rate × the mean output tokens. On
+  120 s a rate past the fleet's capacity still met the limits: with TensorRT-LLM's guaranteed-no-evict admission
+  a KV pool of hundreds of OpenOrca sequences takes the excess into the running batch, so no request waits and
+  TPOT creeps up too slowly to pass 200 ms before the run ends (benchmarks/README.md, issue 36 integration).
 
 Requests: the input lengths and reference output lengths of a seeded sample of 4,096 of the 24,576 OpenOrca
 samples (``data/mlperf_openorca_lengths.csv``: mean input 225 tokens, p50 155, max 998); the output lengths are
@@ -52,7 +55,7 @@ MODEL = "llama-2-70b"
 LIMITS_MS = {"Server": (2000.0, 200.0), "Interactive": (450.0, 40.0)}   # p99 TTFT, p99 TPOT
 DEFAULT_MEAN_OUTPUT = 290.0
 OFFLINE_PER_REPLICA = 3072
-SERVER_SECONDS = 120.0
+SERVER_SECONDS = 600.0
 BISECTION_STEPS = 9
 
 
@@ -106,7 +109,7 @@ def offline_tokens_per_s(dep: Deployment, replicas: int, mean_out: float) -> flo
 
 
 def meets(dep: Deployment, replicas: int, rate: float, mean_out: float, limits: tuple[float, float]) -> bool:
-    """Whether Poisson arrivals at ``rate`` meet the p99 TTFT and TPOT limits."""
+    """Whether Poisson arrivals at ``rate`` meet the p99 TTFT and TPOT limits over MLPerf's ten minutes."""
     n = max(2000, int(rate * SERVER_SECONDS))
     arrival = np.cumsum(np.random.default_rng(1).exponential(1.0 / rate, n))
     r = simulate(mlperf_requests(n, mean_out, arrival), dep, arrivals="trace", replicas=replicas).requests
@@ -117,7 +120,7 @@ def meets(dep: Deployment, replicas: int, rate: float, mean_out: float, limits: 
 def server_tokens_per_s(dep: Deployment, replicas: int, mean_out: float, limits: tuple[float, float],
                         offline: float) -> float:
     """Highest Poisson rate meeting the limits (bisected up to 1.5× the Offline rate) × the mean output."""
-    hi = 1.5 * offline / mean_out   # room above Offline: an all-at-once replay may preempt where Poisson does not
+    hi = 1.5 * offline / mean_out   # room above Offline, so that Offline >= Server is measured, not imposed
     lo = hi / 64.0
     if not meets(dep, replicas, lo, mean_out, limits):
         return 0.0
