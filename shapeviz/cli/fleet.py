@@ -203,8 +203,13 @@ def fleet_text(document: dict[str, Any]) -> str:
         lines.append(f"growth over {g['growth']['months']} months (pool today: {g['replicas_now']} replicas; "
                      f"{'simulated: each month replayed' if g.get('method') == 'simulated' else 'estimate: analytic'}):")
         for m in g["months"]:
+            if m["replicas"] is None:   # no fleet size meets it: no count, no price
+                lines.append(f"  month {m['month']}: {m['rate_rps']:,.3g} req/s, unreachable: {m.get('unreachable')}")
+                continue
             lines.append(f"  month {m['month']}: {m['rate_rps']:,.3g} req/s, {m['replicas']} replicas, {m['gpus']} GPUs, "
                          f"${m['usd_per_month']:,.0f}/month"
+                         + (" (meets every class)" if m.get("meets_slo") else
+                            f" (leaves out {m['unreachable']})" if m.get("unreachable") else " (misses)")
                          + (f" (estimate {m['estimate_replicas']}; one fewer: {m['one_fewer']})"
                             if m.get("one_fewer") else ""))
         lines.append("runs out of headroom: " + ("not within the horizon" if g["runs_out_month"] is None
