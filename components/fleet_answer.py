@@ -22,6 +22,7 @@ from shapeviz.fleet.sizing import (
     fleet_answer,
     lever_of,
     lever_router,
+    misses_words,
     pressure_reason,
     router_lever_line,
     sized_plan,
@@ -98,12 +99,13 @@ def answer_line(sizing: Sizing, tp: int) -> str:
     if not sizing.meets_others:
         return (f"**No fleet size meets every product's p90 class** up to {sizing.replicas} × TP{tp} on {window}: "
                 + md_literal("; ".join(sizing.notes)))
+    estimate = ("" if sizing.estimate is None else
+                f" (the estimate said {sizing.estimate} × TP{tp} = {sizing.estimate * tp} GPUs)")
     text = (f"**Simulated: {sizing.replicas} × TP{tp} = {sizing.replicas * tp} GPUs** meet every "
-            f"{'' if sizing.meets else 'other '}product's p90 class on {window} (the estimate said {sizing.estimate})")
+            f"{'' if sizing.meets else 'other '}product's p90 class on {window}{estimate}")
     fewer = sizing.one_fewer
-    if fewer is not None:
-        text += (f"; {fewer.replicas} replica(s) miss (TTFT p90 {fewer.ttft_ms['p90'] or 0:,.0f} ms, "
-                 f"TPOT p90 {fewer.tpot_ms['p90'] or 0:,.0f} ms)")
+    if fewer is not None:   # the products that miss, each with the p90 over its class
+        text += (f"; {fewer.replicas} replica(s) miss {md_literal(misses_words(fewer)) or 'a class'}")
     text += "."
     for u in sizing.unreachable:   # named, with why and the levers: the fleet above is sized for the others
         text += (f" **No fleet size serves {md_literal(u['product'])}** on this deployment: {md_literal(u['why'])}. "

@@ -20,7 +20,7 @@ from components.routing import render_routers
 from components.simulate import render_simulation
 from components.speculative import speculative_section
 from components.widgets import MISSING, badge, chart, lazy_expander, table
-from shapeviz.fleet.sizing import COMPARE_SIZED, size_comparison
+from shapeviz.fleet.sizing import COMPARE_SIZED, answer_heading, size_comparison
 from shapeviz.outputs.figures import load_curve_figure, pressure_figure
 from shapeviz.outputs.report.html import whatif_words
 from shapeviz.physics import Deployment
@@ -37,7 +37,8 @@ st.caption(f"{md_literal(dep.describe())} · request rate {w.rate_rps:,.2f} req/
            f"{md_literal(w.rate_note)}) · "
            f"SLOs at p90: TTFT {s.ttft_slo_ms:,.0f} ms, TPOT {s.tpot_slo_ms:,.0f} ms")
 model_source, precision_source = sidebar.deployment_sources(s)
-st.caption(f"Model: {md_literal(model_source)}. Precision: {md_literal(precision_source)}.")
+st.caption(f"Model: {md_literal(model_source)}. Precision: {md_literal(precision_source)}. "
+           f"GPUs per replica: {md_literal(ctx.tp_source)}.")
 
 
 def _fmt_ms(v: float | None) -> str:
@@ -143,7 +144,7 @@ def _headline() -> None:
         col.metric(f"{metric.upper()} p50 / p90 (ms)",
                    f"{_fmt_ms(_num(on_fleet['after'], f'{metric}_p50_ms'))} / {_fmt_ms(y)}",
                    _delta(x, y, " ms p90"), delta_color="inverse")
-    st.subheader("GPUs and cost that meet both SLOs")
+    st.subheader(answer_heading(None if futures is None or not simulated else futures[0].result()))
     row2 = st.columns(4)
     g_b, g_a = b["gpus"], a["gpus"]
     row2[0].metric(f"GPUs colocated ({method})", f"{g_a['colocated'] or MISSING}",

@@ -99,7 +99,7 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     source = _source(args, mapping)
     # the model the log's model column names, as plan reads it (the deployment plan prints)
     model_id, _ = resolve_model(args, source if isinstance(source, pd.DataFrame) else None)
-    dep, tp_source = deployment_from_args(args, model_id)
+    dep, tp_source = deployment_from_args(args, model_id, source if isinstance(source, pd.DataFrame) else None)
     document: dict[str, Any] = {"command": command, "deployment": dep.describe(), "tp_source": tp_source,
                                 "slo": {"ttft_p90_ms": ttft, "tpot_p90_ms": tpot}}
     overrides = parse_slo(getattr(args, "slo", None))

@@ -192,6 +192,7 @@ def grow_window(req: Requests, span_s: float, factors: Mapping[str, float],
         units, at = np.unique(unit[idx], return_inverse=True)
         first = np.full(units.size, np.inf)
         np.minimum.at(first, at, t[idx])   # each unit's first arrival: the unit wraps as one
+        sizes = np.bincount(at, minlength=units.size)
         for c in range(max(whole, 1) + (1 if share > 1e-9 and whole >= 1 else 0)):
             rng = np.random.default_rng([seed, zlib.crc32(name.encode("utf-8")), c])
             offset = 0.0 if c == 0 else float(rng.uniform(0.0, span))
@@ -200,7 +201,7 @@ def grow_window(req: Requests, span_s: float, factors: Mapping[str, float],
             taken = np.ones(units.size, dtype=bool)
             if partial:   # a seeded share of the units, whole: the first of a fixed order (a superset as r grows)
                 taken[:] = False
-                taken[order[:int(round(share * units.size))]] = True
+                taken[order[:_units_for(sizes[order], share * idx.size)]] = True
             mine = taken[at]
             chosen = idx[mine]
             shift = offset - span * np.floor((first + offset) / span)   # per unit: wrapped as one
@@ -216,6 +217,16 @@ def grow_window(req: Requests, span_s: float, factors: Mapping[str, float],
     grown = replace(grown, arrival_s=arrivals, output_tokens=out,
                     blocks=None if grown.blocks is None else _own_blocks(grown.blocks, copies, unit[positions]))
     return grown.take(np.argsort(arrivals, kind="stable"))
+
+
+def _units_for(sizes: np.ndarray, requests: float) -> int:
+    """How many of the units (``sizes``: requests each, in the order they are drawn) come closest to ``requests``:
+    a share is a share of the requests, whole sessions at a time (an agent's long session is not one user)."""
+    cum = np.cumsum(sizes)
+    k = int(np.searchsorted(cum, requests, side="right"))   # units whose running total stays within
+    if k < cum.size and cum[k] - requests < requests - (cum[k - 1] if k else 0):
+        k += 1
+    return k
 
 
 def _units(req: Requests) -> np.ndarray:
