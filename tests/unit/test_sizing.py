@@ -124,7 +124,7 @@ def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_p
     assert planned["method"] == "simulated" and replicas > planned["estimate"]["replicas"]
     config = _run(capsys, "config", *argv, "--layout", "colocated")
     assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == replicas
-    assert config["settings"]["pools"]["colocated"]["replicas"]["why"].startswith("simulated")
+    assert config["settings"]["pools"]["colocated"]["replicas"]["source"] == "simulated"   # not "estimated: simulated:"
     assert config["method"] == "simulated" and config["one_fewer"]["replicas"] == replicas - 1
     out = tmp_path / "report"
     assert main(["report", *argv, "--out", str(out)]) == 0
