@@ -206,7 +206,9 @@ def _simulation() -> bool:
     s = now.settings
     return render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, w.rate_rps * s.traffic,
                              int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve,
-                             ctx.analysis.recommendations, _classes(now))
+                             ctx.analysis.recommendations, _classes(now),
+                             headline=fleet_ready(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
+                                                  s.gpu_hour_usd, _classes(now)))
 
 
 def _routers() -> bool:
