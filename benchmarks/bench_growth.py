@@ -69,7 +69,8 @@ def main_() -> None:
             print("  old (estimate × today's ratio):", scaled_estimate(doc))
             print("  one fewer:", sorted({m.get("one_fewer") for m in doc["months"]}, key=str))
             print("  meets    :", [m.get("meets_slo") for m in doc["months"]])
-            print("  unreachable:", [m.get("unreachable") for m in doc["months"]])
+            print("  left out:", [sorted({w.split(" (")[0] for w in (m.get("unreachable") or "").split("; ") if w})
+                                  for m in doc["months"]])
 
 
 if __name__ == "__main__":
