@@ -10,12 +10,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import streamlit as st
 
 from components.classes import classes_key
+from components.work_pool import FairPool
 from components.widgets import badge
 from shapeviz.fleet.sizing import (
     Sizing,
@@ -34,7 +35,9 @@ from shapeviz.text import md_literal
 
 MAX_ENTRIES = 16
 POLL_S = 1.0
-_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-answer")
+# every session's sizings on a thread per core, taken fairly (sessions in turn, each one's latest step first); a
+# session that left cancels what it queued (data.end_session_when_it_leaves calls cancel_session)
+_POOL = FairPool(name="fleet-answer")
 _LOCK = threading.Lock()
 _RESULTS: OrderedDict[tuple, Future] = OrderedDict()
 
@@ -43,17 +46,33 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
            tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None,
            router: str | None = None) -> Future:
     """The sizing of ``key`` (log digest and settings): started once, kept while it is among the latest."""
+    session = _session()
     with _LOCK:
         future = _RESULTS.get(key)
-        if future is None:
-            future = _POOL.submit(lambda: fleet_answer(w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
-                                                       tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd,
-                                                       classes=classes, router=router)[1])
+        if future is None or future.cancelled():   # cancelled: the session that queued it left before it ran
+            future = _POOL.submit(session, lambda: fleet_answer(
+                w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                gpu_hour_usd=gpu_hour_usd, classes=classes, router=router)[1])
             _RESULTS[key] = future
+        else:
+            _POOL.claim(future, session)   # this session wants it too: its latest request, kept while it stays
             while len(_RESULTS) > MAX_ENTRIES:
                 _RESULTS.popitem(last=False)
         _RESULTS.move_to_end(key)
         return future
+
+
+def _session() -> str:
+    """The Streamlit session asking ("" off a script thread: a growth replay's own sizing of today's fleet)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return "" if ctx is None else str(ctx.session_id)
+
+
+def cancel_session(session_id: str) -> int:
+    """A session ended: cancel the sizings it queued that no other session wants (how many)."""
+    return _POOL.cancel_session(session_id)
 
 
 def key_of(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,

@@ -113,7 +113,8 @@ def test_one_log_gives_one_fleet_on_the_page_in_plan_and_in_compare(traces: Path
     assert planned["method"] == "simulated" and replicas > planned["estimate"]["replicas"]
 
     gate = threading.Event()   # the page's sizing waits behind this until the simulation below is clicked
-    fleet_answer._POOL.submit(gate.wait, 600)
+    for _ in range(fleet_answer._POOL.workers):   # every worker busy: the page's sizing waits its turn
+        fleet_answer._POOL.submit("test-gate", lambda: gate.wait(600))
     try:
         at = _upload_to_capacity(log.name, log.read_bytes())
         shown = _shown(_text(at))
