@@ -247,6 +247,7 @@ def test_auto_tp_is_the_smallest_that_reaches_every_class(traces: Path, tmp_path
     assert planned["deployment_detail"]["tp"] == 8 and planned["unreachable"] == []
     assert planned["assumptions"]["tp_source"].startswith("the smallest TP that reaches every product's class: TP4")
     assert planned["sizing"]["meets"]
+    assert plan_text(planned).splitlines()[1].startswith("GPUs per replica: the smallest TP that reaches every")
     # the same TP in config (one fleet), and TP4 given by hand leaves the product out, named, with why
     config = _run(capsys, "config", *argv, "--layout", "colocated")
     assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == planned["replicas"]
