@@ -759,7 +759,8 @@ def answer_heading(sizing: Sizing | None) -> str:
     if sizing.meets:
         return "GPUs and cost that meet every product's SLO"
     if left and sizing.meets_others:
-        return "GPUs and cost that meet every product's SLO but " + ", ".join(left) + " (no fleet size serves it)"
+        return ("GPUs and cost that meet every product's SLO but " + ", ".join(left)
+                + (" (no fleet size serves them)" if len(left) > 1 else " (no fleet size serves it)"))
     return "GPUs and cost: no fleet size meets every product's SLO"
 
 
