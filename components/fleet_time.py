@@ -14,7 +14,7 @@ import streamlit as st
 from components import data
 from components.context import workload
 from components.classes import classes_key
-from components.fleet_answer import POLL_S, sizing_of
+from components.fleet_answer import POLL_S, ready, sizing_of
 from components.widgets import badge, chart, table
 from shapeviz.fleet.autoscale import (
     POLICIES,
@@ -30,6 +30,7 @@ from shapeviz.fleet.autoscale import (
     traffic_windows,
 )
 from shapeviz.fleet.growth import Growth, GrowthResult, parse_growth, project
+from shapeviz.fleet.sizing import relative_to_answer
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure, replica_minutes_figure, time_axis
 from shapeviz.physics import Deployment
@@ -137,7 +138,12 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
     badge("estimated")
     if int(peak.windows["replicas_needed"].max()) <= 1:
         st.info(MINIMUM_FLEET, icon=":material/info:")
-    st.caption(f"Hold at peak: {peak.baseline_gpu_hours:,.1f} GPU-hours over the log; every window held at exactly "
+    answer = ready(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
+    answer_k = None if answer is None or answer.method != "simulated" else answer.replicas
+    st.caption(f"Hold at peak: {relative_to_answer(int(peak.to_dict()['max_replicas']), answer_k, dep.tp)} "
+               + ("(the headline's answer is still being replayed). " if answer_k is None else
+                  "(the headline's answer is sized on the busiest hour's replay; this table on windows' estimates). ")
+               + f"{peak.baseline_gpu_hours:,.1f} GPU-hours over the log; every window held at exactly "
                f"its own minimum: {peak.lower_bound_gpu_hours:,.1f} (no policy can do better without missing). "
                "Attainment here is estimated minute by minute; replay a policy below to measure it request by request.")
     chart(fleet_over_time_figure({p: r.windows for p, r in results.items()}, POLICY_LABELS, dep.tp),
@@ -193,8 +199,12 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         return True
     sketch = data.sketch_of(digest)
     try:   # the analytic months, at once; labelled "estimate" until the replayed months replace them
+        # today's pool is the headline's answer once it is replayed, in the estimate's months too (one fleet)
+        today = ready(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
         estimate = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif,
-                           ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+                           ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd,
+                           replicas_now=today.replicas if today is not None and today.method == "simulated"
+                           and today.replicas else None)
     except ValueError as exc:
         st.info(md_literal(str(exc)))
         return True

@@ -6,6 +6,7 @@ import json
 from streamlit.testing.v1 import AppTest
 
 from components import fleet_time
+from shapeviz.fleet.sizing import relative_to_answer
 from tests.app.dashboard import headline_sizing, open_page
 
 
@@ -54,3 +55,8 @@ def test_the_page_shows_each_policy_against_the_peak_and_a_slower_start_costs_at
     assert (months["method"] == "simulated").all()
     headline = headline_sizing()   # the headline of the settings drawn last
     assert months["replicas"].iloc[0] == headline.replicas
+    # the fleet held at peak is said in the answer's terms (replicas × TP, GPUs, and against the answer), not as a
+    # second fleet of its own beside the headline's
+    peak = int(_policies(at).set_index("policy").loc["hold at peak", "most replicas"])
+    shown = " ".join(c.value for c in at.caption)
+    assert f"Hold at peak: {relative_to_answer(peak, headline.replicas, 4)} (the headline's answer is sized" in shown
