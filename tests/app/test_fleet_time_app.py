@@ -6,7 +6,6 @@ import json
 from streamlit.testing.v1 import AppTest
 
 from components import fleet_time
-from shapeviz.fleet.sizing import relative_to_answer
 from tests.app.dashboard import headline_sizing, open_page
 
 
@@ -59,4 +58,6 @@ def test_the_page_shows_each_policy_against_the_peak_and_a_slower_start_costs_at
     # second fleet of its own beside the headline's
     peak = int(_policies(at).set_index("policy").loc["hold at peak", "most replicas"])
     shown = " ".join(c.value for c in at.caption)
-    assert f"Hold at peak: {relative_to_answer(peak, headline.replicas, 4)} (the headline's answer is sized" in shown
+    d = peak - headline.replicas
+    against = "the answer itself" if d == 0 else f"the answer {'+' if d > 0 else '−'} {abs(d)}"
+    assert f"Hold at peak: {peak} × TP4 = {peak * 4} GPUs, {against} (the headline's answer is sized" in shown
