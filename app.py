@@ -17,3 +17,4 @@ navigation = st.navigation(
 data.end_session_when_it_leaves()   # a session whose browser left is ended, and its freed memory offered back
 sidebar.render()
 navigation.run()
+sidebar.publish_live()   # the page drew every fragment: a what-if step reruns the live ones alone

@@ -37,6 +37,8 @@ def run(log: str, months: int, growth: str, gpu: str) -> tuple[float, dict]:
 def scaled_estimate(doc: dict) -> list[int]:
     """The old months: each month's analytic estimate × (month 0's replayed answer / its estimate), rounded up."""
     months = doc["months"]
+    if months[0]["replicas"] is None:
+        return [None] * len(months)
     ratio = months[0]["replicas"] / max(months[0]["estimate_replicas"], 1)
     return [months[0]["replicas"]] + [int(math.ceil(m["estimate_replicas"] * ratio - 1e-9)) for m in months[1:]]
 
@@ -66,6 +68,9 @@ def main_() -> None:
             print("  estimate :", [m["estimate_replicas"] for m in doc["months"]])
             print("  old (estimate × today's ratio):", scaled_estimate(doc))
             print("  one fewer:", sorted({m.get("one_fewer") for m in doc["months"]}, key=str))
+            print("  meets    :", [m.get("meets_slo") for m in doc["months"]])
+            print("  left out:", [sorted({w.split(" (")[0] for w in (m.get("unreachable") or "").split("; ") if w})
+                                  for m in doc["months"]])
 
 
 if __name__ == "__main__":

@@ -13,11 +13,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from components import data, disk_cache, sidebar
+from components.classes import classes_key, page_classes
 from components.entry import through_entry
 from components.progress import progress_bar
 from shapeviz.analyses.shapes import Corners
 from shapeviz.analyses.traffic import rate_over_time
 from shapeviz.analysis import Analysis, analyze
+from shapeviz.fleet.sizing import FITS_WORDS, auto_tp
 from shapeviz.fleet.speculative import speculative_deployment
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import plane_figure, product_colors, rate_figure
@@ -38,6 +40,7 @@ class PageContext:
     analysis: Analysis
     deployment: Deployment
     settings: sidebar.Settings
+    tp_source: str = "set in the sidebar"   # where the GPUs per replica came from ("auto": fleet.sizing.auto_tp)
 
     @property
     def frame(self):  # noqa: ANN201 - a pandas DataFrame
@@ -169,6 +172,17 @@ def _draw_plane(corners: tuple[int, int, int], deployment: Deployment, cache_hit
     return inert_figure(fig), p50, colors
 
 
+@st.cache_resource(max_entries=16, ttl=6 * 3600, show_spinner="Choosing the GPUs per replica…")
+def _auto_tp(digest: str, fits: Deployment, layout: str, judged: tuple, _log: LoadedLog,
+             _classes: dict) -> tuple[Deployment, str]:
+    """"auto" GPUs per replica for this log and these classes: ``plan``'s choice (``fleet.sizing.auto_tp``)."""
+    def build(tp: int) -> Deployment:
+        return deployment_for(fits.model.id, fits.gpu.id, fits.precision, fits.kv_precision, tp, layout, fits.engine)
+
+    dep, words, _ = auto_tp(_log.frame, fits, build, _classes)
+    return dep, words
+
+
 @st.cache_resource(max_entries=64)
 def deployment_for(model: str, gpu: str, precision: str, kv_precision: str | None, tp: int | None,
                    layout: str = "tp", engine: str | None = None) -> Deployment:
@@ -202,6 +216,12 @@ def page_context() -> PageContext:
     sidebar.follow_log_model(dataset.digest, dataset.log.frame)   # the log's model column, as `plan` reads it
     try:
         dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp, s.layout, s.engine)
+        tp_source = "set in the sidebar"
+        if s.tp is None and dataset.sketch is None:   # the smallest TP whose requests reach every product's class
+            classes = page_classes(dataset.digest, dataset.log, s.ttft_slo_ms, s.tpot_slo_ms)
+            dep, tp_source = _auto_tp(dataset.digest, dep, s.layout, classes_key(classes), dataset.log, classes)
+        elif s.tp is None:
+            tp_source = FITS_WORDS
         if s.speculative != "none":
             dep = speculative_deployment(dep, workload(dataset.digest, dataset.log), s.speculative, s.draft_tokens,
                                          s.acceptance_length, s.corners)
@@ -226,7 +246,7 @@ def page_context() -> PageContext:
                 f"the log's workload sketch (binned counts and token sums; quantiles within one 15 % bin). Points, "
                 f"clusters and the report's rows come from a uniform sample of {len(dataset.log.frame):,} "
                 "requests; sessions are left out.", icon=":material/insights:")
-    return PageContext(dataset, analysis, dep, s)
+    return PageContext(dataset, analysis, dep, s, tp_source)
 
 
 def _show_slo_hint(shape: str) -> None:

@@ -196,6 +196,9 @@ def _end_session_if_gone(session_id: str) -> None:
     if runtime.is_active_session(session_id):
         return   # reconnected: its next departure schedules this again
     runtime.close_session(session_id)
+    from components import fleet_answer   # here: data is imported by every page, the headline's pool only by one
+
+    fleet_answer.cancel_session(session_id)   # its queued sizings no other session wants
     # its script thread unwinds first; a page script's functions and globals form cycles only a collection frees
     _give_back_later(after_s=SESSION_END_GIVE_BACK_S)
 

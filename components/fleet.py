@@ -48,19 +48,28 @@ def render_product_outcomes(requests: pd.DataFrame, classes: dict[str, SloClass]
     chart(product_latency_figure(requests, classes), key="fleet_product_distributions")
 
 
+def page_prices(gpus: list[str] | tuple[str, ...], own: tuple[str, float]) -> dict[str, float]:
+    """One price per GPU type on the page: the sidebar's $/GPU-hour for its own GPU type (what the headline's cost
+    uses), the dated list prices of data/gpu_prices.csv for the others. Two prices for one fleet ($10/h in the
+    headline, $11.16/h in the designs' row for it) was the page's story told twice."""
+    prices, _ = gpu_prices(list(dict.fromkeys([*gpus, own[0]])))
+    prices[own[0]] = float(own[1])
+    return prices
+
+
 def _design(settings: tuple, log: LoadedLog, classes: dict[str, SloClass]) -> dict[str, Any]:
     # Uncached, with its own bar: the result is held per settings by `held` (a cached function must not write
     # into a bar made outside it; its replay on the next full rerun would raise).
     from shapeviz.serving.planner import WhatIf
 
-    _digest, _classes_key, gpus, model, traffic, reference = settings
+    _digest, _classes_key, gpus, model, traffic, reference, own_price = settings
     bar = st.progress(0.0, text="Designing…")
 
     def progress(stage: str, detail: str = "", fraction: float | None = None) -> None:
         bar.progress(min(max(fraction or 0.0, 0.0), 1.0), text=f"{stage}: {detail}")
 
     try:
-        prices, _ = gpu_prices(gpus)
+        prices = page_prices(gpus, own_price)
         return design_fleet(log.frame, classes, gpus=list(gpus), prices=prices, model=model,
                             precision=None if reference is None else str(reference.precision),
                             whatif=WhatIf(traffic_multiplier=traffic), search_requests=PAGE_SEARCH_REQUESTS,
@@ -117,8 +126,9 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
     st.subheader("Fleet design")
     st.caption("The cheapest set of pools whose simulated p90s meet every product's class: one shared pool "
                "(FCFS or earliest-deadline first), a pool per product or corner, a prefill/decode split across GPU "
-               "types, or GPU types mixed by prompt size (an integer program). Prices: the dated list prices in "
-               "data/gpu_prices.csv (assumed for your account).")
+               "types, or GPU types mixed by prompt size (an integer program). Prices: the sidebar's $/GPU-hour for "
+               f"{md_literal(get_gpu(settings.gpu).name)} (the price every cost on this page uses), the dated list "
+               "prices in data/gpu_prices.csv for other types (assumed for your account).")
     st.caption(md_literal(levers_taken(settings)))
     # The choice outlives a visit to another page (Streamlit drops the state of a widget that was not drawn).
     gpus = st.multiselect("GPU types to choose from", list_gpus(), key="fleet_gpus",
@@ -128,7 +138,8 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
         st.info("Pick at least one GPU type.")
         return None
     classes_key = tuple(sorted((p, c.ttft_ms, c.tpot_ms) for p, c in classes.items()))
-    run_key = (digest, classes_key, tuple(gpus), model, traffic, deployment)
+    own_price = (get_gpu(settings.gpu).id, float(settings.gpu_hour_usd))   # the sidebar's: one price source
+    run_key = (digest, classes_key, tuple(gpus), model, traffic, deployment, own_price)
     if not run_on_click("Design the fleet", icon=":material/architecture:", key="fleet_design", settings=run_key,
                         state_key=DESIGN_KEY):
         st.caption(f"Judges every design on your log's busiest hour, as the headline is (searching on its busiest "
@@ -159,8 +170,7 @@ def render_fleet_design(digest: str, log: LoadedLog, classes: dict[str, SloClass
     if headline is not None and headline[0].replicas:
         # beside the headline, each design's cost difference from it (the same price list)
         sizing, dep = headline
-        prices, _ = gpu_prices([dep.gpu.id])
-        first = headline_row(sizing, dep, prices[dep.gpu.id])
+        first = headline_row(sizing, dep, page_prices([dep.gpu.id], own_price)[dep.gpu.id])
         for row in rows:
             row["vs the headline $/hour"] = row["$/hour"] - first["$/hour"]
         rows.insert(0, {**first, "vs the headline $/hour": 0.0})

@@ -10,18 +10,20 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import streamlit as st
 
 from components.classes import classes_key
+from components.work_pool import FairPool
 from components.widgets import badge
 from shapeviz.fleet.sizing import (
     Sizing,
     fleet_answer,
     lever_of,
     lever_router,
+    misses_words,
     pressure_reason,
     router_lever_line,
     sized_plan,
@@ -33,7 +35,9 @@ from shapeviz.text import md_literal
 
 MAX_ENTRIES = 16
 POLL_S = 1.0
-_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleet-answer")
+# every session's sizings on a thread per core, taken fairly (sessions in turn, each one's latest step first); a
+# session that left cancels what it queued (data.end_session_when_it_leaves calls cancel_session)
+_POOL = FairPool(name="fleet-answer")
 _LOCK = threading.Lock()
 _RESULTS: OrderedDict[tuple, Future] = OrderedDict()
 
@@ -42,17 +46,33 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
            tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None,
            router: str | None = None) -> Future:
     """The sizing of ``key`` (log digest and settings): started once, kept while it is among the latest."""
+    session = _session()
     with _LOCK:
         future = _RESULTS.get(key)
-        if future is None:
-            future = _POOL.submit(lambda: fleet_answer(w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
-                                                       tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd,
-                                                       classes=classes, router=router)[1])
+        if future is None or future.cancelled():   # cancelled: the session that queued it left before it ran
+            future = _POOL.submit(session, lambda: fleet_answer(
+                w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                gpu_hour_usd=gpu_hour_usd, classes=classes, router=router)[1])
             _RESULTS[key] = future
+        else:
+            _POOL.claim(future, session)   # this session wants it too: its latest request, kept while it stays
             while len(_RESULTS) > MAX_ENTRIES:
                 _RESULTS.popitem(last=False)
         _RESULTS.move_to_end(key)
         return future
+
+
+def _session() -> str:
+    """The Streamlit session asking ("" off a script thread: a growth replay's own sizing of today's fleet)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return "" if ctx is None else str(ctx.session_id)
+
+
+def cancel_session(session_id: str) -> int:
+    """A session ended: cancel the sizings it queued that no other session wants (how many)."""
+    return _POOL.cancel_session(session_id)
 
 
 def key_of(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
@@ -98,12 +118,13 @@ def answer_line(sizing: Sizing, tp: int) -> str:
     if not sizing.meets_others:
         return (f"**No fleet size meets every product's p90 class** up to {sizing.replicas} × TP{tp} on {window}: "
                 + md_literal("; ".join(sizing.notes)))
+    estimate = ("" if sizing.estimate is None else
+                f" (the estimate said {sizing.estimate} × TP{tp} = {sizing.estimate * tp} GPUs)")
     text = (f"**Simulated: {sizing.replicas} × TP{tp} = {sizing.replicas * tp} GPUs** meet every "
-            f"{'' if sizing.meets else 'other '}product's p90 class on {window} (the estimate said {sizing.estimate})")
+            f"{'' if sizing.meets else 'other '}product's p90 class on {window}{estimate}")
     fewer = sizing.one_fewer
-    if fewer is not None:
-        text += (f"; {fewer.replicas} replica(s) miss (TTFT p90 {fewer.ttft_ms['p90'] or 0:,.0f} ms, "
-                 f"TPOT p90 {fewer.tpot_ms['p90'] or 0:,.0f} ms)")
+    if fewer is not None:   # the products that miss, each with the p90 over its class
+        text += (f"; {fewer.replicas} replica(s) miss {md_literal(misses_words(fewer)) or 'a class'}")
     text += "."
     for u in sizing.unreachable:   # named, with why and the levers: the fleet above is sized for the others
         text += (f" **No fleet size serves {md_literal(u['product'])}** on this deployment: {md_literal(u['why'])}. "

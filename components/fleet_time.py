@@ -14,7 +14,7 @@ import streamlit as st
 from components import data
 from components.context import workload
 from components.classes import classes_key
-from components.fleet_answer import POLL_S, sizing_of
+from components.fleet_answer import POLL_S, ready, sizing_of
 from components.widgets import badge, chart, table
 from shapeviz.fleet.autoscale import (
     POLICIES,
@@ -30,6 +30,7 @@ from shapeviz.fleet.autoscale import (
     traffic_windows,
 )
 from shapeviz.fleet.growth import Growth, GrowthResult, parse_growth, project
+from shapeviz.fleet.sizing import relative_to_answer
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure, replica_minutes_figure, time_axis
 from shapeviz.physics import Deployment
@@ -41,6 +42,7 @@ GROWTH_ENTRIES = 8
 _GROWTH_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="growth-months")
 _GROWTH_LOCK = threading.Lock()
 _GROWTH: OrderedDict[tuple, Future] = OrderedDict()
+_GROWTH_DONE: dict[tuple, str] = {}   # how far each replay has got, in words ("replaying month 2 of 3")
 REPLAY_MAX_REQUESTS = 60_000   # the replay runs on the page up to this many requests (seconds, not minutes)
 REPLAY_KEY = "fleet_time_replay"
 MINIMUM_FLEET = ("Every window needs one replica, the minimum fleet: no policy can scale below it, so every policy "
@@ -136,7 +138,12 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
     badge("estimated")
     if int(peak.windows["replicas_needed"].max()) <= 1:
         st.info(MINIMUM_FLEET, icon=":material/info:")
-    st.caption(f"Hold at peak: {peak.baseline_gpu_hours:,.1f} GPU-hours over the log; every window held at exactly "
+    answer = ready(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
+    answer_k = None if answer is None or answer.method != "simulated" else answer.replicas
+    st.caption(f"Hold at peak: {relative_to_answer(int(peak.to_dict()['max_replicas']), answer_k, dep.tp)} "
+               + ("(the headline's answer is still being replayed). " if answer_k is None else
+                  "(the headline's answer is sized on the busiest hour's replay; this table on windows' estimates). ")
+               + f"{peak.baseline_gpu_hours:,.1f} GPU-hours over the log; every window held at exactly "
                f"its own minimum: {peak.lower_bound_gpu_hours:,.1f} (no policy can do better without missing). "
                "Attainment here is estimated minute by minute; replay a policy below to measure it request by request.")
     chart(fleet_over_time_figure({p: r.windows for p, r in results.items()}, POLICY_LABELS, dep.tp),
@@ -192,8 +199,12 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         return True
     sketch = data.sketch_of(digest)
     try:   # the analytic months, at once; labelled "estimate" until the replayed months replace them
+        # today's pool is the headline's answer once it is replayed, in the estimate's months too (one fleet)
+        today = ready(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
         estimate = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif,
-                           ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd)
+                           ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd,
+                           replicas_now=today.replicas if today is not None and today.method == "simulated"
+                           and today.replicas else None)
     except ValueError as exc:
         st.info(md_literal(str(exc)))
         return True
@@ -209,10 +220,18 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
                                         "candidate fleets by the engine behind the headline (month 0 is the "
                                         "headline's fleet); the sliders stay free while it runs."):
             w = workload(digest, log)
-            future = submit_growth(key, lambda: project(
-                frame, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
-                gpu_hour_usd=gpu_hour_usd, method="simulated", classes=classes,
-                today=sizing_of(digest, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)))
+
+            def heard(stage: str, detail: str = "", fraction: float | None = None, key: tuple = key) -> None:
+                _GROWTH_DONE[key] = detail   # read by the months' fragment below while the replay runs
+
+            def job() -> GrowthResult:
+                heard("growth", "sizing today's fleet (month 0, the headline's)")
+                today = sizing_of(digest, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
+                return project(frame, dep, growth, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                               gpu_hour_usd=gpu_hour_usd, method="simulated", classes=classes, today=today,
+                               progress=heard)
+
+            future = submit_growth(key, job)
 
     @st.fragment(run_every=None if future is None or future.done() else POLL_S)
     def _months() -> None:
@@ -223,8 +242,9 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
             else:
                 st.caption(f"Replaying the months failed: {md_literal(future.exception())}; the estimate stands.")
         elif future is not None:
+            done = _GROWTH_DONE.get(key, "waiting for the replay to start")
             st.caption("Months below: **estimate** (analytic, at the p99 minute); replaying every month of growth "
-                       "on the one sizing engine…")
+                       f"on the one sizing engine: {md_literal(done)}…")
         elif sketch is None:
             st.caption("Months below: **estimate** (analytic, at the p99 minute). Size them by replaying each "
                        "month, as the headline is sized, with the button above.")
@@ -240,9 +260,14 @@ def _draw_growth(result: GrowthResult, products: list[str]) -> None:
     table(result.months, usd_per_month=st.column_config.NumberColumn("$ / month", format="dollar"))
     simulated = result.method == "simulated"
     badge("simulated" if simulated else "estimated")
+    unreachable = [int(m) for m, k in zip(result.months["month"], result.months["replicas"]) if k is None]
     st.caption(("Each month is sized like the headline: the log's busiest hour grown per product (new users as "
-                "copies of today's requests, each shifted in time inside the hour, with their own sessions: no "
-                "reuse invented with today's), replayed on candidate fleets; month 0 is the headline's fleet. "
+                "copies of today's whole sessions, each shifted in time inside the hour with its turns together, "
+                "its own sessions' blocks its own, shared prompts still shared, reported cached tokens kept), "
+                "replayed on candidate fleets; month 0 is the headline's fleet. "
+                + (f"Unreachable (no fleet size meets it, so no count and no price): month(s) "
+                   f"{', '.join(map(str, unreachable))}; the notes below say which product and why. "
+                   if unreachable else "")
                 if simulated else
                 "Each month is the analytic estimate: the whole log's shape at its p99 minute, grown per product. ")
                + ("Today's pool runs out of headroom in month "
@@ -262,7 +287,7 @@ def submit_growth(key: tuple, job: Callable[[], GrowthResult]) -> Future:
             future = _GROWTH_POOL.submit(job)
             _GROWTH[key] = future
             while len(_GROWTH) > GROWTH_ENTRIES:
-                _GROWTH.popitem(last=False)
+                _GROWTH_DONE.pop(_GROWTH.popitem(last=False)[0], None)
         _GROWTH.move_to_end(key)
         return future
 

@@ -78,7 +78,9 @@ _MODEL_FOR = "_model_followed_for"         # the log whose model column was last
 SLO_HINT_SLOT = "_slo_hint_slot"
 CACHE_OFFER_SLOT = "_cache_offer_slot"
 WHATIF_FRAGMENT = "whatif"                 # the key of a page's main what-if fragment
-_LIVE = "_whatif_live_fragments"           # this page's what-if fragments that show what the levers move
+_LIVE = "_whatif_live_fragments"           # this page's what-if fragments that show what the levers move (None:
+                                           # not known, the last full run did not finish: a step reruns the page)
+_DRAFT = "_whatif_live_draft"              # the live fragments a full run has drawn so far
 # The user's sidebar values as the last full run drew them, under a key no widget owns: a polling fragment that
 # fires while the user switches pages can make Streamlit drop the widgets' own state (streamlit#10805), and the
 # next run then restores the user's values from here instead of failing or resetting them to the defaults.
@@ -92,6 +94,18 @@ def _on_whatif_step() -> None:
     live = st.session_state.get(_LIVE)
     if live:
         st.rerun(scope=sorted(live))
+
+
+def publish_live() -> None:
+    """The page's full run finished: the fragments it drew live are what a step reruns from now on (app.py, after
+    the page). A run cut short (a step or a click arrived while it drew) never publishes, so a step then reruns the
+    whole page rather than a set that misses the fragment the cut run was drawing: that set is how a step was lost
+    (the headline's poll reran the page, a slider step cut it inside the headline, and the next step reran every
+    section but the headline, whose what-if line stayed a step behind)."""
+    draft = st.session_state.get(_DRAFT)
+    if draft is not None:
+        st.session_state[_LIVE] = set(draft)
+        st.session_state[_DRAFT] = None
 
 
 def _set_cache_hit(pct: int) -> None:
@@ -130,10 +144,12 @@ def whatif_fragment(draw: Callable[[], bool | None], key: str = WHATIF_FRAGMENT)
     other's results: a step reruns the live ones in no particular order.
     """
     def run() -> None:
-        live = st.session_state.setdefault(_LIVE, set())
-        live.discard(key)
-        if draw() is not False:
-            live.add(key)
+        shown = draw() is not False
+        # recorded only once ``draw`` is done: a run cut short leaves the last finished run's record as it was
+        draft = st.session_state.get(_DRAFT)
+        record = draft if draft is not None else st.session_state.get(_LIVE)   # in a full run / a fragment rerun
+        if record is not None:
+            (record.add if shown else record.discard)(key)
 
     st.fragment(run, key=key)()
 
@@ -324,7 +340,8 @@ def render_whatif() -> None:
 def render() -> None:
     """Draw the whole sidebar (called once per run by app.py)."""
     _init_state()
-    st.session_state[_LIVE] = set()   # until this run's page draws its fragments
+    st.session_state[_LIVE] = None    # not known until this run's page has drawn every fragment (publish_live)
+    st.session_state[_DRAFT] = set()
     render_data_source()
     render_whatif()
     render_corners()

@@ -13,6 +13,7 @@ import streamlit as st
 from components.fleet import render_product_outcomes
 from components.widgets import chart, run_on_click, table
 from shapeviz.fleet.levers import lever_citations, simulate_levers
+from shapeviz.fleet.sizing import Sizing
 from shapeviz.fleet.sweep import (
     DEFAULT_POINT_REQUESTS,
     dash,
@@ -96,8 +97,10 @@ def _point(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, replica
 
 def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
                       replicas: int, ttft_slo_ms: float, tpot_slo_ms: float, analytic: pd.DataFrame,
-                      recommendations: list[Recommendation] | None = None, classes: dict | None = None) -> bool:
-    """Draw "Simulate this fleet": run on request, then the curves, distributions, goodput and disagreements.
+                      recommendations: list[Recommendation] | None = None, classes: dict | None = None,
+                      headline: Sizing | None = None) -> bool:
+    """Draw "Simulate this fleet": run on request, then the curves, distributions, goodput and disagreements
+    (``headline``: the headline's sizing, whose replay this section's 1× point is set beside, with what differs).
 
     False while it shows only its button and caption (nothing that the what-if levers move).
     """
@@ -117,6 +120,15 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
         st.caption("Takes a few seconds; results are kept for this log and these settings.")
         return _calibrates(log)   # its "today's replicas" starts at the plan's, which the levers move
     st.caption(f"On {replicas} × TP{dep.tp} replicas ({replicas * dep.tp} GPUs) at {rate_rps:,.2f} req/s today.")
+    if headline is not None and headline.answer is not None:   # one fleet, two replays: say what differs
+        st.caption(md_literal(
+            f"The headline's figures for {headline.answer.replicas} × TP{dep.tp} (TTFT p90 "
+            f"{dash(headline.answer.ttft_ms.get('p90'), '{:,.0f} ms')}, TPOT p90 "
+            f"{dash(headline.answer.tpot_ms.get('p90'), '{:,.0f} ms')}) replay {headline.sized_on.get('window', '')} "
+            f"({headline.sized_on.get('requests', 0):,} requests at the log's own arrival times); this section "
+            f"replays {DEFAULT_POINT_REQUESTS:,} requests drawn from the whole log with Poisson arrivals at each "
+            "load (seed 0), so its 1× point differs from the headline by its window, its requests and its arrivals. "
+            "The headline is the answer."))
     progress = st.progress(0.0, text="Simulating…")
     points: dict[float, SimResult] = {}
     try:

@@ -21,7 +21,7 @@ from components.routing import render_routers
 from components.simulate import render_simulation
 from components.speculative import speculative_section
 from components.widgets import MISSING, badge, chart, lazy_expander, table
-from shapeviz.fleet.sizing import COMPARE_SIZED, size_comparison
+from shapeviz.fleet.sizing import COMPARE_SIZED, answer_heading, size_comparison
 from shapeviz.outputs.figures import load_curve_figure, pressure_figure
 from shapeviz.outputs.report.html import whatif_words
 from shapeviz.physics import Deployment
@@ -39,6 +39,7 @@ st.caption(f"{md_literal(dep.describe())} · request rate {w.rate_rps:,.2f} req/
            f"SLOs at p90: TTFT {s.ttft_slo_ms:,.0f} ms, TPOT {s.tpot_slo_ms:,.0f} ms")
 model_source, precision_source = sidebar.deployment_sources(s)
 st.caption(f"Model: {md_literal(model_source)}. Precision: {md_literal(precision_source)}. "
+           f"GPUs per replica: {md_literal(ctx.tp_source)}. "
            f"Serving engine: {md_literal(dep.engine_note)}.")
 
 
@@ -129,7 +130,8 @@ def _headline() -> None:
     fleet = cmp.fleet_replicas
     on_fleet = {"before": cmp.on_fleet.loc["before"], "after": cmp.on_fleet.loc["after"]}
 
-    st.subheader(f"Before → after the what-if, on today's fleet ({fleet * dep.tp} GPUs)")
+    st.subheader(f"Before → after the what-if: pressure on today's fleet ({fleet} × TP{dep.tp} = {fleet * dep.tp} "
+                 "GPUs), latency of the answer")
     st.caption(f"The what-if: {whatif_words(now.whatif)}." if not now.whatif.is_identity
                else "The what-if: no lever moved, so before and after are the same plan.")
     row1 = st.columns([1, 1, 1.35, 1.35])  # "1,048 / 6,066" needs more room than "42%"
@@ -140,12 +142,17 @@ def _headline() -> None:
         x, y = (100 * float(on_fleet[k][f"{phase}_utilization"]) for k in ("before", "after"))
         col.metric(f"{phase.capitalize()} pressure", f"{y:.0f}%", _delta(x, y, " pts"), delta_color="inverse",
                    help=help_text)
+    # the answer's latency, as `plan` prints it for the same log and settings (one function: sizing.sized_plan of
+    # the one sizing; the estimate's analytic plan until the replays land), before → after the what-if
     for col, metric in ((row1[2], "ttft"), (row1[3], "tpot")):
-        x, y = (_num(on_fleet[k], f"{metric}_p90_ms") for k in ("before", "after"))
-        col.metric(f"{metric.upper()} p50 / p90 (ms)",
-                   f"{_fmt_ms(_num(on_fleet['after'], f'{metric}_p50_ms'))} / {_fmt_ms(y)}",
-                   _delta(x, y, " ms p90"), delta_color="inverse")
-    st.subheader("GPUs and cost that meet both SLOs")
+        x, y = (d[f"{metric}_ms"]["p90"] for d in (b, a))
+        col.metric(f"{metric.upper()} p50 / p90 (ms)", f"{_fmt_ms(a[f'{metric}_ms']['p50'])} / {_fmt_ms(y)}",
+                   _delta(x, y, " ms p90"), delta_color="inverse",
+                   help=(f"The answer's {metric.upper()} ({method}: "
+                         + ("its replay of the log's busiest hour on its own fleet" if simulated else
+                            "the analytic queue on its own fleet") + "), what `plan` prints for these settings; "
+                         "the delta is against today's answer, before the what-if."))
+    st.subheader(answer_heading(None if futures is None or not simulated else futures[0].result()))
     row2 = st.columns(4)
     g_b, g_a = b["gpus"], a["gpus"]
     row2[0].metric(f"GPUs colocated ({method})", f"{g_a['colocated'] or MISSING}",
@@ -201,7 +208,9 @@ def _simulation() -> bool:
     s = now.settings
     return render_simulation(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, w.rate_rps * s.traffic,
                              int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve,
-                             ctx.analysis.recommendations, _classes(now))
+                             ctx.analysis.recommendations, _classes(now),
+                             headline=fleet_ready(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
+                                                  s.gpu_hour_usd, _classes(now)))
 
 
 def _routers() -> bool:

@@ -52,6 +52,11 @@ def phase_phrase(phase: str) -> str:
     return _PHASE_PHRASES.get(phase, md_literal(phase))
 
 
+def plain_phase_phrase(phase: str) -> str:
+    """``phase_phrase`` as plain text (the command line's): never "balanced-dominated"."""
+    return _PHASE_PHRASES.get(phase, phase).replace("**", "")
+
+
 # Characters a terminal acts on instead of showing: C0 controls but line feed and tab (escape sequences, bells,
 # carriage returns that overwrite a line), DEL, the C1 controls (U+009B is a one-byte escape sequence) and the
 # bidirectional overrides that reorder what is shown.

@@ -65,7 +65,7 @@ def _inputs(args: argparse.Namespace, mapping: dict[str, str] | None):
 
         log = load_logs(logs, mapping)
         frame = log.frame
-        dep, _ = deployment_from_args(args, resolve_model(args, frame)[0])
+        dep, _ = deployment_from_args(args, resolve_model(args, frame)[0], frame)
         workload = Workload.from_frame(frame, rate_rps=args.rate)
         dep = speculative_from_args(dep, workload, args)
         return dep, workload, whatif, longest_context(frame, whatif), "measured", prefix_signal(frame, whatif), frame

@@ -99,7 +99,7 @@ def fleet_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     source = _source(args, mapping)
     # the model the log's model column names, as plan reads it (the deployment plan prints)
     model_id, _ = resolve_model(args, source if isinstance(source, pd.DataFrame) else None)
-    dep, tp_source = deployment_from_args(args, model_id)
+    dep, tp_source = deployment_from_args(args, model_id, source if isinstance(source, pd.DataFrame) else None)
     document: dict[str, Any] = {"command": command, "deployment": dep.describe(), "tp_source": tp_source,
                                 "slo": {"ttft_p90_ms": ttft, "tpot_p90_ms": tpot}}
     overrides = parse_slo(getattr(args, "slo", None))
@@ -203,8 +203,13 @@ def fleet_text(document: dict[str, Any]) -> str:
         lines.append(f"growth over {g['growth']['months']} months (pool today: {g['replicas_now']} replicas; "
                      f"{'simulated: each month replayed' if g.get('method') == 'simulated' else 'estimate: analytic'}):")
         for m in g["months"]:
+            if m["replicas"] is None:   # no fleet size meets it: no count, no price
+                lines.append(f"  month {m['month']}: {m['rate_rps']:,.3g} req/s, unreachable: {m.get('unreachable')}")
+                continue
             lines.append(f"  month {m['month']}: {m['rate_rps']:,.3g} req/s, {m['replicas']} replicas, {m['gpus']} GPUs, "
                          f"${m['usd_per_month']:,.0f}/month"
+                         + (" (meets every class)" if m.get("meets_slo") else
+                            f" (leaves out {m['unreachable']})" if m.get("unreachable") else " (misses)")
                          + (f" (estimate {m['estimate_replicas']}; one fewer: {m['one_fewer']})"
                             if m.get("one_fewer") else ""))
         lines.append("runs out of headroom: " + ("not within the horizon" if g["runs_out_month"] is None

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import pandas as pd
+
 from shapeviz.fleet.batch import log_batch_job, size_batch_job
 from shapeviz.fleet.speculative import speculative_deployment, speculative_effect
 from shapeviz.ingest import combine, load_log
@@ -23,6 +25,8 @@ from shapeviz.physics.steps import (
 from shapeviz.fleet.sizing import (
     DEFAULT_MODEL,
     DEFAULT_SLO_WINDOW_S,
+    FITS_WORDS,
+    auto_tp,
     checkpoint_precision_source,
     fleet_answer,
     model_of_log,
@@ -51,23 +55,35 @@ def precision_source(args: argparse.Namespace, dep: Deployment) -> str:
     return checkpoint_precision_source(dep.precision) + "; FP8/FP4 are levers, priced in `precision_levers`"
 
 
-def deployment_from_args(args: argparse.Namespace, model_id: str | None = None) -> tuple[Deployment, str]:
-    """The replica the options describe, and where its TP came from (the user, or the smallest that fits)."""
+def deployment_from_args(args: argparse.Namespace, model_id: str | None = None,
+                         frame: Any = None) -> tuple[Deployment, str]:
+    """The replica the options describe, and where its TP came from: the user, else (``frame``: the log's rows)
+    the smallest TP whose requests reach every product's class (``fleet.sizing.auto_tp``, what the page's "auto"
+    picks), else the smallest that fits the weights with room for KV."""
     model, gpu = get_model(model_id or getattr(args, "model", None) or DEFAULT_MODEL), get_gpu(args.gpu)
     ep = getattr(args, "ep", None)
     adp = bool(getattr(args, "attention_dp", False))
     if ep is not None and ep < 1:
         raise ValueError(f"--ep must be at least 1, got {ep}")
-    if args.tp is None:
-        tp = smallest_tp(model, gpu, args.precision, args.kv_precision,
-                         ep=ep if ep is not None else (None if adp else 1), attention_dp=adp)
-        source = "smallest TP that fits the weights with room for KV"
-    else:
-        tp, source = args.tp, "set by user"
-    layout_ep = ep if ep is not None else (tp if adp else 1)
-    dep = Deployment(model, gpu, args.precision, args.kv_precision, tp, ep=layout_ep, attention_dp=adp,
-                     engine=serving_engine_from_args(args))
-    return with_kv_pool(dep, kv_pool_from_args(args)), source
+
+    def build(tp: int) -> Deployment:
+        layout_ep = ep if ep is not None else (tp if adp else 1)
+        dep = Deployment(model, gpu, args.precision, args.kv_precision, tp, ep=layout_ep, attention_dp=adp,
+                         engine=serving_engine_from_args(args))
+        return with_kv_pool(dep, kv_pool_from_args(args))
+
+    if args.tp is not None:
+        return build(args.tp), "set by user"
+    fits = build(smallest_tp(model, gpu, args.precision, args.kv_precision,
+                             ep=ep if ep is not None else (None if adp else 1), attention_dp=adp))
+    if not isinstance(frame, pd.DataFrame):
+        return fits, FITS_WORDS
+    ttft = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
+    tpot = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
+    # judged on today's log, as the page's "auto" is: the what-if's levers then move the fleet's size, not its TP
+    dep, source, _ = auto_tp(frame, fits, build, classes_from_args(args, frame, ttft, tpot),
+                             slo_window_s=slo_window_seconds(getattr(args, "slo_window", None)))
+    return dep, source
 
 
 def serving_engine_from_args(args: argparse.Namespace) -> str | None:
@@ -268,7 +284,7 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
     else:   # the log first: its model column may name the model
         workload, info = _workload(args, mapping, None, frames)  # type: ignore[arg-type]
         model_id, model_source = resolve_model(args, frames[0] if frames else None)
-        dep, tp_source = deployment_from_args(args, model_id)
+        dep, tp_source = deployment_from_args(args, model_id, frames[0] if frames else None)
     dep = speculative_from_args(dep, workload, args)
     ttft_slo = DEFAULT_TTFT_SLO_MS if args.ttft_slo_ms is None else args.ttft_slo_ms
     tpot_slo = DEFAULT_TPOT_SLO_MS if args.tpot_slo_ms is None else args.tpot_slo_ms
@@ -449,6 +465,9 @@ def plan_text(document: dict[str, Any]) -> str:
     if detail.get("engine"):
         lines.append(f"serving engine: {ENGINE_NAMES[detail['engine']]} ({detail['engine_source']}); "
                      f"{detail['engine_efficiency']}")
+    tp_source = (d.get("assumptions") or {}).get("tp_source", "")
+    if tp_source not in ("", "set by user", FITS_WORDS):   # "auto" went past the smallest that fits, or left some out
+        lines.append(f"GPUs per replica: {tp_source}")
     if w["source"] == "log":
         lines.append(f"workload: {w['requests']:,} requests, mean {w['mean_input_tokens']:,.0f} in / "
                      f"{w['mean_output_tokens']:,.0f} out tokens ({w['mean_cached_tokens']:,.0f} cached)")

@@ -39,7 +39,7 @@ def write_report_from_args(args: Any, mapping: dict[str, str] | None = None) -> 
     else:
         log = load_logs(args.logs, mapping)
         rows = log.frame
-        dep, _ = deployment_from_args(args, resolve_model(args, log.frame)[0])   # the log's model column
+        dep, _ = deployment_from_args(args, resolve_model(args, log.frame)[0], log.frame)   # its model column, auto TP
         dep = speculative_from_args(dep, Workload.from_frame(log.frame, rate_rps=1.0), args)
         with terminal_progress() as progress:   # stages on stderr when it is a terminal; pipes stay clean
             extra = {"analysis": analyze(log, deployment=dep, progress=progress)}

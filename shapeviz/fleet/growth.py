@@ -4,10 +4,13 @@ A monthly growth rate per product (+8%/month for chat, +20%/month for the agent)
 output length (a reasoning product's answers getting longer) give each month's traffic. With the simulated method
 (``plan --growth``, the page, the memo) every month is sized by the one sizing engine (``fleet.sizing``), on the
 window the headline is judged on (the log's busiest hour) grown per product: a product growing by f = k + r keeps
-its requests and gains k - 1 whole copies of them plus a seeded share r of another copy, each copy circularly
-shifted in time inside the window by a seeded offset (new users behave like today's, independently of them), with
-its own sessions and prompt blocks (no reuse is invented between new users and today's), output lengths scaled by
-the month's output growth. Month 0 is the headline's answer; each later month's search starts from the month
+its requests and gains k - 1 whole copies of them plus a seeded share r of another copy's sessions. A new user
+behaves like today's users: a session is copied whole (its turns shifted in time together by the copy's seeded
+offset, wrapping to the window's start as a unit, so its turns keep their order and their reuse of each other),
+its private prompt blocks become the copy's own (no reuse invented between new users and today's) while blocks
+several of today's sessions share (the product's system prompt, its tool schemas) stay shared by every copy, and
+each request keeps the cached tokens the log reported; output lengths are scaled by the month's output growth. A
+month no fleet size meets is labelled unreachable (the product, its class, why), never priced. Month 0 is the headline's answer; each later month's search starts from the month
 before. The analytic method plans each month at the log's peak minute grown alike (the estimate, labelled).
 One pool per call: a fleet of pools projects each pool with the products it serves.
 """
@@ -25,9 +28,10 @@ import pandas as pd
 from shapeviz.fleet.sizing import DEFAULT_SLO_WINDOW_S, Sizing, fleet_answer, pair_classes, size_fleet
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS, Deployment
 from shapeviz.plain import json_safe
+from shapeviz.progress import Progress, silent
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.serving.prefix_cache import PrefixBlocks
-from shapeviz.serving.products import SloClass
+from shapeviz.serving.products import ALL_PRODUCTS, SloClass
 from shapeviz.serving.simulator import Requests
 from shapeviz.workload.sketch import WorkloadSketch
 
@@ -152,9 +156,10 @@ def mix(shapes: list[Workload], rates: np.ndarray, output_scale: np.ndarray | No
 
 
 GROWN_BY = ("today's window grown per product: each product keeps its requests and gains whole copies of them plus "
-            "a seeded share of another, each copy shifted in time inside the window by a seeded offset (new users "
-            "behave like today's, independently of them), with its own sessions and prompt blocks (no reuse invented "
-            "with today's requests)")
+            "a seeded share of another copy's sessions; a session is copied whole, its turns shifted in time "
+            "together by the copy's seeded offset (new users behave like today's, independently of them), with "
+            "private prompt blocks of its own (no reuse invented with today's requests), the blocks today's "
+            "sessions share (a shared system prompt) still shared, and the cached tokens the log reported kept")
 
 
 def grow_window(req: Requests, span_s: float, factors: Mapping[str, float],
@@ -162,16 +167,20 @@ def grow_window(req: Requests, span_s: float, factors: Mapping[str, float],
     """``req`` (a window of arrivals from 0 to ``span_s``) with each product's traffic × ``factors[product]`` and
     its output lengths × ``output_scale[product]`` (products not named: × 1).
 
-    A factor f = k + r keeps the product's requests, adds k - 1 whole copies and a seeded share r of one more
-    (f < 1 keeps a seeded share f of them); copy c of a product is shifted by its own seeded offset (the same in
-    every month, and a larger share takes a superset of a smaller one, so more growth never removes a request)
-    and gets block ids and session keys of its own.
+    A factor f = k + r keeps the product's requests, adds k - 1 whole copies and a seeded share r of the sessions
+    of one more (f < 1 keeps a seeded share f of them). The unit copied is a session (a request without one is a
+    unit of its own): copy c of a unit is shifted by the copy's seeded offset, and a unit whose shifted start
+    passes the window's end wraps to its start whole, so a session's turns keep their gaps and order (its last
+    turns may end after the window). The offsets and the order units are drawn in are the same in every month, so
+    more growth never removes a request. Copies keep each request's reported cached tokens; their private prompt
+    blocks and session keys are their own, the blocks several of today's units share stay shared (``_own_blocks``).
     """
     if req.arrival_s is None:
         raise ValueError("growing a window needs its arrival times")
     t = np.asarray(req.arrival_s, dtype=np.float64)
     span = max(float(span_s), float(t.max()) if t.size else 0.0, 1e-9)
     product = req.product.astype(str) if req.product is not None else np.full(len(req), "all")
+    unit = _units(req)
     picked, copy, arrival = [], [], []
     for name in sorted(set(product.tolist())):
         idx = np.flatnonzero(product == name)
@@ -180,15 +189,25 @@ def grow_window(req: Requests, span_s: float, factors: Mapping[str, float],
             raise ValueError(f"the traffic factor of {name!r} must be ≥ 0, got {f!r}")
         whole = int(math.floor(f + 1e-9))
         share = max(f - whole, 0.0)
+        units, at = np.unique(unit[idx], return_inverse=True)
+        first = np.full(units.size, np.inf)
+        np.minimum.at(first, at, t[idx])   # each unit's first arrival: the unit wraps as one
+        sizes = np.bincount(at, minlength=units.size)
         for c in range(max(whole, 1) + (1 if share > 1e-9 and whole >= 1 else 0)):
             rng = np.random.default_rng([seed, zlib.crc32(name.encode("utf-8")), c])
             offset = 0.0 if c == 0 else float(rng.uniform(0.0, span))
-            order = rng.permutation(idx.size)
+            order = rng.permutation(units.size)
             partial = (c == whole) if whole >= 1 else True
-            chosen = idx[np.sort(order[:int(round(share * idx.size))] if partial else order)]
+            taken = np.ones(units.size, dtype=bool)
+            if partial:   # a seeded share of the units, whole: the first of a fixed order (a superset as r grows)
+                taken[:] = False
+                taken[order[:_units_for(sizes[order], share * idx.size)]] = True
+            mine = taken[at]
+            chosen = idx[mine]
+            shift = offset - span * np.floor((first + offset) / span)   # per unit: wrapped as one
             picked.append(chosen)
             copy.append(np.full(chosen.size, c, dtype=np.int64))
-            arrival.append(np.mod(t[chosen] + offset, span) if c else t[chosen])
+            arrival.append(t[chosen] + shift[at[mine]] if c else t[chosen])
     positions, copies, arrivals = np.concatenate(picked), np.concatenate(copy), np.concatenate(arrival)
     grown = req.take(positions)
     out = grown.output_tokens
@@ -196,27 +215,56 @@ def grow_window(req: Requests, span_s: float, factors: Mapping[str, float],
     if scale is not None and np.any(scale != 1.0):
         out = np.maximum(np.round(out * scale), 1).astype(out.dtype)
     grown = replace(grown, arrival_s=arrivals, output_tokens=out,
-                    blocks=None if grown.blocks is None else _own_blocks(grown.blocks, copies))
+                    blocks=None if grown.blocks is None else _own_blocks(grown.blocks, copies, unit[positions]))
     return grown.take(np.argsort(arrivals, kind="stable"))
 
 
-def _own_blocks(blocks: PrefixBlocks, copies: np.ndarray) -> PrefixBlocks:
-    """``blocks`` with each copy's block ids and session keys in a range of their own (no copy: unchanged)."""
+def _units_for(sizes: np.ndarray, requests: float) -> int:
+    """How many of the units (``sizes``: requests each, in the order they are drawn) come closest to ``requests``:
+    a share is a share of the requests, whole sessions at a time (an agent's long session is not one user)."""
+    cum = np.cumsum(sizes)
+    k = int(np.searchsorted(cum, requests, side="right"))   # units whose running total stays within
+    if k < cum.size and cum[k] - requests < requests - (cum[k - 1] if k else 0):
+        k += 1
+    return k
+
+
+def _units(req: Requests) -> np.ndarray:
+    """What growth copies as one: each request's session (its key ≥ 0), else the request alone (a negative label)."""
+    alone = -1 - np.arange(len(req), dtype=np.int64)
+    if req.blocks is None:
+        return alone
+    key = np.asarray(req.blocks.key, dtype=np.int64)
+    return np.where(key >= 0, key, alone)
+
+
+def _own_blocks(blocks: PrefixBlocks, copies: np.ndarray, units: np.ndarray) -> PrefixBlocks:
+    """``blocks`` with each copy's private block ids and session keys in a range of their own (no copy: unchanged).
+
+    A block that more than one of today's units (``units``: each request's session or itself) holds is shared
+    (the product's system prompt, its tool schemas): it keeps one id in every copy, as a new user's request
+    carries the same shared prompt. A block only one unit holds is that session's own: each copy gets its own id.
+    """
     if not copies.any():
         return blocks
-    if blocks.source == "sessions":   # a copy's sessions are new sessions: their streams keep the session form
-        key = np.asarray(blocks.key, dtype=np.int64)
-        stride = int(key.max()) + 1 if key.size else 1
-        return blocks.rekeyed(np.where(key >= 0, key + copies * stride, key))
-    look_n, keep_n = np.diff(blocks.look_ptr), np.diff(blocks.keep_ptr)
-    ids = np.concatenate([blocks.look_ids, blocks.keep_ids])
-    unique, dense = np.unique(ids, return_inverse=True)
-    owner = np.concatenate([np.repeat(copies, look_n), np.repeat(copies, keep_n)])
-    # ids renumbered densely, each copy in a range of its own: equal ids stay equal within a copy, never across
-    moved = owner * unique.size + dense.reshape(-1)
     key = np.asarray(blocks.key, dtype=np.int64)
     stride = int(key.max()) + 1 if key.size else 1
     key = np.where(key >= 0, key + copies * stride, key)
+    if blocks.source == "sessions":   # a copy's sessions are new sessions: their streams keep the session form
+        return blocks.rekeyed(key)
+    look_n, keep_n = np.diff(blocks.look_ptr), np.diff(blocks.keep_ptr)
+    ids = np.concatenate([blocks.look_ids, blocks.keep_ids])
+    unique, dense = np.unique(ids, return_inverse=True)
+    dense = dense.reshape(-1)
+    owner = np.concatenate([np.repeat(copies, look_n), np.repeat(copies, keep_n)])
+    holder = np.concatenate([np.repeat(units, look_n), np.repeat(units, keep_n)])
+    # how many distinct units of today hold each block (copies of one unit count once: they hold it as that unit)
+    _, holder_dense = np.unique(holder, return_inverse=True)
+    pairs = np.unique(holder_dense.reshape(-1).astype(np.int64) * unique.size + dense)
+    shared = np.bincount(pairs % unique.size, minlength=unique.size) > 1
+    # ids renumbered densely, each copy's private ones in a range of their own: equal ids stay equal within a
+    # copy, shared ones in every copy
+    moved = np.where(shared[dense], dense, owner * unique.size + dense)
     return replace(blocks, look_ids=moved[:blocks.look_ids.size], keep_ids=moved[blocks.look_ids.size:], key=key)
 
 
@@ -225,7 +273,8 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
             tpot_slo_ms: float = DEFAULT_TPOT_SLO_MS, gpu_hour_usd: float | None = None,
             replicas_now: int | None = None, method: str = "analytic", today: Sizing | None = None,
             classes: Mapping[str, SloClass] | None = None, slo_window_s: float = DEFAULT_SLO_WINDOW_S,
-            router: str | None = None, block_size: int | None = None, seed: int = 0) -> GrowthResult:
+            router: str | None = None, block_size: int | None = None, seed: int = 0,
+            progress: Progress = silent) -> GrowthResult:
     """Size every month of the horizon at the grown traffic and output length; when today's replicas run out.
 
     ``method="simulated"`` (a frame with timestamps): month 0 is ``today`` (the headline's ``Sizing`` from
@@ -263,24 +312,38 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
     sizings: list[Sizing] = []
     if method == "simulated":
         why = _why_not_replayed(source)
+        if why is None and classes is None:
+            classes = pair_classes(source, ttft_slo_ms, tpot_slo_ms)
         if why is None:
             sizings = _simulated_months(source, dep, growth, names, table, whatif=whatif, ttft_slo_ms=ttft_slo_ms,
                                         tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd, today=today,
                                         classes=classes, slo_window_s=slo_window_s, router=router,
-                                        block_size=block_size, seed=seed)
+                                        block_size=block_size, seed=seed, progress=progress)
             why = None if sizings else ("today's fleet could not be replayed on this deployment: "
                                         + "; ".join(today.notes if today is not None else []))
         if sizings:
             estimate_usd = table["usd_per_month"].to_numpy(dtype=np.float64) / np.maximum(
                 table["estimate_replicas"].to_numpy(dtype=np.float64), 1.0)
-            table["replicas"] = [int(s.replicas) for s in sizings]
-            table["gpus"] = table["replicas"] * dep.tp
-            table["usd_per_month"] = estimate_usd * table["replicas"]
+            # a month no fleet size meets has no plan: its search's last candidate is neither shown nor priced
+            reached = [reaches(s) for s in sizings]
+            table["replicas"] = pd.Series([int(s.replicas) if ok else None for s, ok in zip(sizings, reached)],
+                                          dtype=object)
+            table["gpus"] = pd.Series([k * dep.tp if k is not None else None for k in table["replicas"]], dtype=object)
+            table["usd_per_month"] = pd.Series([float(u * k) if k is not None else None
+                                                for u, k in zip(estimate_usd, table["replicas"])], dtype=object)
             table["meets_slo"] = [bool(s.meets) for s in sizings]
             table["method"] = "simulated"
-            table["ttft_p90_ms"] = [s.answer.ttft_ms["p90"] if s.answer else None for s in sizings]
-            table["tpot_p90_ms"] = [s.answer.tpot_ms["p90"] if s.answer else None for s in sizings]
+            table["ttft_p90_ms"] = [s.answer.ttft_ms["p90"] if s.answer and ok else None
+                                    for s, ok in zip(sizings, reached)]
+            table["tpot_p90_ms"] = [s.answer.tpot_ms["p90"] if s.answer and ok else None
+                                    for s, ok in zip(sizings, reached)]
             table["one_fewer"] = [None if s.one_fewer is None else s.one_fewer.verdict()["verdict"] for s in sizings]
+            left_out = [unreachable_month(s, classes or {}) or None for s in sizings]
+            table["unreachable"] = pd.Series(left_out, dtype=object)
+            for month, words in enumerate(left_out):
+                if words:
+                    notes.append(f"month {month}: " + ("unreachable: " if not reached[month] else
+                                                       "the fleet leaves out ") + words)
             notes.append(f"every month sized by replaying it ({sizings[0].sized_on.get('window')}): month 0 is "
                          f"today's fleet; later months replay {GROWN_BY}, each search starting from the month "
                          f"before; {sum(len(s.trials) for s in sizings[1:])} replays, "
@@ -297,23 +360,60 @@ def project(source: pd.DataFrame | Any, dep: Deployment, growth: Growth, *, peak
                     "these months are too small")
         else:
             notes.append(f"months are the analytic estimate ({why})")
-    now = int(table["replicas"].iloc[0]) if replicas_now is None else int(replicas_now)
+    first = table["replicas"].iloc[0]
+    if replicas_now is None and first is None:
+        raise ValueError("today's traffic is unreachable on this deployment: "
+                         + str(table["unreachable"].iloc[0]) + "; growth has no pool to project")
+    now = int(first) if replicas_now is None else int(replicas_now)
     if now < 1:
         raise ValueError(f"replicas today must be ≥ 1, got {now}")
-    table["headroom_replicas"] = now - table["replicas"]
-    over = table.index[table["replicas"] > now]
-    runs_out = int(table["month"].iloc[over[0]]) if len(over) else None
+    table["headroom_replicas"] = pd.Series([now - k if k is not None else None for k in table["replicas"]],
+                                           dtype=object)
+    over = [i for i, k in enumerate(table["replicas"]) if k is None or k > now]
+    runs_out = int(table["month"].iloc[over[0]]) if over else None
     if runs_out is not None:
+        needed = table["replicas"].iloc[over[0]]
         notes.append(f"today's {now} replica(s) run out of headroom in month {runs_out}: "
-                     f"{int(table['replicas'].iloc[over[0]])} needed")
+                     + (f"{int(needed)} needed" if needed is not None else "no fleet size meets it"))
     return GrowthResult(table, now, runs_out, growth, dep.describe(), notes,
                         "simulated" if sizings else "analytic", sizings)
+
+
+def reaches(sizing: Sizing) -> bool:
+    """Whether a replayed fleet meets every class a fleet size can meet (False: the search's last candidate, a
+    bound, not a plan)."""
+    return sizing.replicas is not None and sizing.answer is not None and bool(sizing.answer.meets)
+
+
+def unreachable_month(sizing: Sizing, classes: Mapping[str, SloClass]) -> str:
+    """The products a month's fleet leaves out, each with its class and why ("" when it serves every one)."""
+    out = {u["product"]: (f"{u['product']} ({u['metric'].upper()} p{u['percentile']:g} class "
+                          f"{u['target_ms']:,.0f} ms): {u['why']}") for u in sizing.unreachable}
+    if not reaches(sizing) and sizing.answer is not None:
+        for name, o in sizing.answer.products.items():
+            if o.get("meets", True) or name in out:
+                continue
+            cls = classes.get(name) or classes.get(ALL_PRODUCTS)
+            target = (f"TTFT p{cls.percentile:g} ≤ {cls.ttft_ms:,.4g} ms, TPOT p{cls.percentile:g} ≤ "
+                      f"{cls.tpot_ms:,.4g} ms" if cls is not None else "its class")
+            out[name] = (f"{name} ({target}): {sizing.answer.replicas} replicas still give TTFT p90 "
+                         f"{_ms(o.get('ttft_p90_ms'))}, TPOT p90 {_ms(o.get('tpot_p90_ms'))} and more replicas "
+                         "barely help, so its requests' own latency (with the batch they share) is above its class")
+    return "; ".join(out[name] for name in sorted(out))
+
+
+def _ms(value: float | None) -> str:
+    if value is None or not math.isfinite(float(value)):
+        return "n/a"
+    return f"{float(value):,.0f} ms" if float(value) >= 100 else f"{float(value):.3g} ms"   # 22.4, not "22" beside 22
 
 
 def _dips(replicas: list[int]) -> list[tuple[int, int, int, int]]:
     """``(month, replicas, the most before it, the month of that most)`` for each month below an earlier one."""
     out, top, at = [], -1, 0
     for month, k in enumerate(replicas):
+        if k is None:   # an unreachable month has no count to compare
+            continue
         if k < top:
             out.append((month, int(k), int(top), at))
         elif k > top:
@@ -333,7 +433,8 @@ def _why_not_replayed(source: Any) -> str | None:
 def _simulated_months(frame: pd.DataFrame, dep: Deployment, growth: Growth, names: list[str], table: pd.DataFrame,
                       *, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float, gpu_hour_usd: float | None,
                       today: Sizing | None, classes: Mapping[str, SloClass] | None, slo_window_s: float,
-                      router: str | None, block_size: int | None, seed: int) -> list[Sizing]:
+                      router: str | None, block_size: int | None, seed: int,
+                      progress: Progress = silent) -> list[Sizing]:
     """Month by month, the one engine's ``Sizing`` ([] when today's fleet is not a replayed answer)."""
     last = [(1.0 + growth.rate(p)) ** growth.months for p in names]
     longest = [(1.0 + growth.output_rate(p)) ** growth.months for p in names]
@@ -351,6 +452,7 @@ def _simulated_months(frame: pd.DataFrame, dep: Deployment, growth: Growth, name
         return []
     sizings = [today]
     for month in range(1, growth.months + 1):
+        progress("growth", f"replaying month {month} of {growth.months}", (month - 1) / growth.months)
         factors = {p: (1.0 + growth.rate(p)) ** month for p in names}
         output = {p: (1.0 + growth.output_rate(p)) ** month for p in names}
 

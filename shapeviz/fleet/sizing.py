@@ -28,7 +28,14 @@ from shapeviz.analyses.prefix import has_hashes
 from shapeviz.analyses.sessions import has_sessions
 from shapeviz.fleet.routing import plan_with_router
 from shapeviz.physics.catalogue import get_gpu, get_model
-from shapeviz.physics.steps import Deployment, decode_step_s, prefill_time_s, request_gpu_seconds, smallest_tp
+from shapeviz.physics.steps import (
+    TP_CHOICES,
+    Deployment,
+    decode_step_s,
+    prefill_time_s,
+    request_gpu_seconds,
+    smallest_tp,
+)
 from shapeviz.plain import json_safe
 from shapeviz.serving.planner import MAX_REPLICAS, Percentiles, Plan, WhatIf, Workload, plan
 from shapeviz.serving.products import (
@@ -440,6 +447,48 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
     return out
 
 
+FITS_WORDS = "smallest TP that fits the weights with room for KV"
+
+
+def auto_tp(frame: pd.DataFrame | None, fits: Deployment, build: Callable[[int], Deployment],
+            classes: Mapping[str, SloClass] | None, *, whatif: WhatIf = WhatIf(),
+            slo_window_s: float = DEFAULT_SLO_WINDOW_S) -> tuple[Deployment, str, list[dict[str, Any]]]:
+    """"auto" GPUs per replica: the smallest TP, from ``fits`` (the smallest that holds the weights with room for
+    KV) up, whose requests on the window the answer is judged on reach every product's class
+    (``unreachable_classes``: a request alone on a replica within its class); ``build(tp)`` makes the deployment
+    of a TP (ValueError: that TP is not a layout of this model). ``(deployment, where its TP came from, the
+    products left out)``: when no TP reaches every class, ``fits`` and the products it leaves out, and why.
+    Without the log's rows or classes (a sketch, a fixed shape): ``fits``."""
+    if frame is None or classes is None or len(frame) == 0:
+        return fits, FITS_WORDS, []
+    quick = requests_from_frame(frame, whatif, reuse=False)
+    first: list[dict[str, Any]] | None = None
+    for tp in [t for t in TP_CHOICES if t >= fits.tp]:
+        try:
+            dep = fits if tp == fits.tp else build(tp)
+        except ValueError:
+            continue
+        req = quick
+        if quick.arrival_s is not None:   # the window the headline judges on, as slo_window picks it
+            lo, hi = busiest_window(quick, dep, slo_window_s / whatif.traffic_multiplier)
+            t = np.asarray(quick.arrival_s)
+            req = quick.take((t >= lo) & (t <= hi))
+        else:
+            req = quick.take(np.arange(min(len(quick), POISSON_REQUESTS)))
+        left = unreachable_classes(req, dep, classes)
+        if first is None:
+            first = left
+        if not left:
+            if tp == fits.tp:
+                return dep, FITS_WORDS, []
+            return dep, (f"the smallest TP that reaches every product's class: TP{fits.tp} (the {FITS_WORDS}) "
+                         "leaves " + ", ".join(sorted({u["product"] for u in first})) + " out of its class (one "
+                         "request alone is over it)"), []
+    names = ", ".join(sorted({u["product"] for u in first or []}))
+    return fits, (f"{FITS_WORDS}; no TP up to {TP_CHOICES[-1]} reaches every product's class, so the fleet "
+                  f"leaves out {names}"), first or []
+
+
 def slo_window(frame: pd.DataFrame, dep: Deployment, *, whatif: WhatIf = WhatIf(),
                slo_window_s: float = DEFAULT_SLO_WINDOW_S, rate_rps: float | None = None,
                block_size: int | None = None) -> tuple[Requests, dict[str, Any]]:
@@ -675,6 +724,54 @@ def sizing_note(sizing: Sizing) -> str:
         head = f"fleet size simulated: no size meets every class up to {sizing.replicas} on "
     return (head + f"{sizing.sized_on.get('window')} (analytic estimate {sizing.estimate}){proof}; "
             f"{len(sizing.trials)} replays, {sizing.cpu_s:.1f} s CPU")
+
+
+def misses_words(trial: Trial) -> str:
+    """The products a replay misses, each with the p90 that is over its class ("" when it misses none): "1 replica
+    misses (TTFT p90 846 ms, TPOT p90 40 ms)" read as a contradiction where both fleet-wide p90s were inside."""
+    parts = []
+    for name, o in sorted(trial.products.items()):
+        if o.get("meets", True):
+            continue
+        slo = o.get("slo") or {}
+        q = slo.get("percentile", 90)
+        over = [f"{metric.upper()} p{q} {_ms_words(value)} against {_ms_words(target)}"
+                for metric, value, target in (("ttft", o.get(f"ttft_p{q}_ms"), slo.get("ttft_ms")),
+                                              ("tpot", o.get(f"tpot_p{q}_ms"), slo.get("tpot_ms")))
+                if value is not None and target is not None and value > target]
+        parts.append(f"{name} ({', '.join(over) or 'its class'})")
+    return "; ".join(parts)
+
+
+def _ms_words(ms: float) -> str:
+    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+
+
+def relative_to_answer(replicas: int, answer: int | None, tp: int) -> str:
+    """A fleet other than the headline's, in the answer's terms: "3 × TP4 = 12 GPUs, the answer + 1" (replicas × TP
+    and GPUs, and how many replicas above or below the answer; without it when the answer is not known yet)."""
+    text = f"{replicas} × TP{tp} = {replicas * tp} GPUs"
+    if answer is None:
+        return text
+    d = int(replicas) - int(answer)
+    return text + (", the answer itself" if d == 0 else f", the answer {'+' if d > 0 else '−'} {abs(d)}")
+
+
+def answer_heading(sizing: Sizing | None) -> str:
+    """The headline's heading: what the fleet under it meets, as the answer says it (an estimate, every product's
+    class, every one but those no size serves, or not every one). A heading never claims what the line under it
+    takes back."""
+    if sizing is None or sizing.method != "simulated":
+        if sizing is not None and sizing.unreachable:
+            return "GPUs and cost: no fleet size serves " + ", ".join(sorted(u["product"] for u in sizing.unreachable))
+        return "GPUs and cost that meet every product's SLO (estimate)"
+    left = sorted(u["product"] for u in sizing.unreachable)
+    if sizing.meets:
+        return "GPUs and cost that meet every product's SLO"
+    if left and sizing.meets_others:
+        return ("GPUs and cost that meet every product's SLO but " + ", ".join(left)
+                + (" (no fleet size serves them)" if len(left) > 1 else " (no fleet size serves it)"))
+    return "GPUs and cost: no fleet size meets every product's SLO"
 
 
 def unreachable_words(sizing: Sizing) -> str:

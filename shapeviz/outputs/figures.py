@@ -771,7 +771,7 @@ def fleet_over_time_figure(windows: dict[str, pd.DataFrame], labels: Mapping[str
 def growth_figure(months: pd.DataFrame, replicas_now: int, height: int = 320) -> go.Figure:
     """Replicas needed per month of growth against the pool today (``fleet.growth.project``)."""
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=months["month"], y=months["replicas"], name="replicas needed", marker_color="#0072B2",
+    fig.add_trace(go.Bar(x=months["month"], y=pd.to_numeric(months["replicas"], errors="coerce"), name="replicas needed", marker_color="#0072B2",
                          hovertemplate="month %{x}: %{y} replicas<extra></extra>"))
     fig.add_shape(type="line", x0=-0.5, x1=float(months["month"].max()) + 0.5, y0=replicas_now, y1=replicas_now,
                   line=dict(color="#D55E00", dash="dash"))
@@ -779,6 +779,8 @@ def growth_figure(months: pd.DataFrame, replicas_now: int, height: int = 320) ->
                        showarrow=False, yshift=12, font=dict(color="#D55E00"), bgcolor="rgba(255,255,255,0.85)")
     fig.update_layout(**LIGHT, xaxis_title="month", yaxis_title="replicas")
     fit_header(fig, "The pool month by month", height=height, legend=False)
-    fig.update_yaxes(**integer_axis(max(float(months["replicas"].max()), float(replicas_now))), **LIGHT_AXIS)
+    counts = pd.to_numeric(months["replicas"], errors="coerce")   # an unreachable month has no count
+    fig.update_yaxes(**integer_axis(max(float(counts.max(skipna=True)) if counts.notna().any() else 0.0,
+                                        float(replicas_now))), **LIGHT_AXIS)
     fig.update_xaxes(dtick=1, **LIGHT_AXIS)
     return fig

@@ -8,6 +8,7 @@ from shapeviz.analyses.shapes import SHAPES, ShapeStats
 from shapeviz.analysis import Analysis, analyze_paths
 from shapeviz.fleet.sizing import default_deployment_for
 from shapeviz.plain import json_safe
+from shapeviz.text import plain_phase_phrase
 
 SCHEMA_VERSION = 1
 
@@ -100,7 +101,7 @@ def summary_text(document: dict[str, Any]) -> str:
         lines.append(f"span {t['span_s'] / 3600:.1f} h, mean {t['mean_rps']:.2f} req/s, "
                      f"peak minute {t['peak_rps']:.2f} req/s")
     o = document["overall"]
-    lines.append(f"overall: {o['dominant_shape']} shape, {o['phase']}-dominated GPU-time "
+    lines.append(f"overall: {o['dominant_shape']} shape, GPU-time {plain_phase_phrase(o['phase'])} "
                  f"({o['prefill_gpu_share']:.0%} prefill) on {document['deployment']}")
     lines.append(f"  input  {_q(o['input'])} tokens")
     lines.append(f"  output {_q(o['output'])} tokens")

@@ -45,5 +45,10 @@ def test_the_fleet_design_section_shows_designs_against_the_baseline() -> None:
     sizing = headline_sizing()
     assert headline["design"].startswith("The headline") and headline["GPUs"].startswith(f"{sizing.replicas * 4}×")
     assert (others["vs the headline $/hour"] - (others["$/hour"] - headline["$/hour"])).abs().max() < 0.01
+    # one price source: the headline's row costs what the headline's own metric says (the sidebar's $/GPU-hour),
+    # not the list price of data/gpu_prices.csv ($11.16/h against $10/h for one fleet)
+    cost = next(m.value for m in at.metric if m.label == "Cost per hour")
+    assert f"${headline['$/hour']:,.0f}" == cost
+    assert headline["$/hour"] == sizing.replicas * 4 * float(at.session_state["gpu_hour_usd"])
     assert set(others["meets every class"]) <= {"yes", "NO"}
     assert not designs.isin(["None", "nan"]).any().any()

@@ -54,3 +54,10 @@ def test_the_page_shows_each_policy_against_the_peak_and_a_slower_start_costs_at
     assert (months["method"] == "simulated").all()
     headline = headline_sizing()   # the headline of the settings drawn last
     assert months["replicas"].iloc[0] == headline.replicas
+    # the fleet held at peak is said in the answer's terms (replicas × TP, GPUs, and against the answer), not as a
+    # second fleet of its own beside the headline's
+    peak = int(_policies(at).set_index("policy").loc["hold at peak", "most replicas"])
+    shown = " ".join(c.value for c in at.caption)
+    d = peak - headline.replicas
+    against = "the answer itself" if d == 0 else f"the answer {'+' if d > 0 else '−'} {abs(d)}"
+    assert f"Hold at peak: {peak} × TP4 = {peak * 4} GPUs, {against} (the headline's answer is sized" in shown

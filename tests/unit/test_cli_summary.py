@@ -106,3 +106,10 @@ def test_a_log_with_no_usable_row_exits_2_with_the_reasons(tmp_path: Path, capsy
     assert main(["summary", str(log)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "broken.csv" in err[0] and "negative_tokens 1" in err[0]
+
+
+def test_a_balanced_log_is_said_balanced_not_balanced_dominated(trace, capsys) -> None:
+    # BurstGPT's slice splits its GPU-time 52% / 48%: the text said "balanced-dominated GPU-time"
+    assert main(["summary", str(trace("burstgpt/burstgpt_slice.csv"))]) == 0
+    out = capsys.readouterr().out
+    assert "GPU-time balanced between prefill and decode (52% prefill)" in out and "balanced-dominated" not in out

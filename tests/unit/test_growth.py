@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from shapeviz.cli.fleet import fleet_text
 from shapeviz.fleet.growth import Growth, grow_window, project
 from shapeviz.fleet.sizing import default_deployment_for, fleet_answer, pair_classes
 from shapeviz.ingest import load_log
@@ -109,3 +110,75 @@ def test_a_session_log_grows_into_new_sessions_the_compiled_loop_can_number(trac
     dep, _, _ = default_deployment_for(frame)
     months = project(frame, dep, Growth({"*": 1.5}, {}, 1), method="simulated").months
     assert list(months["method"]) == ["simulated", "simulated"]
+
+
+def _seen_before(blocks: PrefixBlocks, rows: np.ndarray) -> float:
+    """Of the prompt blocks ``rows`` look up, the share some earlier request (any row, in arrival order) already
+    left or looked up: the reuse an unbounded prefix cache would give those requests."""
+    look, keep = blocks.lists()
+    seen: set[int] = set()
+    hit = total = 0
+    chosen = set(rows.tolist())
+    for i, (ids, kept) in enumerate(zip(look, keep)):
+        if i in chosen:
+            hit += sum(b in seen for b in ids)
+            total += len(ids)
+        seen.update(ids)
+        seen.update(kept)
+    return hit / max(total, 1)
+
+
+def test_a_month_of_new_users_keeps_todays_prompt_reuse(traces: Path) -> None:
+    # Mooncake's conversation trace (block hashes, 64% of blocks seen before): month 1 at +8% adds copies of 8% of
+    # today's requests. Copies drawn request by request with every block renamed lost the shared prefixes (a log
+    # whose prompts are mostly cached lost its cache in month 1, and the month "needed" many times today's fleet)
+    frame = load_log(traces / "mooncake_fast25/conversation_trace.jsonl.gz").frame
+    ts = frame["timestamp"]
+    frame = frame[ts < ts.min() + pd.Timedelta(minutes=10)].reset_index(drop=True)
+    req = requests_from_frame(frame)
+    span = float(req.arrival_s[-1])
+    today = _seen_before(req.blocks, np.arange(len(req)))
+    grown = grow_window(req, span, {name: 1.08 for name in set(req.product.astype(str))})
+    assert len(grown) == pytest.approx(1.08 * len(req), rel=0.02)
+    new = np.flatnonzero(~np.isin(np.arange(len(grown)), np.flatnonzero(np.isin(grown.arrival_s, req.arrival_s))))
+    assert new.size > 0.05 * len(req)
+    assert _seen_before(grown.blocks, new) > 0.8 * today, today
+
+
+def test_a_new_user_is_a_whole_session_shifted_in_time_together() -> None:
+    # ten sessions of four turns, a minute apart; +30% copies three of them whole, each turn 60 s after the last
+    n = 40
+    session = np.arange(n) // 4
+    t = (session * 50.0 + (np.arange(n) % 4) * 60.0).astype(np.float64)
+    order = np.argsort(t, kind="stable")
+    ids = np.repeat(session, 2) * 10 + np.tile([0, 1], n)
+    ptr = np.arange(0, 2 * n + 1, 2)
+    blocks = PrefixBlocks(16, "sessions", "given", ptr, ids, ptr.copy(), ids.copy(), session)
+    req = Requests(np.full(n, 500), np.full(n, 20), np.full(n, 300), t, np.full(n, "chat"), blocks).take(order)
+    grown = grow_window(req, 700.0, {"chat": 1.3})
+    copied = grown.blocks.key >= 10   # today's sessions are keys 0..9
+    keys, count = np.unique(grown.blocks.key[copied], return_counts=True)
+    assert keys.size == 3 and (count == 4).all()   # three sessions, every turn of each
+    for key in keys:
+        turns = np.sort(grown.arrival_s[grown.blocks.key == key])
+        assert np.allclose(np.diff(turns), 60.0)
+    assert (grown.cached_tokens == 300).all()      # the log's reported cached tokens, carried by every copy
+
+
+def test_a_month_no_fleet_meets_is_unreachable_and_never_priced(code_10min: pd.DataFrame) -> None:
+    # a TPOT class of 22 ms, a hair above one request's own decode step: today's traffic is met by 34 replicas, but
+    # doubled traffic with answers four times longer is met by none (more replicas stop helping). The search's
+    # last candidate was printed and priced as the month's plan ($ a month for 100+ replicas that miss)
+    dep, _, _ = default_deployment_for(code_10min, "h100")
+    result = project(code_10min, dep, Growth({"*": 1.0}, {"*": 3.0}, 1), method="simulated", tpot_slo_ms=22.0)
+    month0, month1 = result.months.to_dict(orient="records")
+    assert month0["replicas"] and month0["usd_per_month"] and not month0["unreachable"]
+    assert month1["replicas"] is None and month1["gpus"] is None and month1["usd_per_month"] is None
+    assert not month1["meets_slo"]
+    words = month1["unreachable"]
+    assert words.startswith("AzureLLMInferenceTrace_code (TTFT p90 ≤ 1,000 ms, TPOT p90 ≤ 22 ms)"), words
+    assert "more replicas barely help" in words
+    assert result.runs_out_month == 1
+    text = fleet_text({"deployment": result.deployment, "growth": result.to_dict()})
+    assert "month 1: " in text and "unreachable: AzureLLMInferenceTrace_code" in text and "$" not in text.split(
+        "month 1: ")[1].split("\n")[0]

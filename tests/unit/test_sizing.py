@@ -124,7 +124,7 @@ def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_p
     assert planned["method"] == "simulated" and replicas > planned["estimate"]["replicas"]
     config = _run(capsys, "config", *argv, "--layout", "colocated")
     assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == replicas
-    assert config["settings"]["pools"]["colocated"]["replicas"]["why"].startswith("simulated")
+    assert config["settings"]["pools"]["colocated"]["replicas"]["source"] == "simulated"   # not "estimated: simulated:"
     assert config["method"] == "simulated" and config["one_fewer"]["replicas"] == replicas - 1
     out = tmp_path / "report"
     assert main(["report", *argv, "--out", str(out)]) == 0
@@ -232,3 +232,26 @@ def test_a_cache_aware_router_is_a_lever_beside_the_round_robin_answer(traces: P
     # the line `plan` prints (its text is this document's)
     line = next(x for x in plan_text(planned).splitlines() if x.startswith("Lever"))
     assert f"on {routed['replicas']} × TP{tp} = {routed['replicas'] * tp} GPUs, {lever['gpus_saved']} fewer" in line
+
+
+def test_auto_tp_is_the_smallest_that_reaches_every_class(traces: Path, tmp_path: Path, capsys) -> None:
+    # the Azure code trace with a 350 ms TTFT class: at TP4 (the smallest that holds Llama-3.1-70B in BF16 with room
+    # for KV) its p90 prompt alone takes ~420 ms to prefill, so no fleet of TP4 replicas serves it; TP8 does. "auto"
+    # picked TP4 and the headline claimed every SLO above a note that no size serves the product
+    frame = pd.read_csv(traces / AZURE_CODE)
+    stamps = pd.to_datetime(frame["TIMESTAMP"])
+    log = tmp_path / "code_10min.csv"
+    frame[stamps < stamps.iloc[0] + pd.Timedelta(minutes=10)].to_csv(log, index=False)
+    argv = (str(log), "--gpu", "h100", "--ttft-slo-ms", "350")
+    planned = _run(capsys, "plan", *argv)
+    assert planned["deployment_detail"]["tp"] == 8 and planned["unreachable"] == []
+    assert planned["assumptions"]["tp_source"].startswith("the smallest TP that reaches every product's class: TP4")
+    assert planned["sizing"]["meets"]
+    assert plan_text(planned).splitlines()[1].startswith("GPUs per replica: the smallest TP that reaches every")
+    # the same TP in config (one fleet), and TP4 given by hand leaves the product out, named, with why
+    config = _run(capsys, "config", *argv, "--layout", "colocated")
+    assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == planned["replicas"]
+    assert "--tensor-parallel-size 8" in json.dumps(config)
+    forced = _run(capsys, "plan", *argv, "--tp", "4")
+    (left,) = forced["unreachable"]
+    assert left["metric"] == "ttft" and "prefill alone" in left["why"] and not forced["meets_slo"]

@@ -26,7 +26,7 @@ from shapeviz.physics.steps import (
 )
 from shapeviz.serving.planner import Plan, Workload
 
-SOURCES = ("measured", "estimated", "assumed")
+SOURCES = ("measured", "simulated", "estimated", "assumed")   # simulated: the log replayed (the fleet's size)
 CONTEXT_HEADROOM = 0.10      # max-model-len above the longest context seen: a longer request should not fail
 CONTEXT_ROUND = 256          # tokens: engines size KV blocks in 16-256 token pages
 CHUNK_STEP = 512             # chunk sizes are searched in these steps ...
@@ -294,8 +294,8 @@ def serving_settings(
     if plan.replicas:
         pools["colocated"] = PoolSettings(
             "colocated",
-            Setting(int(plan.replicas), "estimated", "simulated: the smallest colocated fleet whose replay of the log "
-                    "meets every product's p90 class (one replica fewer misses)")
+            Setting(int(plan.replicas), "simulated", "the smallest colocated fleet whose replay of the log meets "
+                    "every product's p90 class (one replica fewer misses)")
             if plan.provenance.get("gpus") == "simulated" and plan.meets_slo else
             Setting(int(plan.replicas), "estimated", f"colocated replicas that meet both SLOs at {plan.rate_rps:,.3g} req/s"
                     if plan.meets_slo else "replicas sized for 80% utilisation: the SLOs cannot be met colocated"),

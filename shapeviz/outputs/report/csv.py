@@ -32,6 +32,10 @@ def _safe_text(series: pd.Series) -> pd.Series:
         return pd.Series(values, index=series.index, name=series.name, dtype=object)
     if not (pd.api.types.is_string_dtype(series.dtype) or series.dtype == object):
         return series  # numbers, booleans, datetimes: a negative number is not text
+    if series.dtype == object and pd.api.types.infer_dtype(series, skipna=True) not in ("string", "empty"):
+        # numbers beside missing cells (a growth month no fleet meets has no count): only the text cells are text
+        return pd.Series([neutralise(v) if isinstance(v, str) else v for v in series], index=series.index,
+                         name=series.name, dtype=object)
     starts = series.str.startswith(FORMULA_PREFIXES, na=False)
     if not starts.any():
         return series
