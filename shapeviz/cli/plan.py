@@ -461,13 +461,13 @@ def plan_text(document: dict[str, Any]) -> str:
     d = document
     w, g, c = d["workload"], d["gpus"], d["cost"]
     lines = [d["deployment"]]
+    tp_source = (d.get("assumptions") or {}).get("tp_source", "")
+    if tp_source not in ("", "set by user", FITS_WORDS):   # "auto" went past the smallest that fits, or left some out
+        lines.append(f"GPUs per replica: {tp_source}")
     detail = d.get("deployment_detail", {})
     if detail.get("engine"):
         lines.append(f"serving engine: {ENGINE_NAMES[detail['engine']]} ({detail['engine_source']}); "
                      f"{detail['engine_efficiency']}")
-    tp_source = (d.get("assumptions") or {}).get("tp_source", "")
-    if tp_source not in ("", "set by user", FITS_WORDS):   # "auto" went past the smallest that fits, or left some out
-        lines.append(f"GPUs per replica: {tp_source}")
     if w["source"] == "log":
         lines.append(f"workload: {w['requests']:,} requests, mean {w['mean_input_tokens']:,.0f} in / "
                      f"{w['mean_output_tokens']:,.0f} out tokens ({w['mean_cached_tokens']:,.0f} cached)")
