@@ -66,8 +66,11 @@ def checkout(tmp_path: Path) -> Path:
     return root
 
 
-def test_each_mutant_is_judged_by_what_its_tests_did(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status = mutants.main([], root=checkout)
+@pytest.mark.parametrize("start", [[], ["--no-fork"]], ids=["forked", "fresh-interpreter"])
+def test_each_mutant_is_judged_by_what_its_tests_did(checkout: Path, capsys: pytest.CaptureFixture[str],
+                                                     start: list[str]) -> None:
+    """The same verdicts whether each mutant's pytest is a fork of the preloaded server or a new interpreter."""
+    status = mutants.main(start, root=checkout)
     out = capsys.readouterr().out
     rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[-1][-1:].isdigit()}
     assert "killed" in rows["subtracts"]
