@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from shapeviz.ingest.columns import detect_columns
 from shapeviz.ingest.errors import IngestError
+from shapeviz.ingest.exports import is_benchmark_table, looks_like_benchmark, parse_runs
 from shapeviz.ingest.limits import Limits, human_bytes
 
 Source = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
@@ -533,6 +534,14 @@ def _read_json(data: bytes, label: str, compression: str, fmt: str, limits: Limi
     if depth > limits.max_json_depth:
         raise IngestError(label, f"JSON is nested {depth} levels deep, past the limit of {limits.max_json_depth}",
                           "flatten the records, or raise Limits.max_json_depth")
+    if looks_like_benchmark(data):
+        # a serving benchmark's result: a few objects of long per-request arrays, read columnar (a 100k-request
+        # vLLM result as Python floats would cost gigabytes); build_frame turns each run into its requests
+        runs = parse_runs(data)
+        if runs is not None and is_benchmark_table(runs):
+            if runs.num_rows > limits.max_rows:
+                raise _too_many_rows(label, runs.num_rows, limits)
+            return RawTable(runs, fmt, compression, 0, notes)
     if fmt == "jsonl":
         table = _arrow_jsonl(data)
         if table is not None and not _needs_python(table):

@@ -1,0 +1,224 @@
+"""Logs as tools export them: serving benchmarks' per-request arrays become one row per request.
+
+A serving benchmark writes one JSON object per run whose per-request results are parallel arrays, not records:
+
+- **vLLM** ``vllm bench serve --save-result --save-detailed`` (and the older ``benchmarks/benchmark_serving.py
+  --save-result``): ``input_lens``, ``output_lens`` (tokens), ``ttfts`` (seconds), ``itls`` (one list of seconds
+  per request: the gaps between streamed chunks after the first), ``generated_texts``, ``errors`` (``""`` when the
+  request succeeded), beside the run's ``duration`` (s), ``completed``, ``model_id`` and summary statistics.
+- **SGLang** ``python -m sglang.bench_serving --output-file ... --output-details``: the same six arrays, one run per
+  JSON line (the file is appended to).
+
+The units are the tools' own (their source computes them with ``time.perf_counter()``, seconds), so they are
+taken from the format and never guessed. Per request, as vLLM computes its own summary: TTFT = ``ttfts``;
+E2E = TTFT + the sum of ``itls`` (vLLM's ``latency`` is the time of the last chunk); TPOT = sum of ``itls`` /
+(output tokens − 1), NaN for one-token replies. A request with a non-empty ``errors`` entry is a failed request
+(the frame's ``status``): it is dropped and counted, as every failure is.
+
+Bad variants keep every good row and say what they are: arrays of unequal length (the requests past the shorter
+token arrays have no token counts and are dropped as ``missing_tokens``; past a shorter latency array they keep
+no latency), a null entry (that request has no such latency), a missing latency array (no such latency at all),
+a missing token array (refused: nothing to plan on, with the flag that writes it).
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from shapeviz.ingest.errors import IngestError
+
+BENCHMARK_FORMAT = "serving benchmark (vLLM / SGLang per-request arrays)"
+TOKEN_ARRAYS = ("input_lens", "output_lens")
+LATENCY_ARRAYS = ("ttfts", "itls")
+ARRAYS = (*TOKEN_ARRAYS, *LATENCY_ARRAYS, "errors")
+# summary keys only vLLM / SGLang benchmark results carry (a run saved without its per-request arrays)
+SUMMARY_KEYS = ("mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_itl_ms")
+_DETAIL_FIX = ("save the per-request results: vllm bench serve --save-result --save-detailed, "
+               "or sglang.bench_serving --output-details")
+# A ttfts median above this many seconds is not a plausible first-token time: probably milliseconds written
+# where the format says seconds. The format's unit is kept (it is documented), and the note says so.
+_IMPLAUSIBLE_TTFT_S = 120.0
+
+
+def looks_like_benchmark(data: bytes) -> bool:
+    """True when a JSON document may be a serving benchmark's result (a cheap byte search, no parse)."""
+    return data.find(b'"input_lens"') >= 0 or data.find(b'"ttfts"') >= 0 or data.find(b'"output_lens"') >= 0
+
+
+def parse_runs(data: bytes) -> pa.Table | None:
+    """The benchmark document(s) as an arrow table, one row per run (lists stay columnar: no Python floats).
+
+    One object per line (SGLang appends runs) or one object, pretty-printed or not; None when arrow cannot read
+    it (the caller's tolerant JSON path then takes over).
+    """
+    options = pa_json.ReadOptions(block_size=min(max(len(data) + 1, 1 << 20), (1 << 31) - 1))
+    try:
+        return pa_json.read_json(io.BytesIO(data), read_options=options,
+                                 parse_options=pa_json.ParseOptions(newlines_in_values=True))
+    except (pa.ArrowException, OSError):
+        return None
+
+
+def is_benchmark_table(table: pa.Table | pd.DataFrame) -> bool:
+    """True when a raw table's columns are a serving benchmark's per-request arrays (one row per run)."""
+    names = set(table.column_names if isinstance(table, pa.Table) else map(str, table.columns))
+    return bool(names & set(TOKEN_ARRAYS)) and bool(names & {"ttfts", "itls", "errors", *TOKEN_ARRAYS}) and \
+        _list_column(table, next(iter(names & set(TOKEN_ARRAYS))))
+
+
+def _list_column(table: pa.Table | pd.DataFrame, name: str) -> bool:
+    if isinstance(table, pa.Table):
+        t = table.schema.field(name).type
+        return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_null(t)
+    cells = table[name].dropna()
+    return len(cells) > 0 and isinstance(cells.iloc[0], (list, tuple, np.ndarray))
+
+
+@dataclass
+class BenchmarkRequests:
+    """The requests of one or more benchmark runs, one row each, with what reading them assumed."""
+
+    frame: pd.DataFrame          # input_tokens, output_tokens, ttft_ms, tpot_ms, e2e_ms, status, run (+ model_id)
+    durations_s: list[float | None]
+    notes: list[str] = field(default_factory=list)
+
+
+def _cell_array(table: pa.Table | pd.DataFrame, name: str, run: int) -> pa.Array | None:
+    """One run's array ``name`` (None when the run has no such array)."""
+    if isinstance(table, pa.Table):
+        if name not in table.column_names:
+            return None
+        scalar = table.column(name)[run]
+        if not scalar.is_valid or pa.types.is_null(scalar.type):
+            return None
+        return scalar.values
+    if name not in table.columns:
+        return None
+    cell = table[name].iloc[run]
+    if not isinstance(cell, (list, tuple, np.ndarray)):
+        return None
+    try:
+        return pa.array(list(cell))
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return pa.array([None] * len(cell), type=pa.float64())
+
+
+def _scalar(table: pa.Table | pd.DataFrame, name: str, run: int) -> object:
+    if isinstance(table, pa.Table):
+        return table.column(name)[run].as_py() if name in table.column_names else None
+    return table[name].iloc[run] if name in table.columns else None
+
+
+def _floats(array: pa.Array | None, n: int) -> np.ndarray:
+    """An array as n float64 values: NaN for nulls, for text that is no number and past its end."""
+    out = np.full(n, np.nan)
+    if array is None:
+        return out
+    if not (pa.types.is_integer(array.type) or pa.types.is_floating(array.type)):
+        array = pa.array(pd.to_numeric(pd.Series(array.to_pylist(), dtype="object"), errors="coerce"))
+    values = array.to_numpy(zero_copy_only=False).astype("float64", copy=False)
+    out[: min(n, len(values))] = values[:n]
+    return out
+
+
+def _itl_sums(array: pa.Array | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per request, the sum of its inter-token gaps and whether it has a (non-null) list of them."""
+    sums, present = np.zeros(n), np.zeros(n, dtype=bool)
+    if array is None or not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+        return np.full(n, np.nan), present
+    m = min(n, len(array))
+    array = array.slice(0, m)
+    present[:m] = array.is_valid().to_numpy(zero_copy_only=False)
+    values = pc.list_flatten(array)
+    if len(values):
+        parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
+        gaps = _floats(values, len(values))
+        bad = np.bincount(parents, weights=np.isnan(gaps), minlength=m) > 0
+        sums[:m] = np.bincount(parents, weights=np.nan_to_num(gaps), minlength=m)
+        present[:m] &= ~bad[:m]
+    return np.where(present, sums, np.nan), present
+
+
+def _failed(array: pa.Array | None, n: int) -> np.ndarray:
+    """True where a request's ``errors`` entry is a non-empty text (vLLM writes "" on success)."""
+    out = np.zeros(n, dtype=bool)
+    if array is None:
+        return out
+    text = pd.Series(array.slice(0, min(n, len(array))).to_pylist(), dtype="object")
+    failed = text.map(lambda e: e is not None and str(e).strip() != "").to_numpy(dtype=bool)
+    out[: len(failed)] = failed
+    return out
+
+
+def benchmark_requests(table: pa.Table | pd.DataFrame, label: str) -> BenchmarkRequests:
+    """Every request of every run of a serving benchmark's result, with its measured TTFT, TPOT and E2E."""
+    runs = table.num_rows if isinstance(table, pa.Table) else len(table)
+    frames, durations, notes = [], [], []
+    short: dict[str, int] = {}
+    missing: set[str] = set()
+    null_ttft = 0
+    for run in range(runs):
+        arrays = {name: _cell_array(table, name, run) for name in ARRAYS}
+        lengths = {name: len(a) for name, a in arrays.items() if a is not None}
+        absent = [name for name in TOKEN_ARRAYS if name not in lengths]
+        if absent:
+            summary = any(_scalar(table, k, run) is not None for k in SUMMARY_KEYS)
+            what = "only the run's summary" if summary else f"no {' or '.join(absent)} array"
+            raise IngestError(label, f"is a serving benchmark result with {what} (run {run + 1}): no per-request "
+                              "token counts to plan on", _DETAIL_FIX)
+        n = max(lengths.values())
+        for name, length in lengths.items():
+            if length < n:
+                short[name] = short.get(name, 0) + n - length
+        missing |= {name for name in LATENCY_ARRAYS if name not in lengths}
+        output = _floats(arrays["output_lens"], n)
+        ttft_s = _floats(arrays["ttfts"], n)
+        null_ttft += int(np.isnan(ttft_s[: lengths.get("ttfts", 0)]).sum())
+        itl_sum, _ = _itl_sums(arrays["itls"], n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot_s = np.where(output > 1, itl_sum / (output - 1), np.nan)
+        failed = _failed(arrays["errors"], n)
+        frame = pd.DataFrame({
+            "input_tokens": _floats(arrays["input_lens"], n), "output_tokens": output,
+            "ttft_ms": ttft_s * 1e3, "tpot_ms": tpot_s * 1e3, "e2e_ms": (ttft_s + itl_sum) * 1e3,
+            "status": np.where(failed, "failed", "ok"), "run": np.full(n, run + 1, dtype=np.int32)})
+        model = _scalar(table, "model_id", run) or _scalar(table, "model", run)
+        if isinstance(model, str) and model:
+            frame["model_id"] = model
+        frames.append(frame)
+        duration = _scalar(table, "duration", run)
+        durations.append(float(duration) if isinstance(duration, (int, float)) and duration > 0 else None)
+    if runs > 1:
+        notes.append(f"{runs} benchmark runs (one per JSON line) read one after another")
+    for name, count in short.items():
+        consequence = ("those requests have no token counts (dropped as missing_tokens)" if name in TOKEN_ARRAYS
+                       else "those requests keep no TTFT" if name == "ttfts"
+                       else "those requests keep no TPOT or E2E" if name == "itls"
+                       else "those requests are taken as successful")
+        notes.append(f"{name} is {count:,} entries shorter than the longest per-request array: {consequence}")
+    for name in sorted(missing):
+        notes.append(f"no {name} array: " + ("TTFT and E2E were not measured" if name == "ttfts"
+                                               else "TPOT and E2E were not measured"))
+    if null_ttft:
+        notes.append(f"ttfts: {null_ttft:,} null entries (those requests keep no TTFT)")
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    served = frame.loc[frame["status"] == "ok", "ttft_ms"].dropna() / 1e3 if len(frame) else pd.Series(dtype=float)
+    if len(served) and float(served.median()) > _IMPLAUSIBLE_TTFT_S:
+        notes.append(f"ttfts: median {float(served.median()):g} s, implausible for a first token; the format "
+                     "writes seconds and they are read as seconds: if this file holds milliseconds, divide by 1000")
+    notes.insert(0, "serving benchmark: one row per request from its input_lens/output_lens/ttfts/itls/errors "
+                    "arrays (seconds, as the tools write them); TPOT = sum(itls) / (output - 1), E2E = TTFT + "
+                    "sum(itls), requests with an error are failed requests")
+    return BenchmarkRequests(frame, durations, notes)
+
+
+def benchmark_table(table: pa.Table | pd.DataFrame, label: str) -> tuple[pa.Table, list[str]]:
+    """A benchmark's runs → an arrow table of requests, named so that the alias table reads them (and their ms)."""
+    requests = benchmark_requests(table, label)
+    return pa.Table.from_pandas(requests.frame, preserve_index=False), requests.notes
