@@ -86,6 +86,8 @@ class BenchmarkRequests:
 
     frame: pd.DataFrame          # input_tokens, output_tokens, ttft_ms, tpot_ms, e2e_ms, status, run (+ model_id)
     durations_s: list[float | None]
+    tools: list[str]             # per run: vllm | sglang | the backend it names
+    targets: list[str]           # per run: the load it was asked for ("2 req/s", "concurrency 8", "")
     notes: list[str] = field(default_factory=list)
 
 
@@ -160,6 +162,7 @@ def benchmark_requests(table: pa.Table | pd.DataFrame, label: str) -> BenchmarkR
     """Every request of every run of a serving benchmark's result, with its measured TTFT, TPOT and E2E."""
     runs = table.num_rows if isinstance(table, pa.Table) else len(table)
     frames, durations, notes = [], [], []
+    tools, targets = [], []
     short: dict[str, int] = {}
     missing: set[str] = set()
     null_ttft = 0
@@ -194,6 +197,8 @@ def benchmark_requests(table: pa.Table | pd.DataFrame, label: str) -> BenchmarkR
         frames.append(frame)
         duration = _scalar(table, "duration", run)
         durations.append(float(duration) if isinstance(duration, (int, float)) and duration > 0 else None)
+        tools.append(_tool(table, run))
+        targets.append(_target(table, run))
     if runs > 1:
         notes.append(f"{runs} benchmark runs (one per JSON line) read one after another")
     for name, count in short.items():
@@ -215,7 +220,26 @@ def benchmark_requests(table: pa.Table | pd.DataFrame, label: str) -> BenchmarkR
     notes.insert(0, "serving benchmark: one row per request from its input_lens/output_lens/ttfts/itls/errors "
                     "arrays (seconds, as the tools write them); TPOT = sum(itls) / (output - 1), E2E = TTFT + "
                     "sum(itls), requests with an error are failed requests")
-    return BenchmarkRequests(frame, durations, notes)
+    return BenchmarkRequests(frame, durations, tools, targets, notes)
+
+
+def _tool(table: pa.Table | pd.DataFrame, run: int) -> str:
+    """``sglang`` when the run says so (SGLang writes its own ``backend``, e.g. "sglang"), else ``vllm``."""
+    backend = _scalar(table, "backend", run)
+    return "sglang" if isinstance(backend, str) and backend.lower().startswith("sglang") else "vllm"
+
+
+def _target(table: pa.Table | pd.DataFrame, run: int) -> str:
+    """The load a run was asked for: its request rate (inf: all at once) or its concurrency cap."""
+    rate, concurrency = _scalar(table, "request_rate", run), _scalar(table, "max_concurrency", run)
+    parts = []
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        parts.append(f"{rate:g} req/s" if np.isfinite(rate) else "all at once")
+    elif isinstance(rate, str) and rate:
+        parts.append("all at once" if rate.lower() == "inf" else f"{rate[:12]} req/s")
+    if isinstance(concurrency, (int, float)) and not isinstance(concurrency, bool) and concurrency > 0:
+        parts.append(f"concurrency {concurrency:g}")
+    return ", ".join(parts)
 
 
 def benchmark_table(table: pa.Table | pd.DataFrame, label: str) -> tuple[pa.Table, list[str]]:
