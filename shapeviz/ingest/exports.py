@@ -1,4 +1,4 @@
-"""Logs as tools export them: serving benchmarks' per-request arrays become one row per request.
+"""Logs as tools export them: serving benchmarks' per-request arrays, tracing tools' columns by their own meaning.
 
 A serving benchmark writes one JSON object per run whose per-request results are parallel arrays, not records:
 
@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from shapeviz.ingest.columns import Alias, norm
 from shapeviz.ingest.errors import IngestError
 
 BENCHMARK_FORMAT = "serving benchmark (vLLM / SGLang per-request arrays)"
@@ -246,3 +247,61 @@ def benchmark_table(table: pa.Table | pd.DataFrame, label: str) -> tuple[pa.Tabl
     """A benchmark's runs → an arrow table of requests, named so that the alias table reads them (and their ms)."""
     requests = benchmark_requests(table, label)
     return pa.Table.from_pandas(requests.frame, preserve_index=False), requests.notes
+
+
+# ---------------------------------------------------------------------------------------------- tracing tools
+
+@dataclass
+class ToolColumns:
+    """Columns a tracing tool's export means in its own way: chosen over the generic aliases, with notes."""
+
+    tool: str
+    chosen: dict[str, tuple[str, Alias]]
+    dropped: tuple[str, ...]    # canonical columns the generic aliases would take that the tool means otherwise
+    notes: list[str]
+
+
+def _by_norm(columns: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for column in columns:
+        out.setdefault(norm(column), column)
+    return out
+
+
+# Langfuse's public API (ObservationsView in its OpenAPI spec) documents ``latency`` and ``timeToFirstToken`` in
+# seconds, ``startTime``/``completionStartTime``/``endTime`` as date-times, ``usageDetails`` as token counts by
+# kind, ``name`` as the observation's name; the UI's export adds the trace's ``traceName`` and ``sessionId``.
+_LANGFUSE_MARKS = ("completionstarttime", "timetofirsttoken", "usagedetailsinput", "calculatedtotalcost",
+                   "promptname", "tracename", "observationid", "parentobservationid")
+
+
+def langfuse_columns(columns: list[str]) -> ToolColumns | None:
+    """Langfuse observation / generation exports read by Langfuse's semantics; None for any other log."""
+    keys = _by_norm(columns)
+    if not ({"traceid", "tracename"} & set(keys)) or not any(m in keys for m in _LANGFUSE_MARKS):
+        return None
+    chosen: dict[str, tuple[str, Alias]] = {}
+    dropped: list[str] = []
+    notes: list[str] = []
+    product = next((keys[k] for k in ("tracename", "name", "observationname") if k in keys), None)
+    if product is not None:
+        chosen["product"] = (product, Alias("product", product, "langfuse", None))
+        notes.append(f"Langfuse export: product from {product!r} (before the model)")
+    for canonical, stamp, seconds in (("ttft_ms", "completionstarttime", "timetofirsttoken"),
+                                      ("e2e_ms", "endtime", "latency")):
+        if stamp in keys and "starttime" in keys:
+            dropped.append(canonical)   # from the event times: _add_times derives it from the helper column
+            helper = "first_token_time" if canonical == "ttft_ms" else "end_time"
+            chosen[helper] = (keys[stamp], Alias(helper, keys[stamp], "langfuse", None))
+        elif seconds in keys:
+            chosen[canonical] = (keys[seconds], Alias(canonical, keys[seconds], "langfuse", "s"))
+    if "starttime" in keys:
+        chosen["timestamp"] = (keys["starttime"], Alias("timestamp", keys["starttime"], "langfuse", None))
+    notes.append("Langfuse export: latency and timeToFirstToken are seconds (Langfuse API); TTFT and E2E from "
+                 "completionStartTime and endTime minus startTime where the export has them")
+    return ToolColumns("langfuse", chosen, tuple(dropped), notes)
+
+
+def tool_columns(columns: list[str]) -> ToolColumns | None:
+    """The tracing tool whose export this is, read by its documented semantics (None: generic aliases only)."""
+    return langfuse_columns(columns)

@@ -27,7 +27,7 @@ from shapeviz.ingest.columns import (
     unit_from_name,
 )
 from shapeviz.ingest.errors import IngestError
-from shapeviz.ingest.exports import BENCHMARK_FORMAT, benchmark_table, is_benchmark_table
+from shapeviz.ingest.exports import BENCHMARK_FORMAT, benchmark_table, is_benchmark_table, tool_columns
 from shapeviz.ingest.limits import Limits
 from shapeviz.ingest.readers import RawTable, too_many_columns
 from shapeviz.plain import from_plain, to_plain
@@ -121,6 +121,11 @@ def file_stem(label: str) -> str:
 def _resolve_mapping(raw: RawTable, label: str, override: dict[str, str] | None) -> dict[str, tuple[str, Alias | None]]:
     columns = raw.columns
     chosen: dict[str, tuple[str, Alias | None]] = dict(match_columns(columns))
+    tool = tool_columns(columns)
+    if tool is not None:   # a tracing tool's export: its own meaning of its columns wins over the generic aliases
+        for canonical in tool.dropped:
+            chosen.pop(canonical, None)
+        chosen.update(tool.chosen)
     allowed = set(CANONICAL) | set(HELPERS)
     for canonical, wanted in (override or {}).items():
         if canonical not in allowed:
@@ -395,6 +400,8 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
     if is_benchmark_table(raw.table):
         raw = _benchmark_rows(raw, label, limits)
     b = _Build(raw, label, _resolve_mapping(raw, label, mapping), notes=list(raw.notes))
+    tool = tool_columns(raw.columns)
+    b.notes.extend(tool.notes if tool is not None else [])
     input_v, input_bad, output_v, output_bad = _token_counts(b)
     reason, dropped = _drop_reasons(b, input_v, input_bad, output_v, output_bad, limits)
     keep = reason == 0
