@@ -47,9 +47,20 @@ _DETAIL_FIX = ("save the per-request results: vllm bench serve --save-result --s
 _IMPLAUSIBLE_TTFT_S = 120.0
 
 
+_ARRAY_SCHEMA = pa.schema([(name, pa.list_(pa.float64())) for name in ("input_lens", "output_lens", "ttfts")]
+                          + [("itls", pa.list_(pa.list_(pa.float64()))), ("errors", pa.list_(pa.string())),
+                             ("generated_texts", pa.list_(pa.string()))])
+
+
 def looks_like_benchmark(data: bytes) -> bool:
     """True when a JSON document may be a serving benchmark's result (a cheap byte search, no parse)."""
-    return data.find(b'"input_lens"') >= 0 or data.find(b'"ttfts"') >= 0 or data.find(b'"output_lens"') >= 0
+    return any(data.find(b'"%s"' % key.encode()) >= 0 for key in (*TOKEN_ARRAYS, "ttfts", *SUMMARY_KEYS[:2]))
+
+
+def has_request_arrays(table: pa.Table) -> bool:
+    """True when some run carries per-request token arrays (not only the run's summary)."""
+    return any(name in table.column_names and not pa.types.is_null(table.schema.field(name).type)
+               and table.column(name).null_count < table.num_rows for name in TOKEN_ARRAYS)
 
 
 def parse_runs(data: bytes) -> pa.Table | None:
@@ -60,8 +71,9 @@ def parse_runs(data: bytes) -> pa.Table | None:
     """
     options = pa_json.ReadOptions(block_size=min(max(len(data) + 1, 1 << 20), (1 << 31) - 1))
     try:
-        return pa_json.read_json(io.BytesIO(data), read_options=options,
-                                 parse_options=pa_json.ParseOptions(newlines_in_values=True))
+        # the arrays' types are given: inferred, a list starting with null came back misaligned (pyarrow 2x)
+        return pa_json.read_json(io.BytesIO(data), read_options=options, parse_options=pa_json.ParseOptions(
+            newlines_in_values=True, explicit_schema=_ARRAY_SCHEMA, unexpected_field_behavior="infer"))
     except (pa.ArrowException, OSError):
         return None
 
@@ -172,8 +184,7 @@ def benchmark_requests(table: pa.Table | pd.DataFrame, label: str) -> BenchmarkR
         lengths = {name: len(a) for name, a in arrays.items() if a is not None}
         absent = [name for name in TOKEN_ARRAYS if name not in lengths]
         if absent:
-            summary = any(_scalar(table, k, run) is not None for k in SUMMARY_KEYS)
-            what = "only the run's summary" if summary else f"no {' or '.join(absent)} array"
+            what = "only the run's summary" if not lengths else f"no {' or '.join(absent)} array"
             raise IngestError(label, f"is a serving benchmark result with {what} (run {run + 1}): no per-request "
                               "token counts to plan on", _DETAIL_FIX)
         n = max(lengths.values())

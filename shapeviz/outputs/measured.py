@@ -39,7 +39,14 @@ import pandas as pd
 
 from shapeviz.ingest.documents import read_capped
 from shapeviz.ingest.errors import IngestError
-from shapeviz.ingest.exports import SUMMARY_KEYS, benchmark_requests, is_benchmark_table, looks_like_benchmark, parse_runs
+from shapeviz.ingest.exports import (
+    SUMMARY_KEYS,
+    benchmark_requests,
+    has_request_arrays,
+    is_benchmark_table,
+    looks_like_benchmark,
+    parse_runs,
+)
 from shapeviz.outputs.figures import _escape, load_curve_figure
 from shapeviz.physics.steps import Deployment
 from shapeviz.plain import json_safe
@@ -329,8 +336,8 @@ def _benchmark_levels(data: bytes, name: str) -> list[MeasuredLevel] | None:
     if not looks_like_benchmark(data):
         return None
     runs = parse_runs(data.removeprefix(b"\xef\xbb\xbf"))
-    if runs is None or not is_benchmark_table(runs):
-        return None
+    if runs is None or not is_benchmark_table(runs) or not has_request_arrays(runs):
+        return None   # not a benchmark, or its summary only (read from the document below)
     try:
         requests = benchmark_requests(runs, name)
     except IngestError as exc:
