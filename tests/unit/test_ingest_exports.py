@@ -173,3 +173,11 @@ def test_a_hosted_model_is_planned_on_a_stand_in_said_openly():
 
 def test_an_open_model_named_like_a_hosted_one_stays_itself():
     assert model_of_log(_one_model("gpt-oss-20b"))[0] == "gpt-oss-20b"
+
+
+def test_a_unit_that_contradicts_the_format_is_kept_and_said():
+    def milliseconds(d):
+        d["ttfts"] = [t * 1000 for t in d["ttfts"]]
+    frame, report = _variant(milliseconds)
+    assert report.rows_kept == 7 and frame["ttft_ms"].notna().all()
+    assert any("implausible for a first token" in n and "divide by 1000" in n for n in report.notes), report.notes
