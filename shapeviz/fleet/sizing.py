@@ -158,6 +158,17 @@ def model_mapping(name: str, model_id: str) -> str:
     return f"{name!r}" if same else f"{name!r} → {planned}"
 
 
+def other_models(names: list[str], planned_id: str) -> list[str]:
+    """The log's model names that are not the planned catalogue model however they are written (an HF id or a
+    quantised checkpoint of it is the same model; a hosted model is not its stand-in)."""
+    def same(name: str) -> bool:
+        try:
+            return get_model(name).id == planned_id
+        except ValueError:
+            return False
+    return [n for n in names if not same(n)]
+
+
 def log_model(frame: Any) -> tuple[str | None, str]:
     """The catalogue model the log's ``model`` column names (the most requested one), and where it came from.
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.fleet.sizing import model_of_log
+from shapeviz.fleet.sizing import model_of_log, other_models
 from shapeviz.ingest import IngestError, load_log
 from shapeviz.outputs.measured import parse_result
 from shapeviz.outputs.summary import summarize, summary_text
@@ -181,3 +181,8 @@ def test_a_unit_that_contradicts_the_format_is_kept_and_said():
     frame, report = _variant(milliseconds)
     assert report.rows_kept == 7 and frame["ttft_ms"].notna().all()
     assert any("implausible for a first token" in n and "divide by 1000" in n for n in report.notes), report.notes
+
+
+def test_a_log_served_by_the_planned_model_under_another_name_is_the_planned_model():
+    names = ["meta-llama/Llama-3.1-70B-Instruct", "llama-3.1-70b-instruct-fp8", "claude-sonnet-4-20250514"]
+    assert other_models(names, "llama-3.1-70b") == ["claude-sonnet-4-20250514"]
