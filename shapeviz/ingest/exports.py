@@ -270,6 +270,13 @@ class ToolColumns:
     chosen: dict[str, tuple[str, Alias]]
     dropped: tuple[str, ...]    # canonical columns the generic aliases would take that the tool means otherwise
     notes: list[str]
+    kind: str | None = None     # the column saying what a row is (LangSmith's run_type), when only some are requests
+    requests: str | None = None  # the value of ``kind`` that is a request ("llm")
+
+    def not_requests(self, raw_kind: pd.Series) -> np.ndarray:
+        """Rows that are not model requests (a chain or tool run, whose token counts are its LLM runs' sums)."""
+        text = raw_kind.astype("object").where(raw_kind.notna(), "").astype(str).str.strip().str.lower()
+        return (text != self.requests).to_numpy(dtype=bool)
 
 
 def _by_norm(columns: list[str]) -> dict[str, str]:
@@ -313,6 +320,46 @@ def langfuse_columns(columns: list[str]) -> ToolColumns | None:
     return ToolColumns("langfuse", chosen, tuple(dropped), notes)
 
 
+# LangSmith's run schema (langsmith.schemas.Run): ``session_id`` / ``session_name`` are the *project* a run was
+# traced into, not a conversation; LangSmith groups a conversation's runs into a thread by the metadata key
+# ``thread_id``, ``session_id`` or ``conversation_id``; ``run_type`` is llm, chain, tool, retriever, ...; a chain's
+# ``prompt_tokens``/``completion_tokens`` are the sums of the LLM runs below it; ``ls_model_name`` (metadata) is
+# the model; ``first_token_time`` and ``end_time`` are date-times.
+_THREAD_KEYS = ("extrametadatathreadid", "extrametadatasessionid", "extrametadataconversationid",
+                "metadatathreadid", "metadatasessionid", "metadataconversationid", "threadid")
+
+
+def langsmith_columns(columns: list[str]) -> ToolColumns | None:
+    """LangSmith run exports read by LangSmith's semantics; None for any other log."""
+    keys = _by_norm(columns)
+    if "dottedorder" not in keys and not ({"runtype", "traceid"} <= set(keys)):
+        return None
+    chosen: dict[str, tuple[str, Alias]] = {}
+    dropped: list[str] = []
+    notes: list[str] = []
+    thread = next((keys[k] for k in _THREAD_KEYS if k in keys), None)
+    if thread is not None:
+        chosen["session_id"] = (thread, Alias("session_id", thread, "langsmith", None))
+        notes.append(f"LangSmith export: sessions from the thread key {thread!r}")
+    else:
+        dropped.append("session_id")
+        if "sessionid" in keys:
+            notes.append("LangSmith export: session_id is the project a run was traced into, not a conversation "
+                         "(no thread_id in the runs' metadata, so no sessions)")
+    if "sessionname" in keys:
+        chosen["product"] = (keys["sessionname"], Alias("product", keys["sessionname"], "langsmith", None))
+        notes.append("LangSmith export: product from the project ('session_name')")
+    model = next((keys[k] for k in ("extrametadatalsmodelname", "metadatalsmodelname",
+                                    "extrainvocationparamsmodel", "extrainvocationparamsmodelname") if k in keys), None)
+    if model is not None:
+        chosen["model"] = (model, Alias("model", model, "langsmith", None))
+    kind = keys.get("runtype")
+    if kind is not None:
+        notes.append("LangSmith export: only LLM runs (run_type llm) are requests; a chain's tokens are its LLM runs' "
+                     "sums, so other runs are counted as missing_tokens, not planned twice")
+    return ToolColumns("langsmith", chosen, tuple(dropped), notes, kind, "llm" if kind else None)
+
+
 def tool_columns(columns: list[str]) -> ToolColumns | None:
     """The tracing tool whose export this is, read by its documented semantics (None: generic aliases only)."""
-    return langfuse_columns(columns)
+    return langfuse_columns(columns) or langsmith_columns(columns)

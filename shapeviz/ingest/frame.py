@@ -403,6 +403,10 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
     tool = tool_columns(raw.columns)
     b.notes.extend(tool.notes if tool is not None else [])
     input_v, input_bad, output_v, output_bad = _token_counts(b)
+    if tool is not None and tool.kind is not None:
+        # rows a tool says are not model requests (LangSmith's chain runs) carry no request of their own
+        others = tool.not_requests(raw.column(tool.kind))
+        input_v, input_bad = np.where(others, np.nan, input_v), input_bad & ~others
     reason, dropped = _drop_reasons(b, input_v, input_bad, output_v, output_bad, limits)
     keep = reason == 0
 

@@ -186,3 +186,14 @@ def test_a_unit_that_contradicts_the_format_is_kept_and_said():
 def test_a_log_served_by_the_planned_model_under_another_name_is_the_planned_model():
     names = ["meta-llama/Llama-3.1-70B-Instruct", "llama-3.1-70b-instruct-fp8", "claude-sonnet-4-20250514"]
     assert other_models(names, "llama-3.1-70b") == ["claude-sonnet-4-20250514"]
+
+
+def test_langsmith_runs_by_langsmith_semantics():
+    frame, report = load_log(DATA / "langsmith_runs.jsonl")
+    _balanced(report)
+    # the chain runs' tokens are their LLM runs' sums: three LLM runs are the requests, nothing planned twice
+    assert report.rows_kept == 3 and frame["input_tokens"].tolist() == [900, 1300, 400]
+    # session_id is the project (one for every run): the threads in the metadata are the sessions
+    assert frame["session_id"].tolist() == ["th-1", "th-1", "th-2"] and frame["turn"].tolist() == [0, 1, 0]
+    assert set(frame["product"]) == {"support-prod"} and set(frame["model"]) == {"gpt-4o-mini"}
+    assert frame["ttft_ms"].tolist() == pytest.approx([500.0] * 3)
