@@ -360,6 +360,31 @@ def langsmith_columns(columns: list[str]) -> ToolColumns | None:
     return ToolColumns("langsmith", chosen, tuple(dropped), notes, kind, "llm" if kind else None)
 
 
+# Helicone's request schema (HeliconeRequest in its OpenAPI spec; ``npx @helicone/export`` writes it as JSON, JSONL
+# or CSV): ``request_created_at``, ``delay_ms`` (the request's latency, ms), ``time_to_first_token`` (ms),
+# ``prompt_tokens``, ``completion_tokens``, ``prompt_cache_read_tokens``, ``request_properties`` (the custom
+# properties: a session is the ``Helicone-Session-Id`` header, its kind ``Helicone-Session-Name``).
+def helicone_columns(columns: list[str]) -> ToolColumns | None:
+    """Helicone request exports read by Helicone's semantics; None for any other log."""
+    keys = _by_norm(columns)
+    if "requestcreatedat" not in keys or not ({"delayms", "responsecreatedat", "requestproperties"} & set(keys)
+                                              or any(k.startswith("requestproperties") for k in keys)):
+        return None
+    chosen: dict[str, tuple[str, Alias]] = {}
+    notes = ["Helicone export: delay_ms and time_to_first_token are milliseconds (Helicone's request schema)"]
+    for canonical, key, unit in (("e2e_ms", "delayms", "ms"), ("ttft_ms", "timetofirsttoken", "ms"),
+                                 ("cached_tokens", "promptcachereadtokens", None)):
+        if key in keys:
+            chosen[canonical] = (keys[key], Alias(canonical, keys[key], "helicone", unit))
+    for canonical, key in (("session_id", "heliconesessionid"), ("product", "heliconesessionname")):
+        column = next((keys[k] for k in keys if k.endswith(key) and k.startswith(("requestproperties", "properties"))),
+                      None)
+        if column is not None:
+            chosen[canonical] = (column, Alias(canonical, column, "helicone", None))
+            notes.append(f"Helicone export: {canonical.replace('_id', '')} from the property {column!r}")
+    return ToolColumns("helicone", chosen, (), notes)
+
+
 def tool_columns(columns: list[str]) -> ToolColumns | None:
     """The tracing tool whose export this is, read by its documented semantics (None: generic aliases only)."""
-    return langfuse_columns(columns) or langsmith_columns(columns)
+    return langfuse_columns(columns) or langsmith_columns(columns) or helicone_columns(columns)

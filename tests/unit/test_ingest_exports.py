@@ -197,3 +197,22 @@ def test_langsmith_runs_by_langsmith_semantics():
     assert frame["session_id"].tolist() == ["th-1", "th-1", "th-2"] and frame["turn"].tolist() == [0, 1, 0]
     assert set(frame["product"]) == {"support-prod"} and set(frame["model"]) == {"gpt-4o-mini"}
     assert frame["ttft_ms"].tolist() == pytest.approx([500.0] * 3)
+
+
+def test_helicone_requests_by_helicone_semantics():
+    frame, report = load_log(DATA / "helicone_requests.jsonl")
+    _balanced(report)
+    assert report.dropped == {"failed_request": 1}   # the 504
+    assert frame["session_id"].tolist() == ["s-1", "s-1", "s-2", "s-2"]
+    assert frame["product"].tolist() == ["Trip Planner", "Trip Planner", "Support", "Support"]
+    assert frame["e2e_ms"].tolist() == pytest.approx([3920.0, 3105.0, 1710.0, 2460.0])
+    assert frame["cached_tokens"].tolist() == [0, 1792, 0, 1024]
+
+
+def test_helicone_small_ttfts_stay_milliseconds():
+    # a fast model's first tokens in a few ms: a guess from the size would take them for seconds
+    rows = [json.loads(line) for line in (DATA / "helicone_requests.jsonl").read_text().splitlines()]
+    for row, ttft in zip(rows, (6.0, 8.0, 7.0, None, 9.0)):
+        row["time_to_first_token"] = ttft
+    frame, report = load_log("\n".join(json.dumps(r) for r in rows).encode(), name="helicone.jsonl")
+    assert frame["ttft_ms"].tolist() == pytest.approx([6.0, 8.0, 7.0, 9.0])
