@@ -23,6 +23,7 @@ a missing token array (refused: nothing to plan on, with the flag that writes it
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -388,3 +389,199 @@ def helicone_columns(columns: list[str]) -> ToolColumns | None:
 def tool_columns(columns: list[str]) -> ToolColumns | None:
     """The tracing tool whose export this is, read by its documented semantics (None: generic aliases only)."""
     return langfuse_columns(columns) or langsmith_columns(columns) or helicone_columns(columns)
+
+
+# ---------------------------------------------------------------------------------------------- load-test records
+# guidellm and aiperf write one record per request; each becomes a row named so the alias table reads it.
+
+GUIDELLM_FORMAT = "guidellm benchmark report (per-request records)"
+AIPERF_FORMAT = "aiperf profile_export.jsonl (per-request records)"
+# guidellm 0.8.1 (guidellm.schemas.base.request_stats.GenerativeRequestStats, serialised with its computed fields):
+# prompt_tokens / output_tokens (tokens), time_to_first_token_ms and inter_token_latency_ms (ms, as named; ITL =
+# (last token - first token) / (output - 1)), request_latency (s), request_start_time (Unix s), info.conversation_id
+# and info.turn_index; benchmarks[].requests holds them as {successful, incomplete, errored}.
+_GUIDELLM_STATUSES = ("successful", "incomplete", "errored")
+# a request_latency (s) this many times the TTFT + ITL x (output - 1) it contains is milliseconds written as seconds
+_UNIT_CONTRADICTION = 100.0
+
+
+def looks_like_guidellm(data: bytes) -> bool:
+    """True when a JSON document may be a guidellm report with per-request records (a byte search, no parse)."""
+    return data.find(b'"benchmarks"') >= 0 and data.find(b'"generative_request_stats"') >= 0
+
+
+def _num_or_nan(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return np.nan
+    return float(value)
+
+
+def guidellm_table(document: object, label: str) -> tuple[pa.Table, list[str]] | None:
+    """A guidellm report's requests, one row each: tokens, TTFT, TPOT (its ITL), E2E, start time, session, turn.
+
+    Successful requests are ``ok``; incomplete and errored ones are failed requests (dropped and counted). None when
+    the document has no per-request records (a report saved without them: ``check`` reads its summary).
+    """
+    if not isinstance(document, dict) or not isinstance(document.get("benchmarks"), list):
+        return None
+    rows: list[tuple] = []
+    counts = dict.fromkeys(_GUIDELLM_STATUSES, 0)
+    missing: dict[str, int] = {}
+    for run, bench in enumerate(document["benchmarks"], 1):
+        requests = bench.get("requests") if isinstance(bench, dict) else None
+        if not isinstance(requests, dict):
+            continue
+        model = _dig_str(bench, ("config", "backend", "model"))
+        for status in _GUIDELLM_STATUSES:
+            records = requests.get(status)
+            for record in records if isinstance(records, list) else ():
+                if not isinstance(record, dict):
+                    continue
+                counts[status] += 1
+                values = {}
+                for key in ("prompt_tokens", "output_tokens", "time_to_first_token_ms", "inter_token_latency_ms",
+                            "request_latency", "request_start_time"):
+                    values[key] = _num_or_nan(record.get(key))
+                    if np.isnan(values[key]):
+                        missing[key] = missing.get(key, 0) + 1
+                info = record.get("info") if isinstance(record.get("info"), dict) else {}
+                session = info.get("conversation_id")
+                turn = _num_or_nan(info.get("turn_index"))
+                rows.append((values["prompt_tokens"], values["output_tokens"], values["time_to_first_token_ms"],
+                             values["inter_token_latency_ms"], values["request_latency"] * 1e3,
+                             values["request_start_time"], str(session) if session is not None else None, turn,
+                             "ok" if status == "successful" else status, run, model))
+    if not sum(counts.values()):
+        return None
+    frame = pd.DataFrame(rows, columns=["input_tokens", "output_tokens", "ttft_ms", "tpot_ms", "e2e_ms",
+                                        "timestamp", "session_id", "turn", "status", "run", "model"])
+    notes = [f"guidellm report: one row per request of {frame['run'].nunique()} benchmark(s) (prompt_tokens, "
+             "output_tokens, time_to_first_token_ms, inter_token_latency_ms as TPOT, request_latency in seconds, "
+             "request_start_time, info.conversation_id / turn_index as guidellm writes them)"]
+    if counts["incomplete"] or counts["errored"]:
+        notes.append(f"guidellm: {counts['errored']:,} errored and {counts['incomplete']:,} incomplete requests are "
+                     "failed requests (dropped and counted)")
+    for key, count in missing.items():
+        if key in ("prompt_tokens", "output_tokens"):
+            consequence = "those requests have no token counts (dropped as missing_tokens)"
+        elif key == "request_start_time":
+            consequence = "those requests have no arrival time"
+        else:
+            consequence = f"those requests keep no {_LATENCY_OF[key]}"
+        notes.append(f"guidellm: {count:,} requests without a {key} (missing or null): {consequence}")
+    notes.extend(_seconds_contradiction(frame, "request_latency", "guidellm writes seconds"))
+    if frame["model"].isna().all():
+        frame = frame.drop(columns="model")
+    return pa.Table.from_pandas(frame, preserve_index=False), notes
+
+
+_LATENCY_OF = {"time_to_first_token_ms": "TTFT", "inter_token_latency_ms": "TPOT", "request_latency": "E2E",
+               "time_to_first_token": "TTFT", "inter_token_latency": "TPOT"}
+
+
+def _dig_str(tree: object, path: tuple[str, ...]) -> str | None:
+    for key in path:
+        tree = tree.get(key) if isinstance(tree, dict) else None
+    return tree if isinstance(tree, str) and tree else None
+
+
+def _seconds_contradiction(frame: pd.DataFrame, field_name: str, unit_said: str) -> list[str]:
+    """A note when an E2E is ~1000x the TTFT and decode it contains: milliseconds written where seconds are meant."""
+    parts = frame["ttft_ms"] + frame["tpot_ms"].fillna(0) * (frame["output_tokens"] - 1).clip(lower=0)
+    ratio = (frame["e2e_ms"] / parts.where(parts > 0)).dropna()
+    if len(ratio) and float(ratio.median()) > _UNIT_CONTRADICTION:
+        return [f"{field_name}: median {float(ratio.median()):,.0f}x the TTFT and decode it contains; {unit_said} "
+                "and they are read as such: if this file holds milliseconds there, divide by 1000"]
+    return []
+
+
+# aiperf 0.13.0 (aiperf.common.models.record_models: MetricRecordInfo): one JSON line per request,
+# {"metadata": {conversation_id, turn_index, request_start_ns, request_end_ns, benchmark_phase, was_cancelled, ...},
+#  "metrics": {name: {"value", "unit"}}, "error": null | {...}}; the per-request metrics shapeviz reads are
+# input_sequence_length / output_sequence_length (tokens), time_to_first_token, inter_token_latency and
+# request_latency (each with its own unit, "ms" as aiperf writes them).
+_TIME_UNITS_MS = {"ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}
+_AIPERF_METRICS = (("input_tokens", "input_sequence_length", None), ("output_tokens", "output_sequence_length", None),
+                   ("ttft_ms", "time_to_first_token", "ms"), ("tpot_ms", "inter_token_latency", "ms"),
+                   ("e2e_ms", "request_latency", "ms"))
+
+
+def looks_like_aiperf_records(data: bytes) -> bool:
+    """True when JSON Lines look like aiperf's per-request records (the first record's keys, no parse)."""
+    head = data[:4096].lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b'{"metadata"') and head.find(b'"metrics"') >= 0 and head.find(b'"request_start_ns"') >= 0
+
+
+def aiperf_table(data: bytes, label: str) -> tuple[pa.Table, int, list[str]]:
+    """aiperf's ``profile_export.jsonl``: one row per record, each metric converted from the unit it carries.
+
+    A record with an ``error`` or cancelled is a failed request; a time metric in a unit that is no time unit keeps
+    no value (said); warm-up records are requests too and are kept (``check`` counts the profiling phase only).
+    """
+    rows, malformed, warmup = [], 0, 0
+    missing: dict[str, int] = {}
+    bad_unit: dict[tuple[str, str], int] = {}
+    for line in data.removeprefix(b"\xef\xbb\xbf").splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            malformed += 1
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("metadata"), dict):
+            malformed += 1
+            continue
+        meta = record["metadata"]
+        metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+        row: dict[str, object] = {}
+        for canonical, name, unit in _AIPERF_METRICS:
+            metric = metrics.get(name)
+            value = _num_or_nan(metric.get("value")) if isinstance(metric, dict) else np.nan
+            if np.isnan(value):
+                missing[name] = missing.get(name, 0) + 1
+            elif unit is not None:
+                said = str(metric.get("unit", unit)).strip().lower()
+                if said not in _TIME_UNITS_MS:
+                    bad_unit[(name, said[:20])] = bad_unit.get((name, said[:20]), 0) + 1
+                    value = np.nan
+                else:
+                    value *= _TIME_UNITS_MS[said]
+            row[canonical] = value
+        start = _num_or_nan(meta.get("request_start_ns"))
+        row["timestamp"] = start / 1e9
+        session = meta.get("conversation_id")
+        row["session_id"] = str(session) if session is not None else None
+        row["turn"] = _num_or_nan(meta.get("turn_index"))
+        failed = bool(record.get("error")) or bool(meta.get("was_cancelled"))
+        row["status"] = "failed" if failed else "ok"
+        if str(meta.get("benchmark_phase", "profiling")) != "profiling":
+            warmup += 1
+        rows.append(row)
+    if not rows:
+        raise IngestError(label, "looks like an aiperf profile_export.jsonl but holds no readable record",
+                          "give the profile_export.jsonl aiperf wrote, one JSON record per line")
+    frame = pd.DataFrame(rows)
+    notes = ["aiperf records: one row per request (input/output_sequence_length, time_to_first_token, "
+             "inter_token_latency as TPOT, request_latency, each in the unit it carries; request_start_ns; "
+             "conversation_id / turn_index as sessions)"]
+    if warmup:
+        notes.append(f"aiperf: {warmup:,} warm-up records kept as requests (check counts the profiling phase only)")
+    for (name, unit), count in bad_unit.items():
+        notes.append(f"aiperf: {count:,} {name} values in unit {unit!r}, which is no time unit: those requests keep "
+                     f"no {_LATENCY_OF.get(name, 'E2E')}")
+    for name, count in missing.items():
+        consequence = ("those requests have no token counts (dropped as missing_tokens)" if name.endswith("_length")
+                       else f"those requests keep no {_LATENCY_OF.get(name, 'E2E')}")
+        notes.append(f"aiperf: {count:,} records without a {name} value (missing or null): {consequence}")
+    return pa.Table.from_pandas(frame, preserve_index=False), malformed, notes
+
+
+def genai_perf_refusal(data: bytes, label: str) -> None:
+    """genai-perf's profile_export.json keeps payloads and response timestamps but no token counts: refuse clearly."""
+    if data.find(b'"experiments"') >= 0 and data.find(b'"response_timestamps"') >= 0:
+        raise IngestError(label, "is a genai-perf profile export: it keeps each request's payload and response "
+                          "timestamps but no token counts (genai-perf counts them with the model's tokenizer when it "
+                          "analyses the run), so shapeviz cannot plan on it without guessing",
+                          "give a per-request export with token counts, such as aiperf's profile_export.jsonl "
+                          "(input/output_sequence_length)")
