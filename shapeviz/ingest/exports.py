@@ -450,7 +450,7 @@ def guidellm_table(document: object, label: str) -> tuple[pa.Table, list[str]] |
                 rows.append((values["prompt_tokens"], values["output_tokens"], values["time_to_first_token_ms"],
                              values["inter_token_latency_ms"], values["request_latency"] * 1e3,
                              values["request_start_time"], str(session) if session is not None else None, turn,
-                             "ok" if status == "successful" else status, run, model))
+                             "ok" if status == "successful" else "failed", run, model))
     if not sum(counts.values()):
         return None
     frame = pd.DataFrame(rows, columns=["input_tokens", "output_tokens", "ttft_ms", "tpot_ms", "e2e_ms",

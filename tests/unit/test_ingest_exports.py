@@ -216,3 +216,110 @@ def test_helicone_small_ttfts_stay_milliseconds():
         row["time_to_first_token"] = ttft
     frame, report = load_log("\n".join(json.dumps(r) for r in rows).encode(), name="helicone.jsonl")
     assert frame["ttft_ms"].tolist() == pytest.approx([6.0, 8.0, 7.0, 9.0])
+
+
+# ------------------------------------------------------------------------------------------- load-test records
+# guidellm 0.8.1 and aiperf 0.13.0 wrote these files themselves (tests/data/ingest/README.md, tests/data/measured).
+
+GUIDELLM = DATA / "guidellm_0.8.1_report.json"
+AIPERF = DATA.parent / "measured" / "aiperf_0.13.0_records.jsonl"
+
+
+def _guidellm() -> dict:
+    return json.loads(GUIDELLM.read_text())
+
+
+def _guidellm_variant(change) -> tuple[pd.DataFrame, object]:
+    doc = _guidellm()
+    change(doc["benchmarks"][0]["requests"])
+    return load_log(json.dumps(doc).encode(), name="guidellm.json")
+
+
+def test_guidellm_report_is_one_row_per_request_with_its_measured_latencies():
+    successful = _guidellm()["benchmarks"][0]["requests"]["successful"]
+    frame, report = load_log(GUIDELLM)
+    _balanced(report)
+    assert report.rows_kept == 12 and "guidellm" in report.format
+    assert frame["input_tokens"].tolist() == [r["prompt_tokens"] for r in successful]
+    assert frame["ttft_ms"].tolist() == pytest.approx([r["time_to_first_token_ms"] for r in successful])
+    assert frame["tpot_ms"].tolist() == pytest.approx([r["inter_token_latency_ms"] for r in successful])
+    # request_latency is seconds in guidellm's schema
+    assert frame["e2e_ms"].tolist() == pytest.approx([r["request_latency"] * 1e3 for r in successful])
+    assert frame["session_id"].nunique() == 12 and frame["model"].iloc[0] == "llama-3.1-8b-instruct"
+    start = pd.Timestamp(successful[0]["request_start_time"], unit="s", tz="UTC")
+    assert abs(frame["timestamp"].iloc[0] - start) < pd.Timedelta(milliseconds=1)
+
+
+def test_guidellm_errored_and_incomplete_requests_are_dropped_and_counted():
+    def fail_two(requests):
+        requests["errored"].append(requests["successful"].pop())
+        requests["incomplete"].append(requests["successful"].pop())
+    frame, report = _guidellm_variant(fail_two)
+    _balanced(report)
+    assert report.rows_read == 12 and report.rows_kept == 10 and report.dropped == {"failed_request": 2}
+    assert any("1 errored and 1 incomplete" in n for n in report.notes), report.notes
+
+
+def test_guidellm_missing_field_and_null_latency_keep_every_good_request():
+    def damage(requests):
+        requests["successful"][0].pop("prompt_tokens")
+        requests["successful"][1]["time_to_first_token_ms"] = None
+    frame, report = _guidellm_variant(damage)
+    _balanced(report)
+    assert report.rows_kept == 11 and report.dropped == {"missing_tokens": 1}
+    assert np.isnan(frame["ttft_ms"].iloc[0]) and frame["ttft_ms"].iloc[1:].notna().all()
+    assert any("1 requests without a prompt_tokens" in n and "missing_tokens" in n for n in report.notes)
+    assert any("1 requests without a time_to_first_token_ms" in n and "no TTFT" in n for n in report.notes)
+
+
+def test_guidellm_latency_in_the_wrong_unit_is_kept_and_said():
+    def milliseconds(requests):
+        for r in requests["successful"]:
+            r["request_latency"] *= 1000
+    frame, report = _guidellm_variant(milliseconds)
+    assert report.rows_kept == 12
+    assert any(n.startswith("request_latency: median") and "divide by 1000" in n for n in report.notes), report.notes
+
+
+def test_aiperf_records_are_one_row_per_request_with_sessions_and_arrival_times():
+    records = [json.loads(line) for line in AIPERF.read_text().splitlines()]
+    frame, report = load_log(AIPERF)
+    _balanced(report)
+    assert report.rows_kept == len(records) and "aiperf" in report.format
+    assert frame["ttft_ms"].tolist() == pytest.approx([r["metrics"]["time_to_first_token"]["value"] for r in records])
+    assert frame["input_tokens"].tolist() == [r["metrics"]["input_sequence_length"]["value"] for r in records]
+    assert frame["session_id"].tolist() == [r["metadata"]["conversation_id"] for r in records]
+    start = pd.Timestamp(records[0]["metadata"]["request_start_ns"], unit="ns", tz="UTC")
+    assert abs(frame["timestamp"].iloc[0] - start) < pd.Timedelta(milliseconds=1)
+
+
+def _aiperf_variant(change) -> tuple[pd.DataFrame, object]:
+    records = [json.loads(line) for line in AIPERF.read_text().splitlines()]
+    change(records)
+    return load_log("\n".join(json.dumps(r) for r in records).encode(), name="profile_export.jsonl")
+
+
+def test_aiperf_metrics_are_read_in_the_unit_each_carries():
+    def seconds(records):
+        records[0]["metrics"]["time_to_first_token"] = {"value": 0.25, "unit": "s"}
+        records[1]["metrics"]["request_latency"]["unit"] = "tokens"      # no time unit: not guessed
+        records[2]["metrics"]["time_to_first_token"]["value"] = None
+        records[3]["metrics"].pop("output_sequence_length")
+        records[4]["error"] = {"code": 500, "message": "boom"}
+    frame, report = _aiperf_variant(seconds)
+    _balanced(report)
+    assert report.rows_read == 33 and report.dropped == {"missing_tokens": 1, "failed_request": 1}
+    assert frame["ttft_ms"].iloc[0] == pytest.approx(250.0)
+    assert np.isnan(frame["e2e_ms"].iloc[1]) and np.isnan(frame["ttft_ms"].iloc[2])
+    assert any("1 request_latency values in unit 'tokens'" in n for n in report.notes), report.notes
+    assert any("1 records without a time_to_first_token value" in n for n in report.notes)
+    assert any("1 records without a output_sequence_length value" in n for n in report.notes)
+
+
+def test_a_genai_perf_export_is_refused_for_its_missing_token_counts():
+    doc = {"experiments": [{"experiment": {"mode": "concurrency", "value": 1}, "requests": [
+        {"timestamp": 1, "request_inputs": {"payload": "{}"}, "response_timestamps": [2, 3],
+         "response_outputs": [{"response": "data: {}"}]}]}], "version": ""}
+    with pytest.raises(IngestError) as info:
+        load_log(json.dumps(doc).encode(), name="profile_export.json")
+    assert "genai-perf" in str(info.value) and "no token counts" in str(info.value)
