@@ -16,6 +16,9 @@ one clear line):
   ({mean, median, percentiles: {p50, p90, ...}}) for ``time_to_first_token_ms``, ``inter_token_latency_ms``,
   ``output_token_count`` (total_sum), ``request_totals``, and the benchmark's ``duration`` (s); one level per
   benchmark, its rate = completed requests / duration.
+  When the report keeps its per-request records (``benchmarks[].requests``), the level comes from the same
+  requests ``load_log`` reads from the file (``ingest.exports.guidellm_table``): numpy's linear percentiles of the
+  successful requests' TTFT and TPOT (their ITL), completed requests / duration.
 - **vLLM** ``bench serve --save-result`` and **SGLang** ``bench_serving`` results: with their per-request arrays
   (``--save-detailed`` / ``--output-details``), one level per run from the requests ``load_log`` reads from the same
   file (``ingest.exports``); without them, the run's own ``median_``/``p90_`` ``ttft_ms``/``tpot_ms`` and
@@ -42,6 +45,7 @@ from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.exports import (
     SUMMARY_KEYS,
     benchmark_requests,
+    guidellm_table,
     has_request_arrays,
     is_benchmark_table,
     looks_like_benchmark,
@@ -304,7 +308,7 @@ def parse_guidellm(document: Mapping[str, Any], source: str = "guidellm") -> lis
         out_sum = _num(_successful(m, "output_token_count").get("total_sum"))
         out_tps = (out_sum / duration if out_sum is not None and duration else
                    _num(_successful(m, "output_tokens_per_second").get("mean")))
-        levels.append(MeasuredLevel(
+        level = MeasuredLevel(
             tool="guidellm", source=source, label=label,
             rate_rps=rate_rps,
             ttft_p50_ms=_num(_dig(ttft, ("percentiles", "p50"))) or _num(ttft.get("median")),
@@ -314,8 +318,30 @@ def parse_guidellm(document: Mapping[str, Any], source: str = "guidellm") -> lis
             output_tokens_per_s=out_tps,
             requests=int(done) if done is not None else None,
             version=str(version) if version else None,
-        ))
+        )
+        levels.append(_guidellm_from_requests(b, level, duration, source))
     return levels
+
+
+def _guidellm_from_requests(benchmark: Mapping[str, Any], level: MeasuredLevel, duration: float | None,
+                            source: str) -> MeasuredLevel:
+    """A guidellm benchmark's level from its per-request records when the report has them: the same requests, and
+    so the same TTFT and TPOT, that ``load_log`` reads from the file (numpy's linear percentiles)."""
+    found = guidellm_table({"benchmarks": [benchmark]}, source)
+    if found is None:
+        return level
+    rows = found[0].to_pandas()
+    ok = rows[(rows["status"] == "ok") & (rows["output_tokens"] > 0)]
+    if not len(ok):
+        return level
+    ttft, tpot = ok["ttft_ms"].to_numpy(np.float64), ok["tpot_ms"].to_numpy(np.float64)
+    failed = len(rows) - len(ok)
+    return replace(level, label=level.label + (f" ({failed:,} failed left out)" if failed else ""),
+                   rate_rps=len(ok) / duration if duration else level.rate_rps,
+                   ttft_p50_ms=_percentile(ttft, 50), ttft_p90_ms=_percentile(ttft, 90),
+                   tpot_p50_ms=_percentile(tpot, 50), tpot_p90_ms=_percentile(tpot, 90),
+                   output_tokens_per_s=float(ok["output_tokens"].sum()) / duration if duration
+                   else level.output_tokens_per_s, requests=len(ok))
 
 
 _GIVE = ("give aiperf's profile_export_aiperf.json or profile_export.jsonl, guidellm's JSON report, or a vLLM / "

@@ -323,3 +323,12 @@ def test_a_genai_perf_export_is_refused_for_its_missing_token_counts():
     with pytest.raises(IngestError) as info:
         load_log(json.dumps(doc).encode(), name="profile_export.json")
     assert "genai-perf" in str(info.value) and "no token counts" in str(info.value)
+
+
+def test_check_reads_a_guidellm_report_from_the_requests_load_log_reads():
+    frame, _ = load_log(GUIDELLM)
+    (level,) = parse_result(GUIDELLM.read_bytes(), GUIDELLM.name)
+    # one log, one answer: the level's TTFT and TPOT are those of the rows the log path keeps
+    assert level.ttft_p50_ms == pytest.approx(float(np.percentile(frame["ttft_ms"], 50)))
+    assert level.tpot_p90_ms == pytest.approx(float(np.percentile(frame["tpot_ms"], 90)))
+    assert level.requests == len(frame)
