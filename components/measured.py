@@ -8,6 +8,7 @@ import streamlit as st
 from components import data
 from components.context import PageContext, workload
 from components.widgets import badge, chart, csv_button, table
+from shapeviz.fleet.sizing import other_models
 from shapeviz.outputs.measured import (
     check_document,
     log_levels,
@@ -16,6 +17,7 @@ from shapeviz.outputs.measured import (
     plan_reference,
     read_plan_reference,
 )
+from shapeviz.physics.catalogue import Model
 from shapeviz.serving import Plan, load_curve
 from shapeviz.serving.compare import compare_whatif
 from shapeviz.text import md_literal
@@ -64,7 +66,7 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> b
         help="Tick it only when the log's requests ran on this model, engine and GPU: then the plan is judged "
              "against the log's latencies. Otherwise they are another fleet's and say nothing about the plan.")
     if from_log and not judged_log:
-        _log_latencies(from_log, log_models(ctx.frame), dep.model.name)
+        _log_latencies(from_log, log_models(ctx.frame), dep.model)
     if judged_log:
         levels.extend(from_log)
     if not levels:
@@ -108,12 +110,12 @@ def log_models(frame: pd.DataFrame) -> list[str]:
     return [str(m) for m in frame["model"].dropna().astype(str).value_counts().index]
 
 
-def _log_latencies(levels: list, models: list[str], planned: str) -> None:
+def _log_latencies(levels: list, models: list[str], planned: Model) -> None:
     """The log's own latencies per rate band, with no verdict: they are the fleet's that served the log."""
-    named = ", ".join(models[:MODELS_NAMED]) + (f" and {len(models) - MODELS_NAMED} more"
-                                                 if len(models) > MODELS_NAMED else "")
-    others = [m for m in models if m.lower() not in (planned.lower(), planned.lower().replace(" ", "-"))]
-    served = (f"served by {named}, not the planned {planned}" if others
+    others = other_models(models, planned.id)
+    named = ", ".join(others[:MODELS_NAMED]) + (f" and {len(others) - MODELS_NAMED} more"
+                                                 if len(others) > MODELS_NAMED else "")
+    served = (f"served by {named}, not the planned {planned.name}" if others
               else "served by the fleet that logged them")
     st.markdown(f"**Your log's own latencies** ({md_literal(served)}): what they are, not a verdict on the plan; "
                 "tick the box above if the planned deployment served them.")

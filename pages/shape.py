@@ -11,6 +11,7 @@ from components.context import BALANCE_INPUT_TOKENS, page_context, plane
 from components.mapping import mapping_editor
 from components.widgets import MISSING, badge, chart, csv_button, lazy_expander, table
 from shapeviz.analyses.shapes import SHAPE_LABELS, SHAPES
+from shapeviz.fleet.sizing import PLANNED_AS_IF
 from shapeviz.ingest.names import OTHER_PRODUCTS
 from shapeviz.outputs.figures import fmt_tokens, whatif_shift_figure
 from shapeviz.outputs.report import products_table
@@ -25,6 +26,9 @@ report, overall, t = analysis.report, analysis.profile.overall, analysis.traffic
 st.title("Workload shape")
 st.caption(f"{md_literal(ctx.dataset.label)}{' · synthetic' if ctx.dataset.synthetic else ''} · "
            f"{md_literal(report.describe())}")
+model_source = sidebar.deployment_sources(s)[0]
+if model_source.startswith(PLANNED_AS_IF):
+    st.info(f"GPU-time {md_literal(model_source)}")
 
 # --- headline ----------------------------------------------------------------------------------------------
 def _rate(rps: float) -> str:

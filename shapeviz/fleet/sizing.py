@@ -27,7 +27,7 @@ import pandas as pd
 from shapeviz.analyses.prefix import has_hashes
 from shapeviz.analyses.sessions import has_sessions
 from shapeviz.fleet.routing import plan_with_router
-from shapeviz.physics.catalogue import get_gpu, get_model
+from shapeviz.physics.catalogue import get_gpu, get_model, hosted_stand_in
 from shapeviz.physics.steps import (
     TP_CHOICES,
     Deployment,
@@ -141,10 +141,39 @@ def _catalogue_counts(counts: pd.Series) -> tuple[dict[str, int], dict[str, str]
         try:
             model = get_model(str(name)).id
         except ValueError:
-            continue
+            stand_in = hosted_stand_in(str(name))
+            if stand_in is None:
+                continue
+            model = stand_in.model_id   # a hosted API's model: planned on its stated stand-in
         known[model] = known.get(model, 0) + int(n)
         names.setdefault(model, str(name))
     return known, names
+
+
+PLANNED_AS_IF = "planned as if served by"   # how a hosted model's stand-in is said, on the page and in summary
+
+
+def model_mapping(name: str, model_id: str) -> str:
+    """How a log's model name became the planned catalogue model, in words: the name as written (literal), and
+    for a hosted-API model ``planned as if served by`` its stand-in with why."""
+    stand_in = hosted_stand_in(name)
+    planned = get_model(model_id).name
+    if stand_in is not None:
+        return (f"{PLANNED_AS_IF} {planned}: the log's model {name!r} is a hosted {stand_in.provider} API "
+                f"model; {stand_in.why}")
+    same = name.strip().lower() in (model_id.lower(), planned.lower())
+    return f"{name!r}" if same else f"{name!r} → {planned}"
+
+
+def other_models(names: list[str], planned_id: str) -> list[str]:
+    """The log's model names that are not the planned catalogue model however they are written (an HF id or a
+    quantised checkpoint of it is the same model; a hosted model is not its stand-in)."""
+    def same(name: str) -> bool:
+        try:
+            return get_model(name).id == planned_id
+        except ValueError:
+            return False
+    return [n for n in names if not same(n)]
 
 
 def log_model(frame: Any) -> tuple[str | None, str]:
@@ -161,7 +190,10 @@ def log_model(frame: Any) -> tuple[str | None, str]:
         return None, f"the log's model column names no catalogue model ({', '.join(map(repr, counts.index[:3]))})"
     best = max(known, key=known.__getitem__)
     others = {p: m for p, m in log_models(frame).items() if m is not None and m != best}
-    return best, (f"the log's model column ({names[best]!r}, {known[best]:,} of {int(counts.sum()):,} requests)"
+    mapped = model_mapping(names[best], best)
+    if hosted_stand_in(names[best]) is not None:
+        return best, f"{mapped} ({known[best]:,} of {int(counts.sum()):,} requests)"
+    return best, (f"the log's model column ({mapped}, {known[best]:,} of {int(counts.sum()):,} requests)"
                   + (f"; products on other models, planned here on {best} (plan each on its own model for its "
                      f"pool): {', '.join(f'{p} ({m})' for p, m in sorted(others.items()))}" if others else ""))
 

@@ -27,6 +27,7 @@ from shapeviz.ingest.columns import (
     unit_from_name,
 )
 from shapeviz.ingest.errors import IngestError
+from shapeviz.ingest.exports import BENCHMARK_FORMAT, benchmark_table, is_benchmark_table, tool_columns
 from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
 from shapeviz.ingest.names import bound_names, bound_times, fold_products, folded_note
 from shapeviz.ingest.readers import RawTable, too_many_columns
@@ -121,6 +122,11 @@ def file_stem(label: str) -> str:
 def _resolve_mapping(raw: RawTable, label: str, override: dict[str, str] | None) -> dict[str, tuple[str, Alias | None]]:
     columns = raw.columns
     chosen: dict[str, tuple[str, Alias | None]] = dict(match_columns(columns))
+    tool = tool_columns(columns)
+    if tool is not None:   # a tracing tool's export: its own meaning of its columns wins over the generic aliases
+        for canonical in tool.dropped:
+            chosen.pop(canonical, None)
+        chosen.update(tool.chosen)
     allowed = set(CANONICAL) | set(HELPERS)
     for canonical, wanted in (override or {}).items():
         if canonical not in allowed:
@@ -392,8 +398,16 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
     """Map, convert, validate and account: ``RawTable`` → ``LoadedLog``."""
     if len(raw.columns) > limits.max_columns:   # JSON records flattened, Parquet read whole: before matching
         raise too_many_columns(label, len(raw.columns), limits)
+    if is_benchmark_table(raw.table):
+        raw = _benchmark_rows(raw, label, limits)
     b = _Build(raw, label, _resolve_mapping(raw, label, mapping), notes=list(raw.notes))
+    tool = tool_columns(raw.columns)
+    b.notes.extend(tool.notes if tool is not None else [])
     input_v, input_bad, output_v, output_bad = _token_counts(b)
+    if tool is not None and tool.kind is not None:
+        # rows a tool says are not model requests (LangSmith's chain runs) carry no request of their own
+        others = tool.not_requests(raw.column(tool.kind))
+        input_v, input_bad = np.where(others, np.nan, input_v), input_bad & ~others
     reason, dropped = _drop_reasons(b, input_v, input_bad, output_v, output_bad, limits)
     keep = reason == 0
 
@@ -420,6 +434,16 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
                         rows_read=int(raw.num_rows + raw.malformed_rows), rows_kept=int(keep.sum()),
                         dropped=dropped, mapping={k: b.used[k] for k in CANONICAL if k in b.used}, notes=b.notes)
     return LoadedLog(out, report)
+
+
+def _benchmark_rows(raw: RawTable, label: str, limits: Limits) -> RawTable:
+    """A serving benchmark's runs (per-request arrays) → one raw row per request (``exports``)."""
+    table, notes = benchmark_table(raw.table, label)
+    if table.num_rows > limits.max_rows:
+        raise IngestError(label, f"{table.num_rows:,} requests exceed the limit of {limits.max_rows:,} rows",
+                          "split the benchmark's runs, or raise Limits.max_rows")
+    return RawTable(table, f"{raw.format}: {BENCHMARK_FORMAT}", raw.compression, raw.malformed_rows,
+                    [*raw.notes, *notes])
 
 
 def _token_counts(b: _Build) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -26,6 +26,18 @@ import pyarrow.parquet as pq
 
 from shapeviz.ingest.columns import detect_columns
 from shapeviz.ingest.errors import IngestError
+from shapeviz.ingest.exports import (
+    AIPERF_FORMAT,
+    GUIDELLM_FORMAT,
+    aiperf_table,
+    genai_perf_refusal,
+    guidellm_table,
+    is_benchmark_table,
+    looks_like_aiperf_records,
+    looks_like_benchmark,
+    looks_like_guidellm,
+    parse_runs,
+)
 from shapeviz.ingest.limits import Limits, human_bytes
 
 Source = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
@@ -533,6 +545,18 @@ def _read_json(data: bytes, label: str, compression: str, fmt: str, limits: Limi
     if depth > limits.max_json_depth:
         raise IngestError(label, f"JSON is nested {depth} levels deep, past the limit of {limits.max_json_depth}",
                           "flatten the records, or raise Limits.max_json_depth")
+    if looks_like_benchmark(data):
+        # a serving benchmark's result: a few objects of long per-request arrays, read columnar (a 100k-request
+        # vLLM result as Python floats would cost gigabytes); build_frame turns each run into its requests
+        runs = parse_runs(data)
+        if runs is not None and is_benchmark_table(runs):
+            if runs.num_rows > limits.max_rows:
+                raise _too_many_rows(label, runs.num_rows, limits)
+            return RawTable(runs, fmt, compression, 0, notes)
+    records_table = _load_test_records(data, label, limits)
+    if records_table is not None:
+        table, fmt_said, malformed, more = records_table
+        return RawTable(table, f"{fmt}: {fmt_said}", compression, malformed, [*notes, *more])
     if fmt == "jsonl":
         table = _arrow_jsonl(data)
         if table is not None and not _needs_python(table):
@@ -552,6 +576,28 @@ def _read_json(data: bytes, label: str, compression: str, fmt: str, limits: Limi
     if not records and not malformed:
         raise IngestError(label, "holds no records", "export at least one request")
     return RawTable(_records_table(records), fmt, compression, malformed, notes)
+
+
+def _load_test_records(data: bytes, label: str, limits: Limits) -> tuple[pa.Table, str, int, list[str]] | None:
+    """guidellm reports and aiperf per-request records as one row per request (``exports``); genai-perf refused."""
+    genai_perf_refusal(data, label)
+    if looks_like_aiperf_records(data):
+        table, malformed, more = aiperf_table(data, label)
+        fmt_said = AIPERF_FORMAT
+    elif looks_like_guidellm(data):
+        try:
+            document = json.loads(data.decode("utf-8-sig"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return None   # the tolerant JSON path says what is wrong
+        found = guidellm_table(document, label)
+        if found is None:
+            return None
+        (table, more), malformed, fmt_said = found, 0, GUIDELLM_FORMAT
+    else:
+        return None
+    if table.num_rows > limits.max_rows:
+        raise _too_many_rows(label, table.num_rows, limits)
+    return table, fmt_said, malformed, more
 
 
 @dataclass

@@ -25,6 +25,7 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from shapeviz.ingest.errors import IngestError
+from shapeviz.ingest.exports import looks_like_aiperf_records
 from shapeviz.ingest.limits import Limits, human_bytes
 from shapeviz.ingest.projection import cut_long_labels, parquet_projection, row_group_bytes
 from shapeviz.ingest.readers import (
@@ -246,6 +247,8 @@ def _iter_opened(opened: _Opened, source: Source, label: str, limits: Limits,
     fmt = sniff_format(text_head, single_line=b"\n" not in text_head.strip())
     if fmt == "csv":
         yield from _csv_attempts(opened, source, label, limits)
+    elif fmt == "jsonl" and looks_like_aiperf_records(text_head):
+        yield _whole(source, label, limits)   # aiperf's records: each metric carries its unit (ingest.exports)
     elif fmt == "jsonl":
         yield from _attempt(_iter_jsonl(opened, label, limits), source, label, limits)
     else:

@@ -16,6 +16,13 @@ one clear line):
   ({mean, median, percentiles: {p50, p90, ...}}) for ``time_to_first_token_ms``, ``inter_token_latency_ms``,
   ``output_token_count`` (total_sum), ``request_totals``, and the benchmark's ``duration`` (s); one level per
   benchmark, its rate = completed requests / duration.
+  When the report keeps its per-request records (``benchmarks[].requests``), the level comes from the same
+  requests ``load_log`` reads from the file (``ingest.exports.guidellm_table``): numpy's linear percentiles of the
+  successful requests' TTFT and TPOT (their ITL), completed requests / duration.
+- **vLLM** ``bench serve --save-result`` and **SGLang** ``bench_serving`` results: with their per-request arrays
+  (``--save-detailed`` / ``--output-details``), one level per run from the requests ``load_log`` reads from the same
+  file (``ingest.exports``); without them, the run's own ``median_``/``p90_`` ``ttft_ms``/``tpot_ms`` and
+  ``request_throughput``.
 - the **log**: ``ttft_ms`` / ``tpot_ms`` of the canonical frame, per band of per-minute request rate.
 
 The plan side is a *plan reference* (``plan_reference``): the planned p50/p90 TTFT and TPOT on the planned
@@ -34,6 +41,16 @@ import numpy as np
 import pandas as pd
 
 from shapeviz.ingest.documents import read_capped
+from shapeviz.ingest.errors import IngestError
+from shapeviz.ingest.exports import (
+    SUMMARY_KEYS,
+    benchmark_requests,
+    guidellm_table,
+    has_request_arrays,
+    is_benchmark_table,
+    looks_like_benchmark,
+    parse_runs,
+)
 from shapeviz.outputs.figures import _escape, load_curve_figure
 from shapeviz.physics.steps import Deployment
 from shapeviz.plain import json_safe
@@ -295,7 +312,7 @@ def parse_guidellm(document: Mapping[str, Any], source: str = "guidellm") -> lis
         out_sum = _num(_successful(m, "output_token_count").get("total_sum"))
         out_tps = (out_sum / duration if out_sum is not None and duration else
                    _num(_successful(m, "output_tokens_per_second").get("mean")))
-        levels.append(MeasuredLevel(
+        level = MeasuredLevel(
             tool="guidellm", source=source, label=label,
             rate_rps=rate_rps,
             ttft_p50_ms=_num(_dig(ttft, ("percentiles", "p50"))) or _num(ttft.get("median")),
@@ -305,11 +322,84 @@ def parse_guidellm(document: Mapping[str, Any], source: str = "guidellm") -> lis
             output_tokens_per_s=out_tps,
             requests=int(done) if done is not None else None,
             version=str(version) if version else None,
-        ))
+        )
+        levels.append(_guidellm_from_requests(b, level, duration, source))
     return levels
 
 
-_GIVE = "give aiperf's profile_export_aiperf.json or profile_export.jsonl, or guidellm's JSON report"
+def _guidellm_from_requests(benchmark: Mapping[str, Any], level: MeasuredLevel, duration: float | None,
+                            source: str) -> MeasuredLevel:
+    """A guidellm benchmark's level from its per-request records when the report has them: the same requests, and
+    so the same TTFT and TPOT, that ``load_log`` reads from the file (numpy's linear percentiles)."""
+    found = guidellm_table({"benchmarks": [benchmark]}, source)
+    if found is None:
+        return level
+    rows = found[0].to_pandas()
+    ok = rows[(rows["status"] == "ok") & (rows["output_tokens"] > 0)]
+    if not len(ok):
+        return level
+    ttft, tpot = ok["ttft_ms"].to_numpy(np.float64), ok["tpot_ms"].to_numpy(np.float64)
+    failed = len(rows) - len(ok)
+    return replace(level, label=level.label + (f" ({failed:,} failed left out)" if failed else ""),
+                   rate_rps=len(ok) / duration if duration else level.rate_rps,
+                   ttft_p50_ms=_percentile(ttft, 50), ttft_p90_ms=_percentile(ttft, 90),
+                   tpot_p50_ms=_percentile(tpot, 50), tpot_p90_ms=_percentile(tpot, 90),
+                   output_tokens_per_s=float(ok["output_tokens"].sum()) / duration if duration
+                   else level.output_tokens_per_s, requests=len(ok))
+
+
+_GIVE = ("give aiperf's profile_export_aiperf.json or profile_export.jsonl, guidellm's JSON report, or a vLLM / "
+         "SGLang serving benchmark result")
+
+
+def _percentile(values: np.ndarray, q: float) -> float | None:
+    values = values[np.isfinite(values)]
+    return float(np.percentile(values, q)) if values.size else None
+
+
+def _benchmark_levels(data: bytes, name: str) -> list[MeasuredLevel] | None:
+    """One level per run of a vLLM / SGLang serving benchmark with per-request arrays; None when it is not one.
+
+    The requests are the ones ``load_log`` reads from the same file (``ingest.exports``): the level's percentiles
+    are those of the successful requests' TTFT and TPOT, its rate the completed requests over the run's duration.
+    """
+    if not looks_like_benchmark(data):
+        return None
+    runs = parse_runs(data.removeprefix(b"\xef\xbb\xbf"))
+    if runs is None or not is_benchmark_table(runs) or not has_request_arrays(runs):
+        return None   # not a benchmark, or its summary only (read from the document below)
+    try:
+        requests = benchmark_requests(runs, name)
+    except IngestError as exc:
+        raise ValueError(str(exc)) from None
+    levels = []
+    for run, (duration, tool, target) in enumerate(zip(requests.durations_s, requests.tools, requests.targets), 1):
+        rows = requests.frame[requests.frame["run"] == run]
+        ok = rows[(rows["status"] == "ok") & (rows["output_tokens"] > 0)]
+        failed = len(rows) - len(ok)
+        ttft, tpot = ok["ttft_ms"].to_numpy(np.float64), ok["tpot_ms"].to_numpy(np.float64)
+        label = f"{tool} bench" + (f" run {run}" if len(requests.durations_s) > 1 else "") + \
+            (f", {target}" if target else "") + (f" ({failed:,} failed left out)" if failed else "")
+        levels.append(MeasuredLevel(
+            tool=tool, source=name, label=label,
+            rate_rps=len(ok) / duration if duration and len(ok) else None,
+            ttft_p50_ms=_percentile(ttft, 50), ttft_p90_ms=_percentile(ttft, 90),
+            tpot_p50_ms=_percentile(tpot, 50), tpot_p90_ms=_percentile(tpot, 90),
+            output_tokens_per_s=float(ok["output_tokens"].sum()) / duration if duration and len(ok) else None,
+            requests=len(ok)))
+    return levels
+
+
+def parse_bench_summary(document: Mapping[str, Any], source: str = "bench") -> list[MeasuredLevel]:
+    """The one level of a vLLM / SGLang benchmark saved without its per-request arrays (its own percentiles)."""
+    tool = "sglang" if str(document.get("backend", "")).lower().startswith("sglang") else "vllm"
+    return [MeasuredLevel(
+        tool=tool, source=source, label=f"{tool} bench summary",
+        rate_rps=_num(document.get("request_throughput")),
+        ttft_p50_ms=_num(document.get("median_ttft_ms")), ttft_p90_ms=_num(document.get("p90_ttft_ms")),
+        tpot_p50_ms=_num(document.get("median_tpot_ms")), tpot_p90_ms=_num(document.get("p90_tpot_ms")),
+        output_tokens_per_s=_num(document.get("output_throughput")),
+        requests=int(document["completed"]) if _num(document.get("completed")) is not None else None)]
 
 
 def _record_value(metrics: Mapping[str, Any], name: str) -> float:
@@ -378,6 +468,9 @@ def parse_result(data: bytes, name: str) -> list[MeasuredLevel]:
     if _containers(data) > MAX_RESULT_CONTAINERS and not _json_lines(data):
         raise ValueError(f"{name}: holds more than {MAX_RESULT_CONTAINERS:,} JSON objects and arrays, far more than "
                          f"a load-test report has; {_GIVE}")
+    benchmark = _benchmark_levels(data, name)
+    if benchmark is not None:
+        return _checked(benchmark, name)
     try:
         document = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -394,6 +487,8 @@ def parse_result(data: bytes, name: str) -> list[MeasuredLevel]:
         return _checked(_aiperf_records([data], name) or [], name)
     if "benchmarks" in document:
         return _checked(parse_guidellm(document, name), name)
+    if any(k in document for k in SUMMARY_KEYS):
+        return _checked(parse_bench_summary(document, name), name)
     if "request_throughput" in document or "time_to_first_token" in document:
         return _checked(parse_aiperf(document, name), name)
     raise ValueError(f"{name}: neither an aiperf profile export nor a guidellm report (no 'benchmarks' or "

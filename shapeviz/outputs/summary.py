@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from shapeviz.analyses.shapes import SHAPES, ShapeStats
 from shapeviz.analysis import Analysis, analyze_paths
-from shapeviz.fleet.sizing import default_deployment_for
+from shapeviz.fleet.sizing import PLANNED_AS_IF, default_deployment_for
 from shapeviz.plain import json_safe
 from shapeviz.text import plain_phase_phrase
 
@@ -103,6 +103,9 @@ def summary_text(document: dict[str, Any]) -> str:
     o = document["overall"]
     lines.append(f"overall: {o['dominant_shape']} shape, GPU-time {plain_phase_phrase(o['phase'])} "
                  f"({o['prefill_gpu_share']:.0%} prefill) on {document['deployment']}")
+    source = str(document.get("model_source") or "")
+    if source.startswith(PLANNED_AS_IF) or "→" in source:
+        lines.append(f"model: {source}")   # a hosted model's stand-in, or how the log's name became a catalogue one
     lines.append(f"  input  {_q(o['input'])} tokens")
     lines.append(f"  output {_q(o['output'])} tokens")
     lines.append("  corners: " + ", ".join(f"{s} {o['shape_share'][s]:.0%}" for s in SHAPES if o["shape_share"][s] > 0))

@@ -142,10 +142,25 @@ def _norm(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text)
 
 
+# What people append to a model's name that does not change its shape: the tuning (instruct, chat), the
+# quantisation a checkpoint was saved in (fp8, awq, gptq-int4, w8a16, dynamic), a host's label (turbo, latest)
+# and a release date or version (2024-07-23, 20250514, 0324, v0.3). Stripped from the end, one at a time.
+_DECORATION = re.compile(
+    r"[-_ .:](instruct|chat|hf|base|it|turbo|latest|preview|dynamic|quantized|fp8|fp16|bf16|fp4|nvfp4|mxfp4|int4|"
+    r"int8|awq|gptq|gguf|exl2|w4a16|w8a8|w8a16|w4a4|\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|v\d+(?:\.\d+)*)$",
+    re.IGNORECASE)
+
+
 def _strip_decorations(text: str) -> str:
-    """Drop an org prefix and common suffixes (``meta-llama/…-Instruct``, ``…-hf``)."""
-    text = str(text).split("/")[-1]
-    return re.sub(r"[-_ ](instruct|chat|hf|base|it)$", "", text.strip(), flags=re.IGNORECASE)
+    """Drop an org prefix and the suffixes that leave the shape alone (``meta-llama/…-Instruct-FP8``, ``…-AWQ``,
+    ``…-20240723``, ``…-v0.3``)."""
+    text = str(text).split("/")[-1].strip()
+    text = re.sub(r"^meta-(?=llama)", "", text, flags=re.IGNORECASE)
+    while True:
+        stripped = _DECORATION.sub("", text)
+        if stripped == text or not stripped:
+            return text
+        text = stripped
 
 
 def _index(ids: list[str], names: list[str], aliases: list[str], what: str) -> dict[str, str]:
@@ -238,6 +253,37 @@ def _resolve(query: str, index: dict[str, str], what: str, known: list[str], fla
         if key in index:
             return index[key]
     raise ValueError(f"unknown {what} {query!r}; use {flag} with one of: {', '.join(known)}")
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """The self-hosted catalogue model a hosted-API model is planned on, and why (``data/hosted_models.csv``)."""
+
+    name: str          # the log's own name for it (shown literally)
+    provider: str
+    model_id: str      # the catalogue model planned in its place
+    why: str
+
+
+@lru_cache(maxsize=1)
+def _hosted() -> tuple[tuple[str, str, str, str], ...]:
+    frame = pd.read_csv(DATA_DIR / "hosted_models.csv", dtype=str)
+    return tuple((r.prefix.lower(), r.provider, r.stand_in, r.why) for r in frame.itertuples(index=False))
+
+
+def hosted_stand_in(name: str) -> StandIn | None:
+    """The stand-in for a hosted-API model name (``claude-sonnet-4-20250514``, ``anthropic/claude-3-5-haiku``),
+    None for any other name. Catalogue models come first: ``gpt-oss-120b`` is an open model, not a hosted one."""
+    try:
+        get_model(name)
+        return None
+    except ValueError:
+        pass
+    key = str(name).strip().split("/")[-1].lower()
+    for prefix, provider, stand_in, why in _hosted():
+        if key.startswith(prefix):
+            return StandIn(str(name), provider, get_model(stand_in).id, why)
+    return None
 
 
 def list_gpus() -> list[str]:
