@@ -6,10 +6,11 @@ scheduler, prefix caches on block hashes or sessions, closed loops, replica sche
 windows, whole-prompt scheduling, a mixture-of-experts deployment with windowed attention), so a bug on a path the
 pinned cases never combine gives different frames here.
 
-CI runs a bounded, derandomised profile (the same examples on every run, so a mutant is killed or not the same way
-each time, and CI never fails on a case nobody changed code for). ``make fuzz`` runs many more, random, with
-hypothesis' example database (``.hypothesis/``, ignored by git) keeping what it finds for the next run:
-``SHAPEVIZ_FUZZ_EXAMPLES=N`` sets the number of examples per test, ``SHAPEVIZ_FUZZ_RANDOM=1`` draws them at random.
+CI runs a bounded, derandomised profile (the same 300 examples per test on every run, so a mutant is killed or not
+the same way each time, and CI never fails on a case nobody changed code for), and reports a failing example
+unshrunk. ``make fuzz`` runs many more, random and shrunk, with hypothesis' example database (``.hypothesis/``,
+ignored by git) keeping what it finds for the next run: ``SHAPEVIZ_FUZZ_EXAMPLES=N`` sets the number of examples
+per test, ``SHAPEVIZ_FUZZ_RANDOM=1`` draws them at random and shrinks what fails.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import os
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from shapeviz.physics.steps import Deployment
@@ -31,10 +32,14 @@ SMALL = Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1)
 MOE = Deployment("gpt-oss-120b", "h100-sxm", "mxfp4", None, 2, attention_dp=True)
 DEPLOYMENTS = {"small": SMALL, "moe": MOE}
 
+RANDOM = os.environ.get("SHAPEVIZ_FUZZ_RANDOM") == "1"
 FUZZ = settings(
-    max_examples=int(os.environ.get("SHAPEVIZ_FUZZ_EXAMPLES", "40")),
+    max_examples=int(os.environ.get("SHAPEVIZ_FUZZ_EXAMPLES", "300")),
     deadline=None,   # the first example of a kind may wait for the compiled loop to load from numba's cache
-    derandomize=os.environ.get("SHAPEVIZ_FUZZ_RANDOM") != "1",
+    derandomize=not RANDOM,
+    # CI reports the first failing example as found: shrinking one can take minutes of replays (five, on the bug
+    # this file found), which the mutation check would pay on every mutant it kills; `make fuzz` shrinks
+    phases=[Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if RANDOM else []),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
