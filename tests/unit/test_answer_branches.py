@@ -47,7 +47,11 @@ def _replays(monkeypatch, meets_from: dict[str, int] | None, stretches: bool) ->
         return self.cache[(k, on)]
 
     monkeypatch.setattr(sizing._Search, "run", run)
-    monkeypatch.setattr(sizing._Search, "pick_stretches", lambda self, k: stretches)
+    def pick_stretches(self, k: int) -> bool:
+        self.stretch_req = self.req if stretches else None   # the stretches "picked": the whole window stands in
+        return stretches
+
+    monkeypatch.setattr(sizing._Search, "pick_stretches", pick_stretches)
     return calls
 
 
