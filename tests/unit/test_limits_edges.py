@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pandas as pd
 import pytest
 
 from shapeviz.ingest import IngestError, load_log
-from shapeviz.ingest.limits import Limits
+from shapeviz.ingest.limits import GIB, MIB, Limits, human_bytes
 
 ROWS = 12
 CSV = ("input_tokens,output_tokens\n" + "".join(f"{100 + i},{10 + i}\n" for i in range(ROWS))).encode()
@@ -121,3 +122,31 @@ def test_a_token_count_at_its_cap_is_kept_and_one_past_it_is_dropped_as_absurd(c
     assert loaded.frame[column].tolist() == [cap, other[column]]   # the row at the cap and the plain one are kept
     assert loaded.report.dropped == {"absurd_tokens": 1}
     assert any(f"{cap:,}" in note for note in loaded.report.notes)
+
+
+@pytest.mark.parametrize("field", list(Limits.__dataclass_fields__))
+@pytest.mark.parametrize("value", [0, -1, True, 2.0, "10"])
+def test_a_limit_that_is_not_a_positive_whole_number_is_refused_by_name(field, value):
+    with pytest.raises(ValueError, match=rf"^Limits\.{field} must be a positive integer, got {re.escape(repr(value))}$"):
+        Limits(**{field: value})
+    assert getattr(Limits(**{field: 1}), field) == 1   # the smallest limit is one
+
+
+@pytest.mark.parametrize("field", ["max_input_tokens", "max_output_tokens"])
+def test_a_token_limit_must_fit_the_canonical_int32(field):
+    assert getattr(Limits(**{field: 2**31 - 1}), field) == 2**31 - 1
+    with pytest.raises(ValueError, match=r"must fit int32 \(<= 2147483647\)"):
+        Limits(**{field: 2**31})
+
+
+@pytest.mark.parametrize("n, words", [(1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (MIB - 1, "1024.0 KiB"),
+                                      (MIB, "1.0 MiB"), (GIB - 1, "1024.0 MiB"), (GIB, "1.0 GiB"),
+                                      (2 * GIB, "2.0 GiB")])
+def test_sizes_in_messages_read_in_the_largest_whole_unit(n, words):
+    assert human_bytes(n) == words
+
+
+def test_the_refusal_names_the_limit_in_bytes_a_user_can_read():
+    data = CASES["input bytes, csv"][0]()
+    with pytest.raises(IngestError, match=r"larger than the 1\.0 KiB input limit"):
+        load_log(data + b"1,1\n" * 300, name="a.csv", limits=Limits(max_bytes_in=1024))
