@@ -71,12 +71,16 @@ def sample_module(module: str, sample: int, seed: int, mutmut: list[str]) -> dic
             subprocess.run([*mutmut, "run", "--max-children", "1", *chosen], cwd=copy, env=_env(ROOT),
                            capture_output=True)
         status = _results(mutmut, copy)
+        # each survivor's diff, to explain it or write the test that kills it
+        diffs = {name: subprocess.run([*mutmut, "show", name], cwd=copy, env=_env(ROOT), capture_output=True,
+                                      text=True).stdout
+                 for name in chosen if status.get(name) not in ("killed", "timeout")}
         shutil.rmtree(copy / "mutants", ignore_errors=True)
     outcome = {name: status.get(name, "not checked") for name in chosen}
     killed = sum(s in ("killed", "timeout") for s in outcome.values())
     survived = sum(s in ("survived", "no tests") for s in outcome.values())
     return {"module": module, "mutants": len(names), "sampled": len(chosen), "killed": killed,
-            "survived": survived, "rate": killed / max(killed + survived, 1), "outcome": outcome,
+            "survived": survived, "rate": killed / max(killed + survived, 1), "outcome": outcome, "diffs": diffs,
             "seconds": time.perf_counter() - started}
 
 
@@ -96,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, status in r["outcome"].items():   # type: ignore[union-attr]
             if status not in ("killed", "timeout"):
                 print(f"    {status}: {name}", flush=True)
+                diff = r["diffs"].get(name, "")   # type: ignore[union-attr]
+                print("\n".join(f"        {line}" for line in diff.splitlines()
+                                 if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))), flush=True)
     return 0
 
 
