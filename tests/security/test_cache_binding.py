@@ -72,3 +72,12 @@ def test_a_typed_field_in_the_wrong_container_is_deleted_not_served(folder, wron
     log, digest = disk_cache.cached("generated", PARTS, _log("seed-0", calls))
     assert calls == ["seed-0", "seed-0"]   # recomputed, not read
     assert log.report.notes == [] and log.report.dropped == {} and isinstance(log.report.mapping, dict)
+
+
+@pytest.mark.parametrize("word", ["off", "OFF", "none", "0", "false", "False", " off "])
+def test_each_off_word_turns_the_cache_off(folder, monkeypatch, word):
+    monkeypatch.setenv(disk_cache.ENV, word)
+    calls: list[str] = []
+    disk_cache.cached("generated", PARTS, _log("seed-0", calls))
+    disk_cache.cached("generated", PARTS, _log("seed-0", calls))
+    assert disk_cache.cache_dir() is None and calls == ["seed-0", "seed-0"] and not folder.exists()

@@ -8,6 +8,7 @@ themselves are tested on the real traces in ``test_sizing.py``.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ import pandas as pd
 import pytest
 
 from shapeviz.fleet import sizing
-from shapeviz.fleet.autoscale import traffic_windows
+from shapeviz.fleet.autoscale import Policy, traffic_windows
 from shapeviz.fleet.design import design_fleet
 from shapeviz.physics import default_deployment
 from shapeviz.serving.products import SloClass, resolve_classes
@@ -126,3 +127,20 @@ def test_autoscaling_sizes_a_window_for_the_strictest_class_it_holds_and_only_th
     assert loose.window_need.tolist() == [2, 2, 2, 2]
     assert strict.slo_rps[0] < loose.slo_rps[0] and strict.slo_rps[1:].tolist() == loose.slo_rps[1:].tolist()
     assert any(note.startswith("2 SLO classes: each window is sized for the strictest") for note in strict.notes)
+
+
+@pytest.mark.parametrize("accepted, refused, says", [
+    (dict(cooloff_s=0.0), dict(cooloff_s=-0.5), "cool-off -0.5 s must be ≥ 0"),
+    (dict(name="utilization", target_utilization=1.0), dict(name="utilization", target_utilization=1.01),
+     "target utilisation 1.01 must be a fraction in"),
+    (dict(name="utilization", target_utilization=0.01), dict(name="utilization", target_utilization=0.0),
+     "target utilisation 0.0 must be a fraction in"),
+    (dict(min_replicas=1), dict(min_replicas=0), "minimum replicas 0 must be ≥ 1"),
+    (dict(min_replicas=2, max_replicas=2), dict(min_replicas=2, max_replicas=1), "max replicas 1 is below the minimum 2"),
+    (dict(name="queue", queue_up=2.0, queue_down=0.0), dict(name="queue", queue_up=2.0, queue_down=2.0),
+     "queue thresholds must satisfy"),
+])
+def test_an_autoscaling_setting_at_its_edge_is_taken_and_one_past_it_refused(accepted, refused, says):
+    assert Policy(**accepted).to_dict()["name"] == accepted.get("name", "slo")
+    with pytest.raises(ValueError, match=re.escape(says)):
+        Policy(**refused)
