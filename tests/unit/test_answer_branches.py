@@ -19,7 +19,7 @@ from shapeviz.fleet import sizing
 from shapeviz.fleet.autoscale import Policy, traffic_windows
 from shapeviz.fleet.design import design_fleet
 from shapeviz.physics import default_deployment
-from shapeviz.serving.products import SloClass, resolve_classes
+from shapeviz.serving.products import SloClass, parse_slo, resolve_classes
 from shapeviz.workload import synth
 
 
@@ -144,3 +144,12 @@ def test_an_autoscaling_setting_at_its_edge_is_taken_and_one_past_it_refused(acc
     assert Policy(**accepted).to_dict()["name"] == accepted.get("name", "slo")
     with pytest.raises(ValueError, match=re.escape(says)):
         Policy(**refused)
+
+
+@pytest.mark.parametrize("pair", ["chat=500:-5", "chat=500:0", "chat=-1:50", "chat=500:inf", "chat=500", "=500:50",
+                                  "chat500:50", "chat=500:nan", "chat=a:50"])
+def test_a_class_that_is_not_two_positive_targets_is_refused_with_the_form_it_needs(pair):
+    with pytest.raises(ValueError, match=re.escape(f"--slo expects PRODUCT=TTFT_MS:TPOT_MS (e.g. --slo "
+                                                   f"doc-search=1200:60), got {pair!r}")):
+        parse_slo([pair])
+    assert parse_slo(["chat=500:5", "*=1:1"]) == {"chat": (500.0, 5.0), "*": (1.0, 1.0)}
