@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends
 
-.PHONY: run test mutants venv deps test-deps system-deps
+.PHONY: run test mutants fuzz mutmut venv deps test-deps system-deps
 
 run: deps
 	$(PY) -m components.launch
@@ -31,6 +31,19 @@ test: test-deps
 # a time (two at once), must fail the tests it names (scripts/mutants.py; ONLY=name runs one).
 mutants: test-deps
 	$(PY) scripts/mutants.py --baseline $(if $(ONLY),--only $(ONLY))
+
+# The property tests with many more examples than CI's 300 per test, drawn at random and shrunk when one fails;
+# hypothesis' example database (.hypothesis/) keeps what fails for the next run. EXAMPLES sets how many per test.
+EXAMPLES ?= 5000
+fuzz: test-deps
+	SHAPEVIZ_FUZZ_RANDOM=1 SHAPEVIZ_FUZZ_EXAMPLES=$(EXAMPLES) $(PY) -m pytest -q -p no:randomly tests/unit/test_loops_agree.py
+
+# Mutations made by a tool: mutmut over the modules that give the answer, SAMPLE mutants of each drawn with SEED
+# (0: every one; hours on two cores). Kill rates per module: tests/README.md.
+SAMPLE ?= 12
+SEED ?= 39
+mutmut: test-deps
+	$(PY) scripts/mutmut_sample.py --sample $(SAMPLE) --seed $(SEED)
 
 deps: $(VENV)/.deps
 

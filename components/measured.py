@@ -11,6 +11,7 @@ from components.widgets import badge, chart, csv_button, table
 from shapeviz.fleet.sizing import other_models
 from shapeviz.outputs.measured import (
     check_document,
+    fleet_verdict,
     log_levels,
     measured_figure,
     parse_result,
@@ -83,9 +84,9 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> b
     for line in doc["verdict"] or ["No level has both a measured and a planned figure (beyond the knee the plan "
                                    "saturates)."]:
         st.markdown(f"- {md_literal(line)}")  # result files are untrusted: their labels read as typed
-    if doc["meets_slo_at_every_level"] is not None:
-        st.markdown("The fleet **met** both p90 SLOs at every measured level." if doc["meets_slo_at_every_level"]
-                    else "The fleet **missed** a p90 SLO at some measured level.")
+    overall = fleet_verdict(doc)   # check's own sentence: met, missed, or unknown (a level without a finite p90)
+    if overall is not None:
+        st.markdown(f"**{overall[0].upper()}{overall[1:]}.**")
     frame = pd.DataFrame(doc["levels"])
     shown = frame[[c for c in COLUMNS if c in frame.columns]].rename(columns=COLUMNS)
     table(shown)

@@ -682,6 +682,18 @@ def slo_verdict(table: pd.DataFrame) -> bool | None:
     return True
 
 
+def fleet_verdict(document: Mapping[str, Any]) -> str | None:
+    """The fleet's verdict over every measured level of a ``check`` document, in one sentence (met, missed, or
+    unknown when a level has no finite p90); None without levels. ``check`` prints it and the pages show it."""
+    ok = document.get("meets_slo_at_every_level")
+    if ok is not None:
+        return ("the fleet met both p90 SLOs at every measured level" if ok
+                else "the fleet missed a p90 SLO at some measured level")
+    if document["levels"]:
+        return "unknown whether the fleet met its p90 SLOs: some measured level has no finite TTFT or TPOT p90"
+    return None
+
+
 def _fmt(v: Any) -> str:
     x = _num(v)
     return "n/a" if x is None else f"{x:,.0f}"
@@ -706,12 +718,9 @@ def check_text(document: Mapping[str, Any]) -> str:
         lines.append(f"{str(row['level'])[:34]:<34} {rate:>8}  {pair(row, 'ttft_p50_ms'):>20}  "
                      f"{pair(row, 'ttft_p90_ms'):>20}  {pair(row, 'tpot_p90_ms'):>20}")
     lines += document.get("verdict") or ["no level has both a measured and a planned figure to compare"]
-    ok = document.get("meets_slo_at_every_level")
-    if ok is not None:
-        lines.append("the fleet met both p90 SLOs at every measured level" if ok
-                     else "the fleet missed a p90 SLO at some measured level")
-    elif document["levels"]:
-        lines.append("unknown whether the fleet met its p90 SLOs: some measured level has no finite TTFT or TPOT p90")
+    overall = fleet_verdict(document)
+    if overall is not None:
+        lines.append(overall)
     lines += [f"note: {n}" for n in document.get("notes", [])]
     return "\n".join(lines)
 

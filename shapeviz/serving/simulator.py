@@ -798,7 +798,7 @@ def simulate(
             f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
             f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
     # the compiled loop's view of the prompt blocks (a fixed-capacity validation cache is the Python loop's)
-    caches = (_caches(req.blocks, replicas, router, replica_schedule)
+    caches = (_caches(req.blocks, replicas, router, replica_schedule, arrivals == "closed")
               if req.blocks is not None and prefix_cache_blocks is None and split is None and COMPILED else None)
     compiled = _compiled(dep, int(max_num_seqs), split, req, router, caches, replicas)
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
@@ -1036,18 +1036,21 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
 
 
 def _caches(blocks: PrefixBlocks, replicas: int, router: str,
-            schedule: tuple[np.ndarray, np.ndarray] | None) -> sim_core.Caches:
+            schedule: tuple[np.ndarray, np.ndarray] | None, closed: bool = False) -> sim_core.Caches:
     """The prompt blocks as the compiled loop takes them, with the prefix router's thresholds.
 
-    Round-robin and session affinity without a replica schedule route every request where it would go anyway
-    (``RoundRobin``: in turn; ``SessionAffinity``: the session's point on the ring, keyless requests in turn): the
-    picks are computed here and the block ids numbered per replica, so a replica's state covers only the blocks
-    of the requests it serves (a big fleet's state grows with the blocks, not with replicas times blocks).
+    Round-robin and session affinity in an open loop without a replica schedule route every request where it
+    would go anyway (``RoundRobin``: in turn; ``SessionAffinity``: the session's point on the ring, keyless
+    requests in turn): the picks are computed here and the block ids numbered per replica, so a replica's state
+    covers only the blocks of the requests it serves (a big fleet's state grows with the blocks, not with replicas
+    times blocks). A ``closed`` loop routes its requests in the order clients send them, which is not their index
+    order (a client whose request finishes early sends the next before another client's first): "in turn" is
+    then the loop's own.
     """
     picks = np.empty(0, dtype=np.int64)
     if router == "session":
         picks = session_owners(blocks.key, range(replicas))
-    static = schedule is None and router in ("round_robin", "session")
+    static = schedule is None and not closed and router in ("round_robin", "session")
     if static and router == "round_robin":
         picks = np.arange(len(blocks), dtype=np.int64) % replicas
     elif static:
