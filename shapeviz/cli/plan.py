@@ -424,17 +424,7 @@ def simulated_products(answer: Any, classes: dict[str, Any]) -> dict[str, Any]:
 
 def slo_window_seconds(value: str | float | None) -> float:
     """``--slo-window``: seconds, or a number with s/m/h (``90m``, ``1h``); default one hour."""
-    if value is None:
-        return DEFAULT_SLO_WINDOW_S
-    text = str(value).strip().lower()
-    scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(text[-1:], None)
-    try:
-        seconds = float(text[:-1]) * scale if scale else float(text)
-    except ValueError:
-        seconds = float("nan")
-    if not (seconds == seconds and 0 < seconds < float("inf")):
-        raise ValueError(f"--slo-window expects a duration such as 3600, 90m or 1h, got {value!r}")
-    return seconds
+    return DEFAULT_SLO_WINDOW_S if value is None else duration_seconds(value, "--slo-window")
 
 
 def _products_note(products: dict[str, Any], replicas: int | None, simulated: bool = False) -> str:
