@@ -165,7 +165,7 @@ def test_the_page_plans_the_model_the_logs_model_column_names(traces: Path) -> N
     at = _upload_to_capacity("gateway.csv", frame.to_csv(index=False).encode())
     assert at.selectbox(key="model").value == "qwen3-32b" and at.selectbox(key="precision").value == "bf16"
     shown = _shown(_text(at))
-    assert "Model: the log's model column ('Qwen/Qwen3-32B', 500 of 500 requests)" in shown
+    assert "Model: the log's model column ('Qwen/Qwen3-32B' → Qwen3-32B, 500 of 500 requests)" in shown
     # a model the user picks stays picked when another log is opened
     at.selectbox(key="model").set_value("llama-3.1-8b").run()
     at.file_uploader(key="uploads").set_value(("gateway2.csv", frame.iloc[:400].to_csv(index=False).encode(),

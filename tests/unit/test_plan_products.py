@@ -15,8 +15,10 @@ CODE, CONV = "AzureLLMInferenceTrace_code", "AzureLLMInferenceTrace_conv"
 
 
 def _plan(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    # the analytic judgement on the estimate's fleet (issue #27 sizes the default answer by replay: tests/unit/test_sizing.py)
-    assert main(["plan", *argv, "--method", "analytic", "--json"]) == 0
+    # the analytic judgement on the estimate's fleet (issue #27 sizes the default answer by replay: tests/unit/test_sizing.py),
+    # on TP4 replicas: "auto" GPUs per replica moves with a class no TP4 replica reaches (tests/unit/test_sizing.py), and
+    # these tests judge several classes on one fleet
+    assert main(["plan", *argv, "--tp", "4", "--method", "analytic", "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
 
