@@ -104,13 +104,13 @@ def main() -> None:
                 for r in range(args.rounds):
                     contexts = [browser.new_context(viewport=VIEWPORT) for _ in range(args.sessions)]
                     pages = [c.new_page() for c in contexts]
-                    probe.phase, t = "first pages", time.perf_counter()
+                    probe.phase, t = f"first pages {r + 1}", time.perf_counter()
                     for page in pages:   # every first page asked for before any is waited on
                         page.goto(server.url, timeout=WAIT_MS, wait_until="commit")
                     for page in pages:
                         _settled(page)
                     first_s = time.perf_counter() - t
-                    probe.phase, t = "uploads", time.perf_counter()
+                    probe.phase, t = f"uploads {r + 1}", time.perf_counter()
                     for page in pages:   # handed over one after another, read by the server at the same time
                         page.get_by_test_id("stSidebar").locator("input[type=file]").set_input_files(
                             log, timeout=WAIT_MS)
@@ -127,6 +127,8 @@ def main() -> None:
                         time.sleep(min(5.0, args.after_s - waited))
                         after[round(time.monotonic() - closed)] = _rss_mb(server.proc.pid)
                     rounds.append((first_s, drawn_s, loaded, after, load))
+                    for name in (f"first pages {r + 1}", f"uploads {r + 1}"):
+                        print(_health_line(name, probe.times.get(name, [])), flush=True)
                     print(f"round {r + 1}: first pages {first_s:.1f} s, planes {drawn_s:.1f} s, RSS with planes "
                           f"{loaded:.0f} MB, after close (s: MB) "
                           + ", ".join(f"{s}: {mb:.0f}" for s, mb in after.items())
@@ -144,7 +146,8 @@ def main() -> None:
                       for _, _, _, a, _ in rounds))
     print("health check (every answer, by phase):")
     for name in ("first pages", "uploads", "after"):
-        print(_health_line(name, probe.times.get(name, [])))
+        print(_health_line(name + " (every round)", [t for phase, times in probe.times.items()
+                                                     if phase.startswith(name) for t in times]))
 
 
 if __name__ == "__main__":
