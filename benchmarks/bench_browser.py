@@ -97,14 +97,14 @@ def _free_port() -> int:
 class Server:
     """``streamlit run`` of one script on a free loopback port, with its CPU seconds readable."""
 
-    def __init__(self, script: Path, log: Path) -> None:
+    def __init__(self, script: Path, log: Path, options: list[str] | None = None) -> None:
         self.port = _free_port()
         self.url = f"http://{HOST}:{self.port}"
         # The app as `make run` starts it (warm); the floor as a plain `streamlit run`.
         start = ["-m", "components.launch"] if script.name == "app.py" else ["-m", "streamlit", "run", str(script)]
         cmd = [sys.executable, *start, "--server.port", str(self.port),
                "--server.address", HOST, "--server.headless", "true", "--browser.gatherUsageStats", "false",
-               "--server.fileWatcherType", "none", "--server.maxUploadSize", "2000"]
+               "--server.fileWatcherType", "none", "--server.maxUploadSize", "2000", *(options or [])]
         self.proc = subprocess.Popen(cmd, cwd=script.parent, stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
     def wait_healthy(self, timeout_s: float = 180) -> None:

@@ -195,12 +195,40 @@ def _end_session_if_gone(session_id: str) -> None:
     runtime = Runtime.instance()
     if runtime.is_active_session(session_id):
         return   # reconnected: its next departure schedules this again
+    session = _app_session(runtime, session_id)
     runtime.close_session(session_id)
     from components import fleet_answer   # here: data is imported by every page, the headline's pool only by one
 
     fleet_answer.cancel_session(session_id)   # its queued sizings no other session wants
+    if session is not None:
+        forget_session_objects(session)
     # its script thread unwinds first; a page script's functions and globals form cycles only a collection frees
     _give_back_later(after_s=SESSION_END_GIVE_BACK_S)
+
+
+def _app_session(runtime: Any, session_id: str) -> Any:
+    """The session's ``AppSession`` while the runtime still stores it (None when it is gone, or in another runtime)."""
+    manager = getattr(runtime, "_session_mgr", None)
+    info = manager.get_session_info(session_id) if manager is not None else None
+    return getattr(info, "session", None)
+
+
+def forget_session_objects(session: Any) -> None:
+    """Drop what an ended session holds: its state (widget values, uploaded files, the upload's sketch) and its
+    fragments (closures over the last page's namespace, which holds the upload's frame).
+
+    ``close_session`` shuts a session down but leaves these on the ``AppSession`` object, and that object outlives
+    it: the Runtime's main-loop coroutine keeps the last session it flushed in a loop variable until another
+    visitor comes. So the last visitor's upload stayed in memory for good after they left.
+    """
+    state = getattr(session, "_session_state", None)
+    if state is not None:
+        state.clear()
+    fragments = getattr(session, "_fragment_storage", None)
+    if fragments is not None:
+        fragments.clear()
+        if hasattr(fragments, "clear_outside_wrappers"):
+            fragments.clear_outside_wrappers()
 
 
 @st.cache_resource(max_entries=1, scope="session", show_spinner=False, on_release=_on_session_scope_released)
