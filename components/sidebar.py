@@ -81,8 +81,6 @@ WHATIF_FRAGMENT = "whatif"                 # the key of a page's main what-if fr
 _LIVE = "_whatif_live_fragments"           # this page's what-if fragments that show what the levers move (None:
                                            # not known, the last full run did not finish: a step reruns the page)
 _DRAFT = "_whatif_live_draft"              # the live fragments a full run has drawn so far
-_DRAWS = "_whatif_draws"                   # each what-if fragment's draw function, by key: in the session's state,
-                                           # which ends with the session, not in the closure Streamlit registers
 # The user's sidebar values as the last full run drew them, under a key no widget owns: a polling fragment that
 # fires while the user switches pages can make Streamlit drop the widgets' own state (streamlit#10805), and the
 # next run then restores the user's values from here instead of failing or resetting them to the defaults.
@@ -145,14 +143,8 @@ def whatif_fragment(draw: Callable[[], bool | None], key: str = WHATIF_FRAGMENT)
     sidebar's values itself (``settings()``), so a fragment rerun sees the new ones. Fragments never read each
     other's results: a step reruns the live ones in no particular order.
     """
-    # The closure Streamlit keeps for the fragment holds its key only: ``draw`` closes over the page's namespace,
-    # which holds the upload's frame, and Streamlit can keep a fragment's closure past the session's end (the
-    # uploads benchmark found ended sessions' frames alive through it). The draw function lives in the session's
-    # state instead, which the session's end clears (``data.forget_session_objects``).
-    st.session_state.setdefault(_DRAWS, {})[key] = draw
-
     def run() -> None:
-        shown = st.session_state[_DRAWS][key]() is not False
+        shown = draw() is not False
         # recorded only once ``draw`` is done: a run cut short leaves the last finished run's record as it was
         draft = st.session_state.get(_DRAFT)
         record = draft if draft is not None else st.session_state.get(_LIVE)   # in a full run / a fragment rerun

@@ -45,24 +45,3 @@ def test_an_ended_sessions_upload_is_freed_while_the_runtime_still_holds_the_ses
     assert closed == ["left"]
     assert held() is None, "the ended session's upload is still alive through its state or its fragments"
     assert session._session_state is state   # the object itself may outlive the session: only its contents go
-
-
-def test_the_what_if_fragment_streamlit_keeps_does_not_hold_the_pages_draw(monkeypatch):
-    """The closure a page registers as its what-if fragment reaches the page's namespace (and the upload's frame in
-    it) only through the session's state: Streamlit can keep a fragment's closure after the session ended, and the
-    uploads benchmark found ended sessions' frames alive that way."""
-    from components import sidebar
-
-    registered = []
-    fake_st = SimpleNamespace(session_state={}, fragment=lambda func, key: registered.append(func) or func)
-    monkeypatch.setattr(sidebar, "st", fake_st)
-    frame = generate(500, seed=2)
-    draw = _page_fragment(frame)
-    sidebar.whatif_fragment(draw)
-    (run,) = registered
-    assert draw not in [cell.cell_contents for cell in run.__closure__ or ()]
-    held = weakref.ref(frame)
-    del frame, draw
-    fake_st.session_state.clear()   # the session's end (data.forget_session_objects)
-    gc.collect()
-    assert held() is None, "the fragment Streamlit keeps still holds the page's draw and its upload"
