@@ -15,7 +15,6 @@ from shapeviz.physics.steps import Deployment
 from shapeviz.serving import routers, simulator
 from shapeviz.serving.parallel import run_parallel
 from shapeviz.serving.simulator import Requests, simulate
-from tests.needs import skip_or_fail
 
 SMALL = Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1)
 TP2 = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
@@ -172,15 +171,3 @@ def test_independent_replays_in_processes_give_the_same_results_in_the_same_orde
     assert [r.settings["replicas"] for r in apart] == [2, 1, 3]
     for a, b in zip(apart, here):
         pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-
-
-def test_the_compiled_loop_lets_the_servers_other_threads_run() -> None:
-    """A replay on the dashboard's sizing thread runs for seconds: compiled without the GIL, the server keeps
-    answering every other session (pages, health checks) meanwhile. Held by the GIL it froze them all, and a page
-    opened beside a big sizing waited past a minute (the browser tests after the every-button sweep)."""
-    from shapeviz.serving import sim_core
-
-    compiled = sim_core.loop()
-    if compiled is None:
-        skip_or_fail("numba is not installed (the compiled loop)")
-    assert compiled.targetoptions.get("nogil") is True
