@@ -1,31 +1,41 @@
-"""A large serving-benchmark result as a log and as load-test results: load time and peak memory.
+"""Serving-benchmark and load-test exports as logs (and as `check`'s results): load time and peak memory.
 
-A vLLM ``bench serve --save-result --save-detailed`` JSON of N requests is generated (seeded): ``input_lens``,
-``output_lens``, ``ttfts`` (s), ``itls`` (one list of output − 1 gaps in s per request), ``generated_texts``
-(a short text each) and ``errors`` (1 % failures), beside the run's summary keys, written as vLLM writes it (one
-line, ``json.dumps``). Each method runs in its own child process, so its peak RSS (``resource.getrusage``) is
-its own:
+Each file is generated (seeded) and written as its tool writes it:
 
-- ``load_log``: ``shapeviz.ingest.load_log(path)`` (the per-request arrays read columnar by pyarrow);
-- ``check``: ``shapeviz.outputs.measured.parse_result(bytes)`` (the same requests, as one load level);
-- ``json.loads``: the file parsed by the standard library, nothing else (what reading it as Python objects costs).
+- ``vllm``: a vLLM ``bench serve --save-result --save-detailed`` JSON of N requests: ``input_lens``,
+  ``output_lens``, ``ttfts`` (s), ``itls`` (one list of output − 1 gaps in s per request), ``generated_texts`` and
+  ``errors`` (1 % failures) beside the run's summary keys, on one line (``json.dumps``);
+- ``guidellm``, ``aiperf``: the real fixture of each tool (tests/data/ingest/guidellm_0.8.1_report.json, trimmed
+  as described there; tests/data/measured/aiperf_0.13.0_records.jsonl), its records repeated N times with seeded
+  changes to the token counts and latencies and fresh session ids (guidellm: one indented JSON document; aiperf:
+  one JSON line per record).
 
-Usage: ``python benchmarks/bench_exports.py --requests 100000 --repeat 3``.
+Each method runs in its own child process, so its peak RSS (``resource.getrusage``) is its own:
+
+- ``load_log``: ``shapeviz.ingest.load_log(path)``;
+- ``check``: ``shapeviz.outputs.measured.parse_result(bytes)`` (vLLM: the same requests, as one load level);
+- ``json.loads``: the file parsed by the standard library, nothing else (the floor for a Python parse).
+
+Usage: ``python benchmarks/bench_exports.py --formats vllm --requests 100000 --repeat 3``;
+``python benchmarks/bench_exports.py --formats guidellm aiperf --requests 50000 --repeat 2``.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+GUIDELLM = ROOT / "tests" / "data" / "ingest" / "guidellm_0.8.1_report.json"
+AIPERF = ROOT / "tests" / "data" / "measured" / "aiperf_0.13.0_records.jsonl"
+FILES = {"vllm": "vllm_bench.json", "guidellm": "report.json", "aiperf": "profile_export.jsonl"}
+METHODS = {"vllm": ("load_log", "check", "json.loads"), "guidellm": ("load_log", "json.loads"),
+           "aiperf": ("load_log", "json.loads")}
 
 
 def write_result(n: int, path: Path, mean_output: int) -> None:
@@ -48,6 +58,39 @@ def write_result(n: int, path: Path, mean_output: int) -> None:
     path.write_text(json.dumps(doc))
 
 
+def write_records(kind: str, n: int, path: Path) -> None:
+    """A guidellm report or an aiperf records file of ``n`` requests (seeded)."""
+    import random
+
+    rng = random.Random(0)
+    if kind == "guidellm":
+        doc = json.loads(GUIDELLM.read_text())
+        bench = doc["benchmarks"][0]
+        seeds = bench["requests"]["successful"]
+        out = []
+        for i in range(n):
+            r = copy.deepcopy(seeds[i % len(seeds)])
+            r["prompt_tokens"] = rng.randint(50, 4000)
+            r["time_to_first_token_ms"] *= rng.uniform(0.8, 1.5)
+            r["request_start_time"] += i * 0.05
+            r["info"]["conversation_id"] = f"c{i // 3}"
+            r["info"]["turn_index"] = i % 3
+            out.append(r)
+        bench["requests"]["successful"] = out
+        path.write_text(json.dumps(doc, indent=1))
+    else:
+        seeds = [json.loads(line) for line in AIPERF.read_text().splitlines()]
+        with path.open("w") as f:
+            for i in range(n):
+                r = copy.deepcopy(seeds[i % len(seeds)])
+                r["metrics"]["input_sequence_length"]["value"] = rng.randint(50, 4000)
+                r["metrics"]["time_to_first_token"]["value"] *= rng.uniform(0.8, 1.5)
+                r["metadata"]["request_start_ns"] += i * 50_000_000
+                r["metadata"]["conversation_id"] = f"c{i // 3}"
+                r["metadata"]["turn_index"] = i % 3
+                f.write(json.dumps(r) + "\n")
+
+
 CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
@@ -56,12 +99,14 @@ from shapeviz.ingest import load_log
 from shapeviz.outputs.measured import parse_result
 start = time.perf_counter(); cpu = time.process_time()
 if method == "load_log":
-    frame, report = load_log(path)
-    rows = report.rows_kept
+    rows = load_log(path)[1].rows_kept
 elif method == "check":
     rows = parse_result(open(path, "rb").read(), "bench.json")[0].requests
+elif path.endswith(".jsonl"):
+    rows = sum(1 for line in open(path, "rb") if json.loads(line))
 else:
-    rows = len(json.loads(open(path, "rb").read())["input_lens"])
+    doc = json.loads(open(path, "rb").read())
+    rows = len(doc["input_lens"]) if "input_lens" in doc else len(doc["benchmarks"][0]["requests"]["successful"])
 wall, cpu = time.perf_counter() - start, time.process_time() - cpu
 print(json.dumps({{"wall_s": wall, "cpu_s": cpu, "rows": rows,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
@@ -75,28 +120,37 @@ def run(method: str, path: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def write(kind: str, n: int, path: Path, mean_output: int) -> None:
+    """The ``kind`` export of ``n`` requests (seeded)."""
+    if kind == "vllm":
+        write_result(n, path, mean_output)
+    else:
+        write_records(kind, n, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--formats", nargs="+", choices=list(FILES), default=list(FILES))
     parser.add_argument("--requests", type=int, default=100_000)
-    parser.add_argument("--mean-output", type=int, default=128)
+    parser.add_argument("--mean-output", type=int, default=128, help="vllm: the mean output length")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--write", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--write", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write:
-        write_result(args.requests, args.write, args.mean_output)
+        write(args.write[0], args.requests, Path(args.write[1]), args.mean_output)
         return
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "vllm_bench.json"
-        # written by a child: a parent that held the document would pass its peak RSS on to every forked child
-        subprocess.run([sys.executable, __file__, "--write", str(path), "--requests", str(args.requests),
-                        "--mean-output", str(args.mean_output)], check=True)
-        size_mb = path.stat().st_size / 2**20
-        print(f"{args.requests:,} requests, {size_mb:,.0f} MiB of JSON")
-        for method in ("load_log", "check", "json.loads"):
-            runs = [run(method, path) for _ in range(args.repeat)]
-            print(f"{method:11s} rows {runs[0]['rows']:>9,}  wall {statistics.median(r['wall_s'] for r in runs):6.2f} s"
-                  f"  cpu {statistics.median(r['cpu_s'] for r in runs):6.2f} s"
-                  f"  peak RSS {max(r['peak_rss_mb'] for r in runs):7,.0f} MB")
+        for kind in args.formats:
+            path = Path(folder) / FILES[kind]
+            # written by a child: a parent that held the document would pass its peak RSS on to every forked child
+            subprocess.run([sys.executable, __file__, "--write", kind, str(path), "--requests", str(args.requests),
+                            "--mean-output", str(args.mean_output)], check=True)
+            print(f"{kind}: {args.requests:,} requests, {path.stat().st_size / 2**20:,.0f} MiB")
+            for method in METHODS[kind]:
+                runs = [run(method, path) for _ in range(args.repeat)]
+                print(f"  {method:10s} rows {runs[0]['rows']:>9,}  wall {statistics.median(r['wall_s'] for r in runs):6.2f} s"
+                      f"  cpu {statistics.median(r['cpu_s'] for r in runs):6.2f} s"
+                      f"  peak RSS {max(r['peak_rss_mb'] for r in runs):7,.0f} MB")
 
 
 if __name__ == "__main__":
