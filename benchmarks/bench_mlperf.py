@@ -47,13 +47,11 @@ sys.path.insert(0, str(ROOT))
 from shapeviz.datadir import DATA_DIR  # noqa: E402
 from shapeviz.physics.engines import ENGINE_EFFICIENCY_PATH, engine_efficiency  # noqa: E402
 from shapeviz.physics.steps import Deployment, engine_scaled, load_efficiency, smallest_tp  # noqa: E402
-from shapeviz.serving.simulator import Requests, simulate  # noqa: E402
+from shapeviz.serving.mlperf import DEFAULT_MEAN_OUTPUT, LIMITS_MS, openorca_requests  # noqa: E402
+from shapeviz.serving.simulator import simulate  # noqa: E402
 
 ROWS_PATH = DATA_DIR / "mlperf_llama2_70b.csv"
-LENGTHS_PATH = DATA_DIR / "mlperf_openorca_lengths.csv"
 MODEL = "llama-2-70b"
-LIMITS_MS = {"Server": (2000.0, 200.0), "Interactive": (450.0, 40.0)}   # p99 TTFT, p99 TPOT
-DEFAULT_MEAN_OUTPUT = 290.0
 OFFLINE_PER_REPLICA = 3072
 SERVER_SECONDS = 600.0
 BISECTION_STEPS = 9
@@ -68,18 +66,6 @@ def mean_output(row: pd.Series) -> float:
     """Mean generated tokens per sample of the run (tokens/s ÷ samples/s), else 290."""
     s = row.get("samples_per_s")
     return float(row["tokens_per_s"]) / float(s) if isinstance(s, float) and s > 0 else DEFAULT_MEAN_OUTPUT
-
-
-def mlperf_requests(n: int, mean_out: float, arrival_s: np.ndarray | None = None, seed: int = 0) -> Requests:
-    """``n`` requests drawn from the OpenOrca length sample, outputs scaled to ``mean_out`` tokens on average."""
-    lengths = pd.read_csv(LENGTHS_PATH)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(lengths), n)
-    inp = lengths["input_tokens"].to_numpy(np.int64)[idx]
-    ref = lengths["reference_output_tokens"].to_numpy(np.float64)
-    out = np.maximum(1, np.round(ref[idx] * mean_out / ref.mean())).astype(np.int64)
-    arrival = np.zeros(n) if arrival_s is None else arrival_s
-    return Requests(inp, out, np.zeros(n, dtype=np.int64), arrival)
 
 
 def deployment(row: pd.Series, scales: tuple[float, float] | None = None) -> tuple[Deployment, int]:
@@ -100,7 +86,7 @@ def deployment(row: pd.Series, scales: tuple[float, float] | None = None) -> tup
 
 def offline_tokens_per_s(dep: Deployment, replicas: int, mean_out: float) -> float:
     """Steady output tokens/s with every request offered at once (10th–90th percentile of completions)."""
-    req = mlperf_requests(OFFLINE_PER_REPLICA * replicas, mean_out)
+    req = openorca_requests(OFFLINE_PER_REPLICA * replicas, mean_out)
     r = simulate(req, dep, arrivals="trace", replicas=replicas).requests
     done = (r["arrival_s"] + r["e2e_ms"] / 1e3).to_numpy()
     lo, hi = np.percentile(done, [10, 90])
@@ -112,7 +98,7 @@ def meets(dep: Deployment, replicas: int, rate: float, mean_out: float, limits: 
     """Whether Poisson arrivals at ``rate`` meet the p99 TTFT and TPOT limits over MLPerf's ten minutes."""
     n = max(2000, int(rate * SERVER_SECONDS))
     arrival = np.cumsum(np.random.default_rng(1).exponential(1.0 / rate, n))
-    r = simulate(mlperf_requests(n, mean_out, arrival), dep, arrivals="trace", replicas=replicas).requests
+    r = simulate(openorca_requests(n, mean_out, arrival), dep, arrivals="trace", replicas=replicas).requests
     ttft, tpot = np.nanpercentile(r["ttft_ms"], 99), np.nanpercentile(r["tpot_ms"], 99)
     return bool(ttft <= limits[0] and tpot <= limits[1])
 

@@ -4,9 +4,8 @@
     python benchmarks/bench_saturation.py --requests 6144  # quicker
     python benchmarks/bench_saturation.py --verdicts       # `saturated` against the run's length, near the knee
 
-An MLPerf-like workload (Llama-2-70B FP8 on 8 accelerators; lengths like the OpenOrca subset's as the issue gives
-them: input mean about 1,000 tokens with a long tail, output mean about 290; synthetic, seeded, lognormal and
-capped, not the dataset itself). For each system and each admission policy of ``simulator.ADMISSIONS``:
+MLPerf's workload (Llama-2-70B FP8 on 8 accelerators; requests drawn from the OpenOrca length sample,
+``serving.mlperf.openorca_requests``: input mean 225 tokens, outputs scaled to a mean of 290). For each system and each admission policy of ``simulator.ADMISSIONS``:
 
 - **Offline**: every request offered at once (``simulate(..., all_at_once=True)``), output tokens/s from the first
   arrival to the last completion, and the preemptions it took;
@@ -17,7 +16,7 @@ The engine's claim is Offline ≥ Server: offered everything, a real engine admi
 at its best throughput. Wall seconds per system and the load average are printed beside the figures.
 
 ``--verdicts``: ``SimResult.saturated`` for Poisson runs of 120, 240, 600 and 1,200 s of arrivals at rates around
-the 8x H200 system's knee (the issue's example: a verdict that flipped with the run's length), with the queue wait's
+the 8x H200 system's knee (``--rates``) (the issue's example: a verdict that flipped with the run's length), with the queue wait's
 p90 beside it.
 """
 from __future__ import annotations
@@ -34,21 +33,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from shapeviz.physics.steps import Deployment  # noqa: E402
+from shapeviz.serving.mlperf import LIMITS_MS, openorca_requests  # noqa: E402
 from shapeviz.serving.simulator import ADMISSIONS, Requests, simulate  # noqa: E402
 
-TTFT_P99_MS, TPOT_P99_MS = 2000.0, 200.0   # MLPerf Inference Llama-2-70B Server latency limits
+TTFT_P99_MS, TPOT_P99_MS = LIMITS_MS["Server"]
 SYSTEMS = {   # 8 accelerators each: replicas × TP
     "8x H200 FP8 (8 x TP1)": (Deployment("llama-2-70b", "h200", "fp8", None, 1), 8),
     "8x H100 FP8 (4 x TP2)": (Deployment("llama-2-70b", "h100-sxm", "fp8", None, 2), 4),
 }
-
-
-def openorca_like(n: int, seed: int = 1) -> Requests:
-    """Seeded lengths shaped like the OpenOrca subset (input mean ~1,000, long tail; output mean ~290)."""
-    rng = np.random.default_rng(seed)
-    isl = np.clip(np.round(rng.lognormal(np.log(700.0), 0.8, n)), 20, 3000).astype(np.int64)
-    osl = np.clip(np.round(rng.lognormal(np.log(220.0), 0.8, n)), 2, 1024).astype(np.int64)
-    return Requests(isl, osl, np.zeros(n, dtype=np.int64))
 
 
 def output_tps(result) -> float:
@@ -91,7 +83,7 @@ def verdicts(rates: list[float], seconds=(120, 240, 600, 1200)) -> None:
     print("| rate req/s | " + " | ".join(f"{s} s" for s in seconds) + " |")
     print("|---|" + "---|" * len(seconds))
     for rate in rates:
-        req = openorca_like(int(rate * max(seconds)) + 100, seed=2)
+        req = openorca_requests(int(rate * max(seconds)) + 100, seed=2)
         cells = []
         for s in seconds:
             r = simulate(req, dep, arrivals="poisson", rate_rps=rate, replicas=replicas, duration_s=s, seed=3)
@@ -105,11 +97,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=24_576)
     parser.add_argument("--policies", nargs="*", default=list(ADMISSIONS))
     parser.add_argument("--verdicts", action="store_true")
+    parser.add_argument("--rates", nargs="+", type=float, default=[110.0, 120.0, 125.0, 130.0, 140.0],
+                        help="with --verdicts: the Poisson rates (req/s) around the 8x H200 system's knee")
     args = parser.parse_args()
     if args.verdicts:
-        verdicts([46.0, 50.0, 52.0, 54.0, 58.0])
+        verdicts(args.rates)
         return
-    req = openorca_like(args.requests)
+    req = openorca_requests(args.requests)
     print(f"{args.requests:,} requests: input mean {req.input_tokens.mean():.0f} (p99 "
           f"{np.percentile(req.input_tokens, 99):.0f}), output mean {req.output_tokens.mean():.0f}")
     print("| system | admission | Offline out tok/s | Offline preemptions | Server req/s | Server out tok/s | "

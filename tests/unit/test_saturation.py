@@ -13,16 +13,18 @@ import pytest
 
 from shapeviz.ingest import load_log
 from shapeviz.physics.steps import Deployment
+from shapeviz.serving.mlperf import LIMITS_MS, openorca_requests
 from shapeviz.serving.simulator import Requests, simulate
 from shapeviz.serving.stages import saturated_stages
 
 H200 = Deployment("llama-2-70b", "h200", "fp8", None, 1)
 TP2 = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
-TTFT_P99_MS, TPOT_P99_MS = 2000.0, 200.0   # MLPerf Llama-2-70B Server limits
+TTFT_P99_MS, TPOT_P99_MS = LIMITS_MS["Server"]
 
 
-def _openorca_like(n: int, seed: int = 1) -> Requests:
-    """Lengths shaped like MLPerf's OpenOrca subset (input mean ~1,000 with a long tail, output mean ~290)."""
+def _long_prompts(n: int, seed: int = 1) -> Requests:
+    """Seeded lognormal lengths with a long tail (input mean ~900, up to 3,000; output mean ~290): prompts long
+    enough that a pool offered them all at once overflows under greedy admission. Not OpenOrca's (mean 225)."""
     rng = np.random.default_rng(seed)
     isl = np.clip(np.round(rng.lognormal(np.log(700.0), 0.8, n)), 20, 3000).astype(np.int64)
     osl = np.clip(np.round(rng.lognormal(np.log(220.0), 0.8, n)), 2, 1024).astype(np.int64)
@@ -34,7 +36,7 @@ def _output_tps(result) -> float:
 
 
 def test_offered_everything_at_once_a_replica_serves_at_least_its_server_throughput():
-    req = _openorca_like(1500)
+    req = openorca_requests(1500)
     offline = simulate(req, H200, all_at_once=True)
     server = simulate(req, H200, rate_rps=6.0)      # a Poisson rate within MLPerf's Server limits
     s = server.summary()
@@ -46,7 +48,7 @@ def test_offered_everything_at_once_a_replica_serves_at_least_its_server_through
 
 
 def test_the_watermark_admits_what_the_pool_holds_instead_of_preempting_and_recomputing():
-    req = _openorca_like(1500)
+    req = _long_prompts(1500)
     runs = {a: simulate(req, H200, all_at_once=True, admission=a)
             for a in ("watermark", "guaranteed_no_evict", "max_utilization")}
     greedy = runs["max_utilization"]
@@ -59,7 +61,7 @@ def test_the_watermark_admits_what_the_pool_holds_instead_of_preempting_and_reco
 
 def test_an_unknown_admission_policy_is_named():
     with pytest.raises(ValueError, match="admission='fifo' must be one of"):
-        simulate(_openorca_like(10), H200, all_at_once=True, admission="fifo")
+        simulate(_long_prompts(10), H200, all_at_once=True, admission="fifo")
 
 
 @pytest.fixture(scope="module")
