@@ -24,6 +24,17 @@ def open_page(page: str = CAPACITY, timeout: float = 120) -> AppTest:
     return at
 
 
+def open_upload(name: str, data: bytes, page: str = CAPACITY, mime: str = "text/csv",
+                timeout: float = 300) -> AppTest:
+    """The app with one file uploaded, switched to ``page``; nothing raised on the way."""
+    at = open_app(timeout)
+    at.file_uploader(key="uploads").set_value((name, data, mime))
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
 def headline_sizing(digest: str | None = None):  # noqa: ANN201 - a shapeviz.fleet.sizing.Sizing
     """The Capacity headline's sizing of the settings the page drew last (of the log ``digest`` when given; not the
     cache-aware router's lever, whose key ends with its router)."""

@@ -4,16 +4,12 @@ from __future__ import annotations
 import json
 
 from shapeviz.cli import main
-from tests.app.dashboard import open_app
+from tests.app.dashboard import open_upload
 
 
 def test_the_pages_batch_job_is_plan_deadlines_answer(trace, capsys) -> None:
     path = trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
-    at = open_app(300)
-    at.file_uploader(key="uploads").set_value((path.name, path.read_bytes(), "text/csv"))
-    at.run()
-    at.switch_page("pages/capacity.py").run()
-    assert not at.exception, at.exception
+    at = open_upload(path.name, path.read_bytes())
     at.number_input(key="batch_deadline_h").set_value(0.5).run()
     at.button(key="batch_job_button").click().run()
     assert not at.exception, at.exception

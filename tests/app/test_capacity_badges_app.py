@@ -7,7 +7,7 @@ import re
 from streamlit.testing.v1 import AppTest
 
 from shapeviz.serving import slo_range
-from tests.app.dashboard import CAPACITY, open_app, open_page
+from tests.app.dashboard import open_page, open_upload
 
 BURSTGPT_SESSIONS = "burstgpt/burstgpt3_slice.csv"
 
@@ -18,11 +18,7 @@ def _deltas(at: AppTest) -> list[str]:
 
 def test_a_reuse_estimated_from_sessions_is_offered_not_applied(trace) -> None:
     path = trace(BURSTGPT_SESSIONS)
-    at = open_app(timeout=600)
-    at.file_uploader(key="uploads").set_value((path.name, path.read_bytes(), "text/csv"))
-    at.run()
-    at.switch_page(CAPACITY).run()
-    assert not at.exception, at.exception
+    at = open_upload(path.name, path.read_bytes(), timeout=600)
     assert at.slider(key="cache_hit_pct").value == 0          # nobody set it
     assert _deltas(at) == []                                   # so nothing moved before → after
     offer = at.button(key="cache_hit_estimate")

@@ -5,7 +5,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from tests.app.dashboard import open_app, open_page
+from tests.app.dashboard import open_page, open_upload
 
 
 def _table_with(at: AppTest, column: str):  # noqa: ANN202 - a pandas DataFrame
@@ -47,11 +47,7 @@ def test_the_levers_are_sized_by_simulation_on_the_page() -> None:
 
 def test_a_log_with_latencies_is_calibrated_on_the_page(trace) -> None:
     path = trace("burstgpt/burstgpt3_slice.csv")
-    at = open_app(300)
-    at.file_uploader(key="uploads").set_value((path.name, path.read_bytes(), "text/csv"))
-    at.run()
-    at.switch_page("pages/capacity.py").run()
-    assert not at.exception, at.exception
+    at = open_upload(path.name, path.read_bytes())
     at.button(key="calibrate_to_log").click().run()
     assert not at.exception, at.exception
     assert any(m.value.startswith("calibrated to your log: compute efficiency ×") for m in at.markdown)
