@@ -210,7 +210,7 @@ def benchmark_requests(table: pa.Table | pd.DataFrame, label: str) -> BenchmarkR
         frames.append(frame)
         duration = _scalar(table, "duration", run)
         durations.append(float(duration) if isinstance(duration, (int, float)) and duration > 0 else None)
-        tools.append(_tool(table, run))
+        tools.append(bench_tool(_scalar(table, "backend", run)))
         targets.append(_target(table, run))
     if runs > 1:
         notes.append(f"{runs} benchmark runs (one per JSON line) read one after another")
@@ -236,9 +236,8 @@ def benchmark_requests(table: pa.Table | pd.DataFrame, label: str) -> BenchmarkR
     return BenchmarkRequests(frame, durations, tools, targets, notes)
 
 
-def _tool(table: pa.Table | pd.DataFrame, run: int) -> str:
-    """``sglang`` when the run says so (SGLang writes its own ``backend``, e.g. "sglang"), else ``vllm``."""
-    backend = _scalar(table, "backend", run)
+def bench_tool(backend: object) -> str:
+    """``sglang`` when a run says so (SGLang writes its own ``backend``, e.g. "sglang"), else ``vllm``."""
     return "sglang" if isinstance(backend, str) and backend.lower().startswith("sglang") else "vllm"
 
 

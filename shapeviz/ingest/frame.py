@@ -27,7 +27,13 @@ from shapeviz.ingest.columns import (
     unit_from_name,
 )
 from shapeviz.ingest.errors import IngestError
-from shapeviz.ingest.exports import BENCHMARK_FORMAT, benchmark_table, is_benchmark_table, tool_columns
+from shapeviz.ingest.exports import (
+    BENCHMARK_FORMAT,
+    ToolColumns,
+    benchmark_table,
+    is_benchmark_table,
+    tool_columns,
+)
 from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
 from shapeviz.ingest.names import bound_names, bound_times, fold_products, folded_note
 from shapeviz.ingest.readers import RawTable, too_many_columns
@@ -119,10 +125,10 @@ def file_stem(label: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- mapping
 
-def _resolve_mapping(raw: RawTable, label: str, override: dict[str, str] | None) -> dict[str, tuple[str, Alias | None]]:
+def _resolve_mapping(raw: RawTable, label: str, override: dict[str, str] | None,
+                     tool: ToolColumns | None) -> dict[str, tuple[str, Alias | None]]:
     columns = raw.columns
     chosen: dict[str, tuple[str, Alias | None]] = dict(match_columns(columns))
-    tool = tool_columns(columns)
     if tool is not None:   # a tracing tool's export: its own meaning of its columns wins over the generic aliases
         for canonical in tool.dropped:
             chosen.pop(canonical, None)
@@ -400,8 +406,8 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
         raise too_many_columns(label, len(raw.columns), limits)
     if is_benchmark_table(raw.table):
         raw = _benchmark_rows(raw, label, limits)
-    b = _Build(raw, label, _resolve_mapping(raw, label, mapping), notes=list(raw.notes))
-    tool = tool_columns(raw.columns)
+    tool = tool_columns(raw.columns)   # a tracing tool's export, recognised once by its columns
+    b = _Build(raw, label, _resolve_mapping(raw, label, mapping, tool), notes=list(raw.notes))
     b.notes.extend(tool.notes if tool is not None else [])
     input_v, input_bad, output_v, output_bad = _token_counts(b)
     if tool is not None and tool.kind is not None:

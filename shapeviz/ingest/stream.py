@@ -544,17 +544,21 @@ def read_table_streamed(source: Source, label: str, limits: Limits,
             # the stream had to change its mind after the first batch (a late Latin-1 byte, a column changing
             # type): read it once more with the whole-buffer parser
             return _whole(source, label, limits)
+    try:
+        return join_batches(parts)
+    except pa.ArrowException:
+        return _whole(source, label, limits)
+
+
+def join_batches(parts: list[RawTable]) -> RawTable:
+    """Consecutive batches of one log as one ``RawTable``: malformed rows added, each note once (a Parquet log says
+    what it left unread on every batch). ``pa.ArrowException`` when the batches' column types cannot be joined."""
     if len(parts) == 1:
         return parts[0]
     first = parts[0]
-    try:
-        table = pa.concat_tables([p.table for p in parts], promote_options="permissive")
-    except pa.ArrowException:
-        return _whole(source, label, limits)
+    table = pa.concat_tables([p.table for p in parts], promote_options="permissive")
     notes = list(dict.fromkeys(n for p in parts for n in p.notes))
     return RawTable(table, first.format, first.compression, sum(p.malformed_rows for p in parts), notes)
-
-
 
 
 def columns_seen(source: Source, label: str, limits: Limits) -> list[str]:
@@ -579,4 +583,4 @@ def columns_seen(source: Source, label: str, limits: Limits) -> list[str]:
         batches.close()
 
 
-__all__ = ["iter_tables", "read_table_streamed", "columns_seen", "BATCH_BYTES", "BATCH_ROWS"]
+__all__ = ["iter_tables", "read_table_streamed", "join_batches", "columns_seen", "BATCH_BYTES", "BATCH_ROWS"]

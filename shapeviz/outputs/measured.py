@@ -44,6 +44,7 @@ from shapeviz.ingest.documents import read_capped
 from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.exports import (
     SUMMARY_KEYS,
+    bench_tool,
     benchmark_requests,
     guidellm_table,
     has_request_arrays,
@@ -334,18 +335,32 @@ def _guidellm_from_requests(benchmark: Mapping[str, Any], level: MeasuredLevel, 
     found = guidellm_table({"benchmarks": [benchmark]}, source)
     if found is None:
         return level
-    rows = found[0].to_pandas()
-    ok = rows[(rows["status"] == "ok") & (rows["output_tokens"] > 0)]
-    if not len(ok):
+    figures, failed = _requests_figures(found[0].to_pandas(), duration)
+    if not figures["requests"]:
         return level
+    if not duration:   # no window to divide by: the report's own rate and throughput stand
+        figures.update(rate_rps=level.rate_rps, output_tokens_per_s=level.output_tokens_per_s)
+    return replace(level, label=level.label + _left_out(failed), **figures)
+
+
+def _requests_figures(rows: pd.DataFrame, duration: float | None) -> tuple[dict[str, Any], int]:
+    """A level's figures from one run's requests (``ingest.exports``' rows), and how many failed and were left out.
+
+    Only successful requests with output count: numpy's linear percentiles of their TTFT and TPOT, their number over
+    the run's duration as the achieved rate (None without a duration or a successful request).
+    """
+    ok = rows[(rows["status"] == "ok") & (rows["output_tokens"] > 0)]
     ttft, tpot = ok["ttft_ms"].to_numpy(np.float64), ok["tpot_ms"].to_numpy(np.float64)
-    failed = len(rows) - len(ok)
-    return replace(level, label=level.label + (f" ({failed:,} failed left out)" if failed else ""),
-                   rate_rps=len(ok) / duration if duration else level.rate_rps,
+    figures = dict(rate_rps=len(ok) / duration if duration and len(ok) else None,
                    ttft_p50_ms=_percentile(ttft, 50), ttft_p90_ms=_percentile(ttft, 90),
                    tpot_p50_ms=_percentile(tpot, 50), tpot_p90_ms=_percentile(tpot, 90),
-                   output_tokens_per_s=float(ok["output_tokens"].sum()) / duration if duration
-                   else level.output_tokens_per_s, requests=len(ok))
+                   output_tokens_per_s=float(ok["output_tokens"].sum()) / duration if duration and len(ok) else None,
+                   requests=len(ok))
+    return figures, len(rows) - len(ok)
+
+
+def _left_out(failed: int) -> str:
+    return f" ({failed:,} failed left out)" if failed else ""
 
 
 _GIVE = ("give aiperf's profile_export_aiperf.json or profile_export.jsonl, guidellm's JSON report, or a vLLM / "
@@ -374,25 +389,16 @@ def _benchmark_levels(data: bytes, name: str) -> list[MeasuredLevel] | None:
         raise ValueError(str(exc)) from None
     levels = []
     for run, (duration, tool, target) in enumerate(zip(requests.durations_s, requests.tools, requests.targets), 1):
-        rows = requests.frame[requests.frame["run"] == run]
-        ok = rows[(rows["status"] == "ok") & (rows["output_tokens"] > 0)]
-        failed = len(rows) - len(ok)
-        ttft, tpot = ok["ttft_ms"].to_numpy(np.float64), ok["tpot_ms"].to_numpy(np.float64)
+        figures, failed = _requests_figures(requests.frame[requests.frame["run"] == run], duration)
         label = f"{tool} bench" + (f" run {run}" if len(requests.durations_s) > 1 else "") + \
-            (f", {target}" if target else "") + (f" ({failed:,} failed left out)" if failed else "")
-        levels.append(MeasuredLevel(
-            tool=tool, source=name, label=label,
-            rate_rps=len(ok) / duration if duration and len(ok) else None,
-            ttft_p50_ms=_percentile(ttft, 50), ttft_p90_ms=_percentile(ttft, 90),
-            tpot_p50_ms=_percentile(tpot, 50), tpot_p90_ms=_percentile(tpot, 90),
-            output_tokens_per_s=float(ok["output_tokens"].sum()) / duration if duration and len(ok) else None,
-            requests=len(ok)))
+            (f", {target}" if target else "") + _left_out(failed)
+        levels.append(MeasuredLevel(tool=tool, source=name, label=label, **figures))
     return levels
 
 
 def parse_bench_summary(document: Mapping[str, Any], source: str = "bench") -> list[MeasuredLevel]:
     """The one level of a vLLM / SGLang benchmark saved without its per-request arrays (its own percentiles)."""
-    tool = "sglang" if str(document.get("backend", "")).lower().startswith("sglang") else "vllm"
+    tool = bench_tool(document.get("backend"))
     return [MeasuredLevel(
         tool=tool, source=source, label=f"{tool} bench summary",
         rate_rps=_num(document.get("request_throughput")),

@@ -37,8 +37,8 @@ from shapeviz.ingest.errors import IngestError
 from shapeviz.ingest.frame import REASONS, LoadedLog, LoadReport, build_frame
 from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
 from shapeviz.ingest.names import OTHER_PRODUCTS, folded_note
-from shapeviz.ingest.readers import RawTable, display_name
-from shapeviz.ingest.stream import _Restart, iter_tables
+from shapeviz.ingest.readers import display_name
+from shapeviz.ingest.stream import _Restart, iter_tables, join_batches
 from shapeviz.progress import Progress
 from shapeviz.workload.arrays import product_codes, token_arrays
 from shapeviz.workload.binning import BINS_PER_DECADE, LOG_EDGES, N_BINS, bin_index
@@ -614,7 +614,15 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
                 pending = None
                 continue
             collect(raw)
-        if pending is None and chunk:
+        if pending is not None:
+            # small enough: one canonical frame, built exactly as ``load_log`` builds it
+            try:
+                raw = join_batches(pending)
+            except ArrowException:
+                raise _Restart("whole") from None   # types that do not join: read once more whole, as load_log does
+            log = build_frame(raw, label, mapping, limits)
+            return SketchedLog(WorkloadSketch.from_frame(log.frame, log.report, seed=seed), log.frame)
+        if chunk:
             add(chunk)
     except _Restart:
         pending, parts = None, []   # the stream changed its mind mid-way: read it once more, as one table
@@ -625,46 +633,17 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
     except ArrowException as exc:   # as load_log: one line, never a traceback
         raise IngestError(label, f"could not be read ({type(exc).__name__}: {str(exc)[:200]})",
                           "check the file or map the columns by hand") from None
-    if pending is not None:
-        # small enough: one canonical frame, built exactly as ``load_log`` builds it
-        try:
-            log = load_log_from_batches(pending, label, mapping, limits)
-        except (MemoryError, ArrowException):
-            raise IngestError(label, "does not fit in memory",
-                              "use the dask engine, split the log or sample it") from None
-        return SketchedLog(WorkloadSketch.from_frame(log.frame, log.report, seed=seed), log.frame)
     sketch = merge_all([part for _, part in parts], limits.max_products)
     return SketchedLog(sketch, None, [f"{sketch.requests:,} requests: analysed from the workload sketch "
                                       f"(more than {keep_frame_rows:,} rows are not kept in memory)"])
 
 
-def load_log_from_batches(batches: list, label: str, mapping: dict[str, str] | None, limits: Limits) -> LoadedLog:
-    """One canonical frame from streamed raw batches (the same frame ``load_log`` builds)."""
-    import pyarrow as pa
-
-
-    if len(batches) == 1:
-        return build_frame(batches[0], label, mapping, limits)
-    first = batches[0]
-    table = pa.concat_tables([b.table for b in batches], promote_options="permissive")
-    raw = RawTable(table, first.format, first.compression, sum(b.malformed_rows for b in batches),
-                   [n for b in batches for n in b.notes])
-    return build_frame(raw, label, mapping, limits)
-
-
 def _concat_raw(batches: list) -> list:
     """Raw batches as one table (a chunk); as they are when their columns' types cannot be joined into one."""
-    import pyarrow as pa
-
-    if len(batches) <= 1:
-        return list(batches)
     try:
-        table = pa.concat_tables([b.table for b in batches], promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return [join_batches(batches)] if batches else []
+    except ArrowException:
         return list(batches)   # e.g. a JSONL field that is a number in one block and text in the next
-    first = batches[0]
-    return [RawTable(table, first.format, first.compression, sum(b.malformed_rows for b in batches),
-                     list(dict.fromkeys(n for b in batches for n in b.notes)))]
 
 
 # ---------------------------------------------------------------------------------------------- analyses

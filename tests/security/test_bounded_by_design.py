@@ -108,6 +108,32 @@ def test_parquet_reads_only_the_columns_a_mapping_uses(tmp_path):
     assert loaded.frame["product"].cat.categories.tolist() == ["x" * 255 + "…"]
 
 
+def test_a_parquet_log_of_several_row_groups_says_each_note_once_on_every_path(tmp_path):
+    # every row group is a batch, and every batch says which text columns were left unread: the dashboard's
+    # reading (sketch_log) and load_log join the batches alike, so the user reads the note once, on both
+    path = tmp_path / "groups.parquet"
+    pq.write_table(pa.table({"input_tokens": np.full(300, 100, np.int32), "output_tokens": np.full(300, 10, np.int32),
+                             "prompt_text": ["hello"] * 300}), path, row_group_size=100)
+    loaded, sketched = load_log(path), sketch_log(path)
+    unread = [n for n in sketched.sketch.report.notes if "text columns no mapping uses were not read" in n]
+    assert len(unread) == 1 and sketched.sketch.report.notes == loaded.report.notes, sketched.sketch.report.notes
+
+
+def test_an_arrow_error_building_a_small_logs_frame_is_not_called_running_out_of_memory(tmp_path, monkeypatch):
+    import shapeviz.workload.sketch as sketch
+    from shapeviz.ingest import IngestError
+
+    def broken(*args, **kwargs):   # what a column arrow cannot convert would raise while the frame is built
+        raise pa.ArrowInvalid("could not convert 'x' with type str")
+
+    monkeypatch.setattr(sketch, "build_frame", broken)
+    log = tmp_path / "log.csv"
+    log.write_text("input_tokens,output_tokens\n100,10\n")
+    with pytest.raises(IngestError) as info:
+        sketch_log(log)
+    assert "could not be read (ArrowInvalid" in str(info.value) and "memory" not in str(info.value), str(info.value)
+
+
 @pytest.mark.parametrize("when", ["1678-01-01T00:00:00Z", "2261-06-01T00:00:00Z"])
 def test_timestamps_pandas_holds_but_no_clock_wrote_are_counted_not_a_crash(tmp_path, capsys, when):
     log = tmp_path / "times.csv"
