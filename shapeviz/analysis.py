@@ -23,7 +23,7 @@ from shapeviz.analyses.shapes import (
     shape_profile,
 )
 from shapeviz.analyses.traffic import Traffic, traffic
-from shapeviz.ingest import LoadedLog, LoadReport, combine, load_log
+from shapeviz.ingest import LoadedLog, LoadReport, combine
 from shapeviz.plain import from_plain, to_plain
 from shapeviz.progress import Progress, analysis_stage, silent
 from shapeviz.recommend import Recommendation, recommend
@@ -133,12 +133,6 @@ def _recommendations(profile: ShapeProfile, clusters: ClusterResult, prefix: Pre
         hit[OVERALL] = prefix.hit_ratio_tokens
     return recommend(profile, clusters, prefix_hit_ratio=hit, prefix_method=prefix.method,
                      agent_products=[p for p, a in agents.items() if a.is_agent])
-
-
-def load_logs(paths: Sequence[str | Path], mapping: dict[str, str] | None = None) -> LoadedLog:
-    """One or several log files as one loaded log (several files keep their products apart)."""
-    logs = [load_log(p, mapping=mapping or None) for p in paths]
-    return logs[0] if len(logs) == 1 else combine(logs)
 
 
 def analyze_paths(paths: Sequence[str | Path], mapping: dict[str, str] | None = None, *, engine: str = "embedded",

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from shapeviz.analysis import load_logs
+from shapeviz.ingest import load_logs
 from shapeviz.cli.plan import (_workload, classes_from_args, deployment_from_args, kv_pool_from_args, resolve_model,
                                slo_window_seconds, speculative_from_args)
 from shapeviz.fleet.pools import load_fleet

@@ -12,7 +12,7 @@ import pandas as pd
 
 from shapeviz.fleet.batch import log_batch_job, size_batch_job
 from shapeviz.fleet.speculative import speculative_deployment, speculative_effect
-from shapeviz.ingest import combine, load_log
+from shapeviz.ingest import load_logs
 from shapeviz.physics.catalogue import get_gpu, get_model, get_precision
 from shapeviz.physics.kv_pool import KVPool, kv_pool_tokens, with_kv_pool
 from shapeviz.physics.engines import ENGINE_NAMES, ENGINES
@@ -152,8 +152,7 @@ def _workload(args: argparse.Namespace, mapping: dict[str, str] | None, dep: Dep
         workload, report = Workload.from_view(sketch, rate_rps=args.rate), sketch.report
     else:
 
-        loaded = [load_log(path, mapping=mapping or None) for path in logs]
-        log = loaded[0] if len(loaded) == 1 else combine(loaded)
+        log = load_logs(logs, mapping)
         workload = Workload.from_frame(log.frame, rate_rps=args.rate)
         report = log.report
         if frames is not None:   # the rows, for what needs them (the router's simulated reuse)
@@ -222,8 +221,7 @@ def batch_document(args: argparse.Namespace, mapping: dict[str, str] | None = No
     else:
         if not logs:
             raise ValueError("give a LOG file (or --isl/--osl with --requests N) for the batch job")
-        loaded = [load_log(path, mapping=mapping or None) for path in logs]
-        frame = (loaded[0] if len(loaded) == 1 else combine(loaded)).frame
+        frame = load_logs(logs, mapping).frame
         model_id, model_source = resolve_model(args, frame)
         dep, tp_source = deployment_from_args(args, model_id)
         req, job = log_batch_job(frame, dep, deadline, whatif=whatif, requests=n, **options)

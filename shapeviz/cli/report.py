@@ -5,7 +5,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shapeviz.analysis import analyze, load_logs
+from shapeviz.analysis import analyze
+from shapeviz.ingest import load_logs
 from shapeviz.cli.plan import (classes_from_args, deployment_from_args, resolve_model, slo_window_seconds,
                                speculative_from_args)
 from shapeviz.outputs.report import report_files, write_bundle

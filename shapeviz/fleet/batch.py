@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from shapeviz.physics.steps import Deployment
+from shapeviz.physics.steps import Deployment, decode_step_s, prefill_time_s
 from shapeviz.plain import json_safe
 from shapeviz.serving.planner import WhatIf, Workload
 from shapeviz.serving.simulator import (
@@ -28,6 +28,7 @@ from shapeviz.serving.simulator import (
 
 MAX_BATCH_REPLICAS = 4096    # the search stops here: a job no fleet this size finishes says so
 ESTIMATE_SAMPLE = 2000       # requests replayed on one replica for the first guess
+ALONE_CANDIDATES = 8         # requests replayed alone for the job's floor: the longest by the step times' estimate
 
 
 @dataclass(frozen=True)
@@ -119,24 +120,35 @@ def size_batch_job(req: Requests, dep: Deployment, deadline_s: float, *, concurr
             job.trials.append(tried[replicas])
         return tried[replicas]
 
+    # no fleet finishes before its slowest request would alone: a deadline under that is answered without a search
+    # (which grew to MAX_BATCH_REPLICAS replicas, replaying the whole job at each size, to say "none")
+    alone = alone_floor(req, dep, admission)
+    if alone is not None and alone[0] > deadline_s:
+        floor, i = alone
+        job.notes.append(
+            f"the deadline is shorter than the longest request alone: {int(req.input_tokens[i]):,} in / "
+            f"{int(req.output_tokens[i]):,} out tokens take {floor:,.1f} s on an idle replica of {dep.describe()}, so "
+            f"no fleet finishes in {deadline_s:,.0f} s; a longer deadline, more GPUs per replica or that request "
+            "trimmed")
+        return job
+    # more replicas than requests (or than clients) sit idle
+    cap = min(max_replicas, len(req), max_replicas if concurrency is None else concurrency)
     # first guess: one replica's pace on a sample, all at once, scaled to the whole job
     n = min(len(req), ESTIMATE_SAMPLE)
     sample = req.take(np.arange(n))
     pace = simulate(sample, dep, all_at_once=True, admission=admission).makespan_s / n
-    guess = min(max(int(math.ceil(pace * len(req) / deadline_s)), 1), max_replicas)
-    if concurrency is not None:
-        guess = min(guess, concurrency)   # more replicas than clients sit idle
+    guess = min(max(int(math.ceil(pace * len(req) / deadline_s)), 1), cap)
     # grow until the job finishes in time, then bisect down to the fewest that do
     lo, hi = 0, guess
     while not trial(hi).meets:
         lo = hi
-        if hi >= max_replicas or (concurrency is not None and hi >= concurrency):
+        if hi >= cap:
             job.notes.append(
                 f"no fleet of up to {hi} replicas finishes {len(req):,} requests in {deadline_s:,.0f} s"
                 + (f": {concurrency} concurrent clients cap the pace; raise --concurrency" if concurrency is not None
                    and hi >= concurrency else "; a longer deadline, a faster deployment or fewer requests"))
             return job
-        hi = min(max(int(math.ceil(hi * 1.5)), hi + 1), max_replicas if concurrency is None else concurrency)
+        hi = min(max(int(math.ceil(hi * 1.5)), hi + 1), cap)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if trial(mid).meets:
@@ -147,6 +159,23 @@ def size_batch_job(req: Requests, dep: Deployment, deadline_s: float, *, concurr
     job.one_fewer = trial(hi - 1) if hi > 1 else None
     job.trials.sort(key=lambda t: t.replicas)
     return job
+
+
+def alone_floor(req: Requests, dep: Deployment, admission: str | None = None) -> tuple[float, int] | None:
+    """``(seconds, position)`` of the job's slowest request alone on an idle replica: no fleet finishes the job
+    sooner. The few slowest by prefill plus decode at batch one are replayed alone, so the floor is the replay's own.
+    None with prompt blocks: there a request's prefix hits in the fleet can make it faster than alone."""
+    if len(req) == 0 or req.blocks is not None:
+        return None
+    n_in = np.asarray(req.input_tokens, dtype=np.float64)
+    n_out = np.asarray(req.output_tokens, dtype=np.float64)
+    estimate = (prefill_time_s(dep, n_in, np.asarray(req.cached_tokens, dtype=np.float64))
+                + n_out * decode_step_s(dep, 1.0, n_in + n_out / 2.0))
+    slowest = np.argsort(estimate, kind="stable")[-ALONE_CANDIDATES:]
+    took = [simulate(req.take(np.array([i])), dep, all_at_once=True, admission=admission).makespan_s
+            for i in slowest]
+    k = int(np.argmax(took))
+    return float(took[k]), int(slowest[k])
 
 
 def batch_requests(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), requests: int | None = None,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from shapeviz.fleet.sizing import DEFAULT_SLO_WINDOW_S, Sizing, fleet_answer, pair_classes, size_fleet
+from shapeviz.fleet.sizing import DEFAULT_SLO_WINDOW_S, Sizing, fleet_answer, ms_words, pair_classes, size_fleet
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS, Deployment
 from shapeviz.plain import json_safe
 from shapeviz.progress import Progress, silent
@@ -397,15 +397,9 @@ def unreachable_month(sizing: Sizing, classes: Mapping[str, SloClass]) -> str:
             target = (f"TTFT p{cls.percentile:g} ≤ {cls.ttft_ms:,.4g} ms, TPOT p{cls.percentile:g} ≤ "
                       f"{cls.tpot_ms:,.4g} ms" if cls is not None else "its class")
             out[name] = (f"{name} ({target}): {sizing.answer.replicas} replicas still give TTFT p90 "
-                         f"{_ms(o.get('ttft_p90_ms'))}, TPOT p90 {_ms(o.get('tpot_p90_ms'))} and more replicas "
+                         f"{ms_words(o.get('ttft_p90_ms'))}, TPOT p90 {ms_words(o.get('tpot_p90_ms'))} and more replicas "
                          "barely help, so its requests' own latency (with the batch they share) is above its class")
     return "; ".join(out[name] for name in sorted(out))
-
-
-def _ms(value: float | None) -> str:
-    if value is None or not math.isfinite(float(value)):
-        return "n/a"
-    return f"{float(value):,.0f} ms" if float(value) >= 100 else f"{float(value):.3g} ms"   # 22.4, not "22" beside 22
 
 
 def _dips(replicas: list[int]) -> list[tuple[int, int, int, int]]:

@@ -767,7 +767,7 @@ def misses_words(trial: Trial) -> str:
             continue
         slo = o.get("slo") or {}
         q = slo.get("percentile", 90)
-        over = [f"{metric.upper()} p{q} {_ms_words(value)} against {_ms_words(target)}"
+        over = [f"{metric.upper()} p{q} {ms_words(value)} against {ms_words(target)}"
                 for metric, value, target in (("ttft", o.get(f"ttft_p{q}_ms"), slo.get("ttft_ms")),
                                               ("tpot", o.get(f"tpot_p{q}_ms"), slo.get("tpot_ms")))
                 if value is not None and target is not None and value > target]
@@ -775,8 +775,11 @@ def misses_words(trial: Trial) -> str:
     return "; ".join(parts)
 
 
-def _ms_words(ms: float) -> str:
-    return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+def ms_words(ms: float | None) -> str:
+    """A latency in words: whole ms from 100 ms, else three figures (22.4 ms, not "22" beside a class of 22)."""
+    if ms is None or not math.isfinite(float(ms)):
+        return "n/a"
+    return f"{float(ms):,.0f} ms" if float(ms) >= 100 else f"{float(ms):.3g} ms"
 
 
 def relative_to_answer(replicas: int, answer: int | None, tp: int) -> str:

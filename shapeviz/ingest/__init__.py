@@ -9,7 +9,7 @@ Uploads (bytes plus the uploaded file's name) and command-line paths go through 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Sequence
 
 from pyarrow import ArrowException
 
@@ -22,7 +22,7 @@ from shapeviz.ingest.stream import read_table_streamed
 
 INTERNAL = "unexpected error"
 
-__all__ = ["load_log", "combine", "detect_columns", "LoadedLog", "LoadReport", "IngestError", "Limits",
+__all__ = ["load_log", "load_logs", "combine", "detect_columns", "LoadedLog", "LoadReport", "IngestError", "Limits",
            "DEFAULT_LIMITS", "ALIASES", "ALIAS_TABLE", "REASONS", "INTERNAL", "relative_times"]
 
 
@@ -45,3 +45,9 @@ def load_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None,
         # sure no input they can build ends here
         raise IngestError(label, f"could not be read ({INTERNAL}: {type(exc).__name__}: {exc})",
                           "check the file or map the columns by hand; if the file looks right, report it") from exc
+
+
+def load_logs(paths: Sequence[str | Path], mapping: dict[str, str] | None = None) -> LoadedLog:
+    """One or several log files as one loaded log (several files keep their products apart)."""
+    logs = [load_log(p, mapping=mapping or None) for p in paths]
+    return logs[0] if len(logs) == 1 else combine(logs)

@@ -10,6 +10,9 @@ import json
 import pytest
 
 from shapeviz.cli import main
+from shapeviz.fleet.batch import alone_floor, size_batch_job
+from shapeviz.physics.steps import Deployment
+from shapeviz.serving.simulator import fixed_requests
 
 DEP = ["--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--precision", "fp8", "--tp", "2"]
 
@@ -69,3 +72,24 @@ def test_simulate_all_at_once_offers_every_request_at_time_zero_on_one_replica_u
     assert two["makespan_s"] < 0.7 * d["makespan_s"]
     assert main(["simulate", azure, "--all-at-once", "--rate", "3", *DEP]) == 2
     assert "--all-at-once offers every request at time 0" in capsys.readouterr().err
+
+
+def test_a_deadline_under_the_slowest_request_alone_is_answered_at_once(azure, capsys):
+    # no fleet finishes before its slowest request would alone: the search replayed the whole job on ever larger
+    # fleets up to 4,096 replicas (14 replays, 35 s for 2,000 requests) to end with a note that did not say why
+    b = _json(capsys, ["plan", azure, "--deadline", "10s", "--requests", "200", *DEP])["batch_job"]
+    assert not b["meets"] and b["replicas"] is None and b["trials"] == []
+    (note,) = b["notes"]
+    assert note.startswith("the deadline is shorter than the longest request alone: "), note
+    assert "so no fleet finishes in 10 s" in note
+
+
+def test_a_deadline_just_over_one_request_alone_gives_each_request_its_own_replica_and_no_more():
+    # ten prompts of 2,000 tokens offered at once: two on a replica take longer than one alone, so a deadline a
+    # hair over one alone needs ten replicas; the search never replays more replicas than there are requests
+    dep = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
+    req = fixed_requests(2000, 200, 10)
+    alone, _ = alone_floor(req, dep)
+    job = size_batch_job(req, dep, alone * 1.0001)
+    assert job.replicas == 10 and job.one_fewer is not None and not job.one_fewer.meets
+    assert max(t.replicas for t in job.trials) <= 10, [t.replicas for t in job.trials]

@@ -109,6 +109,8 @@ def runs(draw: st.DrawFn, blocks: str) -> tuple[Requests, str, dict]:
             kwargs["duration_s"] = float(req.arrival_s[-1]) * draw(st.sampled_from([0.0, 0.5]))
         elif window == "requests":
             kwargs["requests"] = draw(st.integers(1, len(req)))
+    # how a replica admits into its KV pool (vLLM's watermark is the default engine's; TensorRT-LLM's two others)
+    kwargs["admission"] = draw(st.sampled_from([None, None, "guaranteed_no_evict", "max_utilization"]))
     if replicas > 1 and draw(st.booleans()):
         times = np.cumsum([0.0] + draw(st.lists(st.sampled_from([0.0, 0.01, 0.1, 1.0]), min_size=1, max_size=3)))
         kwargs["replica_schedule"] = (times, np.array(draw(st.lists(st.integers(1, replicas), min_size=times.size,

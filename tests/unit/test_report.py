@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from shapeviz.analysis import analyze, load_logs
+from shapeviz.analysis import analyze
+from shapeviz.ingest import load_logs
 from shapeviz.ingest import load_log
 from shapeviz.outputs import report
 from shapeviz.serving import WhatIf
