@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from components.widgets import badge, run_on_click, table
-from shapeviz.fleet.batch import BatchJob, log_batch_job
+from shapeviz.fleet.batch import BatchJob, duration_words, log_batch_job
 from shapeviz.ingest import LoadedLog
 from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf
@@ -24,10 +24,6 @@ def _job(digest: str, dep: Deployment, whatif: WhatIf, deadline_s: float, reques
          concurrency: int | None, gpu_hour_usd: float, _log: LoadedLog) -> BatchJob:
     return log_batch_job(_log.frame, dep, deadline_s, whatif=whatif, requests=requests, concurrency=concurrency,
                          gpu_hour_usd=gpu_hour_usd)[1]
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds / 3600:,.2f} h" if seconds >= 7200 else f"{seconds / 60:,.1f} min"
 
 
 def render_batch_job(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, gpu_hour_usd: float) -> bool:
@@ -66,15 +62,15 @@ def render_batch_job(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatI
     a = job.answer
     m = st.columns(3)
     m[0].metric("GPUs", f"{d['gpus']:,}", help=f"{a.replicas} replica(s) of {dep.tp} GPU(s)")
-    m[1].metric("Done in", _duration(a.makespan_s))
+    m[1].metric("Done in", duration_words(a.makespan_s))
     m[2].metric("Cost of the run", f"${d['cost_usd']:,.2f}", help=f"{d['gpu_hours']:,.1f} GPU-hours")
-    fewer = "" if job.one_fewer is None else (
-        f"; one replica fewer ({job.one_fewer.replicas}) takes {_duration(job.one_fewer.makespan_s)} and misses it")
-    st.markdown(f"{job.requests:,} requests finish in {_duration(a.makespan_s)} on {a.replicas} replica(s) of "
+    fewer = "" if job.one_fewer is None else (f"; one replica fewer ({job.one_fewer.replicas}) takes "
+                                              f"{duration_words(job.one_fewer.makespan_s)} and misses it")
+    st.markdown(f"{job.requests:,} requests finish in {duration_words(a.makespan_s)} on {a.replicas} replica(s) of "
                 f"{md_literal(dep.describe())} "
-                f"({a.output_tokens_per_s:,.0f} output tok/s), within the {_duration(job.deadline_s)} deadline"
+                f"({a.output_tokens_per_s:,.0f} output tok/s), within the {duration_words(job.deadline_s)} deadline"
                 f"{fewer}. Held to the deadline the fleet costs ${d['cost_usd_if_held_to_deadline']:,.2f}.")
     table(pd.DataFrame({"replicas": [t.replicas for t in job.trials],
-                        "done in": [_duration(t.makespan_s) for t in job.trials],
+                        "done in": [duration_words(t.makespan_s) for t in job.trials],
                         "meets the deadline": ["yes" if t.meets else "no" for t in job.trials]}))
     return True

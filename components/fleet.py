@@ -52,9 +52,7 @@ def page_prices(gpus: list[str] | tuple[str, ...], own: tuple[str, float]) -> di
     """One price per GPU type on the page: the sidebar's $/GPU-hour for its own GPU type (what the headline's cost
     uses), the dated list prices of data/gpu_prices.csv for the others. Two prices for one fleet ($10/h in the
     headline, $11.16/h in the designs' row for it) was the page's story told twice."""
-    prices, _ = gpu_prices(list(dict.fromkeys([*gpus, own[0]])))
-    prices[own[0]] = float(own[1])
-    return prices
+    return gpu_prices([*gpus, own[0]], overrides={own[0]: float(own[1])})[0]
 
 
 def _design(settings: tuple, log: LoadedLog, classes: dict[str, SloClass]) -> dict[str, Any]:

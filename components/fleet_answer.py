@@ -56,9 +56,9 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
             _RESULTS[key] = future
         else:
             _POOL.claim(future, session)   # this session wants it too: its latest request, kept while it stays
-            while len(_RESULTS) > MAX_ENTRIES:
-                _RESULTS.popitem(last=False)
         _RESULTS.move_to_end(key)
+        while len(_RESULTS) > MAX_ENTRIES:   # the oldest go; ``key`` is the newest now, so never itself
+            _RESULTS.popitem(last=False)
         return future
 
 

@@ -138,7 +138,7 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
     badge("estimated")
     if int(peak.windows["replicas_needed"].max()) <= 1:
         st.info(MINIMUM_FLEET, icon=":material/info:")
-    answer = ready(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
+    answer = ready(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)   # once: one fleet below
     answer_k = None if answer is None or answer.method != "simulated" else answer.replicas
     st.caption(f"Hold at peak: {relative_to_answer(int(peak.to_dict()['max_replicas']), answer_k, dep.tp)} "
                + ("(the headline's answer is still being replayed). " if answer_k is None else
@@ -199,12 +199,11 @@ def render_traffic_over_time(digest: str, log: LoadedLog, dep: Deployment, whati
         return True
     sketch = data.sketch_of(digest)
     try:   # the analytic months, at once; labelled "estimate" until the replayed months replace them
-        # today's pool is the headline's answer once it is replayed, in the estimate's months too (one fleet)
-        today = ready(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
+        # today's pool is the headline's answer once it is replayed (the one hold at peak is said against), in the
+        # estimate's months too (one fleet)
         estimate = project(sketch if sketch is not None else frame, dep, growth, whatif=whatif,
                            ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, gpu_hour_usd=gpu_hour_usd,
-                           replicas_now=today.replicas if today is not None and today.method == "simulated"
-                           and today.replicas else None)
+                           replicas_now=answer_k or None)
     except ValueError as exc:
         st.info(md_literal(str(exc)))
         return True

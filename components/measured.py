@@ -46,18 +46,7 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> b
                "served by the planned deployment.")
     uploads = st.file_uploader("Load-test results (JSON)", type=["json", "jsonl"], accept_multiple_files=True,
                                key=f"measured-{key}")
-    levels = []   # load tests of the planned fleet: judged against the plan
-    try:
-        data.check_upload_budget(list(uploads or []))   # the same budget as logs, before a byte is parsed
-    except ValueError as exc:
-        st.error(md_literal(exc), icon=":material/error:")
-        uploads = []
-    with data.work_slot(None, "other visitors' files are being read"):   # and the same two slots
-        for f in uploads or []:
-            try:
-                levels.extend(parse_result(f.getvalue(), f.name))
-            except ValueError as exc:
-                st.error(md_literal(exc), icon=":material/error:")  # upload names are the user's: one literal line
+    levels = read_results(list(uploads or []))   # load tests of the planned fleet: judged against the plan
     from_log = log_levels(ctx.frame, source=ctx.dataset.label)
     # Like with like: the log's latencies judge the plan only when the log was served by the planned deployment
     # (the user says so); otherwise they are shown as what they are, without a verdict.
@@ -99,6 +88,27 @@ def plan_vs_measured(ctx: PageContext, key: str, after: Plan | None = None) -> b
     for note in doc["notes"]:
         st.caption(md_literal(note))
     return True
+
+
+def read_results(uploads: list) -> list:
+    """The measured levels of the dropped result files: within the session's upload budget, read in one of the
+    server's two work slots, each bad file said on one literal line and the good ones kept. No file, no slot: the
+    section redraws on every what-if step, and must not wait behind other visitors' logs for nothing."""
+    levels: list = []
+    try:
+        data.check_upload_budget(list(uploads or []))   # the same budget as logs, before a byte is parsed
+    except ValueError as exc:
+        st.error(md_literal(exc), icon=":material/error:")
+        return levels
+    if not uploads:
+        return levels
+    with data.work_slot(None, "other visitors' files are being read"):   # and the same two slots
+        for f in uploads:
+            try:
+                levels.extend(parse_result(f.getvalue(), f.name))
+            except ValueError as exc:
+                st.error(md_literal(exc), icon=":material/error:")  # upload names are the user's: one literal line
+    return levels
 
 
 MODELS_NAMED = 5   # a log of many models names the first few and counts the rest

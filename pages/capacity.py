@@ -54,11 +54,6 @@ def _delta(x: float | None, y: float | None, unit: str = "") -> str | None:
     return f"{y - x:+,.0f}{unit}" if abs(y - x) >= 1 else f"{y - x:+,.2f}{unit}"
 
 
-def _num(row: pd.Series, key: str) -> float | None:
-    v = row[key]
-    return None if pd.isna(v) else float(v)
-
-
 @st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
 def _plan(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float, gpu_hour_usd: float,
           _w: Workload) -> tuple[WhatIfComparison, pd.DataFrame]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from shapeviz.fleet.batch import log_batch_job, size_batch_job
+from shapeviz.fleet.batch import duration_words, log_batch_job, size_batch_job
 from shapeviz.fleet.speculative import speculative_deployment, speculative_effect
 from shapeviz.ingest import load_logs
 from shapeviz.physics.catalogue import get_gpu, get_model, get_precision
@@ -242,20 +242,17 @@ def batch_text(document: dict[str, Any]) -> str:
     """A short human summary of a ``plan --deadline`` document."""
     d, b = document, document["batch_job"]
     w = d["workload"]
-    def hours(seconds: float) -> str:
-        return f"{seconds / 3600:,.2f} h" if seconds >= 7200 else f"{seconds / 60:,.1f} min"
-
     offered = "all at once" if b["offered"] == "all_at_once" else f"through {b['concurrency']} concurrent clients"
     lines = [d["deployment"],
              f"batch job: {b['requests']:,} requests (mean {w['mean_input_tokens']:,.0f} in / "
-             f"{w['mean_output_tokens']:,.0f} out tokens), offered {offered}, deadline {hours(b['deadline_s'])} "
-             f"(admission: {d['admission']})"]
+             f"{w['mean_output_tokens']:,.0f} out tokens), offered {offered}, "
+             f"deadline {duration_words(b['deadline_s'])} (admission: {d['admission']})"]
     if b["meets"]:
         fewer = b["one_fewer"]
         lines.append(f"fleet: {b['replicas']} replica(s) = {b['gpus']} GPUs [simulated]: done in "
-                     f"{hours(b['makespan_s'])} at {b['output_tokens_per_s']:,.0f} output tok/s"
+                     f"{duration_words(b['makespan_s'])} at {b['output_tokens_per_s']:,.0f} output tok/s"
                      + ("" if fewer is None else
-                        f"; one fewer ({fewer['replicas']}) takes {hours(fewer['makespan_s'])}: misses"))
+                        f"; one fewer ({fewer['replicas']}) takes {duration_words(fewer['makespan_s'])}: misses"))
         lines.append(f"cost: {b['gpu_hours']:,.1f} GPU-hours, ${b['cost_usd']:,.2f} for the job's run "
                      f"(${b['cost_usd_if_held_to_deadline']:,.2f} if the fleet is held to the deadline) at "
                      f"${b['usd_per_gpu_hour']:,.2f}/GPU-hour")

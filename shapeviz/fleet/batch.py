@@ -90,6 +90,11 @@ class BatchJob:
         })
 
 
+def duration_words(seconds: float) -> str:
+    """A job's length as the page and ``plan --deadline`` say it: hours from two hours up, else minutes."""
+    return f"{seconds / 3600:,.2f} h" if seconds >= 7200 else f"{seconds / 60:,.1f} min"
+
+
 def _replay(req: Requests, dep: Deployment, replicas: int, concurrency: int | None, admission: str | None,
             router: str) -> SimResult:
     if concurrency is None:

@@ -8,7 +8,6 @@ import threading
 from pathlib import Path
 
 import pandas as pd
-from streamlit.testing.v1 import AppTest
 
 from components import fleet_answer
 from components.fleet_answer import answer_line
@@ -18,7 +17,7 @@ from shapeviz.fleet.sizing import answer_heading, lever_of, router_lever_line
 from shapeviz.ingest import load_log
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving.planner import Workload
-from tests.app.dashboard import APP, CAPACITY, headline_sizing, open_page
+from tests.app.dashboard import headline_sizing, open_page, open_upload
 
 
 def _text(at) -> str:
@@ -91,16 +90,6 @@ def test_answer_line_says_the_simulated_fleet_and_one_fewer(traces: Path) -> Non
 AZURE_CODE = "azure_llm_2023/AzureLLMInferenceTrace_code.csv"
 
 
-def _upload_to_capacity(name: str, data: bytes):
-    at = AppTest.from_file(APP, default_timeout=300)
-    at.run()
-    at.file_uploader(key="uploads").set_value((name, data, "text/csv"))
-    at.run()
-    at.switch_page(CAPACITY).run()
-    assert not at.exception, at.exception
-    return at
-
-
 def test_one_log_gives_one_fleet_on_the_page_in_plan_and_in_compare(traces: Path, tmp_path: Path, capsys) -> None:
     # the first 20 minutes of the Azure code trace (bursty): `plan --json` on the file, and the same file uploaded
     frame = pd.read_csv(traces / AZURE_CODE)
@@ -116,7 +105,7 @@ def test_one_log_gives_one_fleet_on_the_page_in_plan_and_in_compare(traces: Path
     for _ in range(fleet_answer._POOL.workers):   # every worker busy: the page's sizing waits its turn
         fleet_answer._POOL.submit("test-gate", lambda: gate.wait(600))
     try:
-        at = _upload_to_capacity(log.name, log.read_bytes())
+        at = open_upload(log.name, log.read_bytes())
         shown = _shown(_text(at))
         assert "the log has no model column" in shown and "the checkpoint's own precision (BF16" in shown
         # "Simulate this fleet" clicked while the headline is the estimate: it simulates the estimate's fleet...
@@ -162,7 +151,7 @@ def test_the_page_plans_the_model_the_logs_model_column_names(traces: Path) -> N
     # a gateway's log of Qwen3-32B requests: the page opens on that model at its checkpoint's precision, as plan does
     frame = pd.read_csv(traces / AZURE_CODE, nrows=500)
     frame["model"] = "Qwen/Qwen3-32B"
-    at = _upload_to_capacity("gateway.csv", frame.to_csv(index=False).encode())
+    at = open_upload("gateway.csv", frame.to_csv(index=False).encode())
     assert at.selectbox(key="model").value == "qwen3-32b" and at.selectbox(key="precision").value == "bf16"
     shown = _shown(_text(at))
     assert "Model: the log's model column ('Qwen/Qwen3-32B' → Qwen3-32B, 500 of 500 requests)" in shown

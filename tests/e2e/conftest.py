@@ -1,7 +1,8 @@
-"""The live app for the browser tests: one streamlit server and one system chromium per test session.
+"""The live app for the browser tests: a streamlit server per test and one system chromium per test session.
 
-The server runs ``app.py`` from the checkout on a free loopback port and is stopped at the end; each test gets
-fresh browser contexts, i.e. fresh Streamlit sessions that share nothing but the server's demo cache.
+Each server runs ``app.py`` from the checkout on a free loopback port and is stopped at the end of its test (a sizing
+a test started never slows the next one's pages); each test gets fresh browser contexts, i.e. fresh Streamlit
+sessions that share nothing but the demo's disk cache.
 """
 from __future__ import annotations
 
@@ -223,11 +224,3 @@ def open_dashboard(browser: Browser, app_server: LiveServer, request: pytest.Fix
         print(f"streamlit server log tail:\n{app_server.tail()}")
     for context in contexts:
         context.close()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The every-button sweep runs last. It clicks every Capacity section (all deployments compared, the batch job,
-    growth), whose sizings go on in the shared server after it moves on; a replay holds the GIL for its length, so
-    pages opened meanwhile on that server waited past their bounds. That is a known limit of the server (a sizing
-    slows every other session while it replays), not what the other tests judge."""
-    items.sort(key=lambda item: item.nodeid.startswith("tests/e2e/test_every_page.py"))
