@@ -77,7 +77,9 @@ def deployment(row: pd.Series, scales: tuple[float, float] | None = None) -> tup
     tp = smallest_tp(MODEL, gpu, precision)
     base = load_efficiency()
     if scales is None:
-        eff = engine_scaled(base, gpu, engine, precision)
+        # the engine's factors of the row's own software release (its MLPerf round) where one was fitted, else the
+        # newest release's
+        eff = engine_scaled(base, gpu, engine, precision, str(row["round"]))
     else:
         eff = base.replace(mfu=min(base.mfu * scales[0], 1.0), mbu=min(base.mbu * scales[1], 1.0))
     dep = Deployment(MODEL, gpu, precision, None, tp, eff, engine=engine)
@@ -142,9 +144,11 @@ def error_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _group(row: pd.Series) -> tuple[str, str, str]:
-    eng = engine_efficiency(str(row["gpu"]), str(row["engine"]), str(row["precision"]))
-    return (eng.family if eng else str(row["gpu"]), str(row["engine"]), str(row["precision"]))
+def _group(row: pd.Series) -> tuple[str, str, str, str]:
+    """(family, engine, precision, release): the row of ``data/engine_efficiency.csv`` a fitted row sets."""
+    eng = engine_efficiency(str(row["gpu"]), str(row["engine"]), str(row["precision"]), str(row["round"]))
+    return (eng.family if eng else str(row["gpu"]), str(row["engine"]), str(row["precision"]),
+            eng.release if eng else str(row["round"]))
 
 
 def _bisect_scale(rows: pd.DataFrame, which: int, scales: list[float], same: bool = False) -> float:
@@ -162,8 +166,8 @@ def _bisect_scale(rows: pd.DataFrame, which: int, scales: list[float], same: boo
     return math.exp((lo + hi) / 2.0)
 
 
-def fit(rows: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, float, list[str]]]:
-    """Per family × engine × precision: (compute, memory) factors fitted on its ``fitted`` rows.
+def fit(rows: pd.DataFrame) -> dict[tuple[str, str, str, str], tuple[float, float, list[str]]]:
+    """Per family × engine × precision × release: (compute, memory) factors fitted on its ``fitted`` rows.
 
     The compute factor makes the simulated Offline throughput match (an all-at-once load is compute-bound at these
     lengths). Where a fitted Interactive row exists (Hopper: H200), the memory factor makes it match (the decode
@@ -189,11 +193,11 @@ def fit(rows: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, float, li
     return result
 
 
-def write_fit(result: dict[tuple[str, str, str], tuple[float, float, list[str]]]) -> None:
+def write_fit(result: dict[tuple[str, str, str, str], tuple[float, float, list[str]]]) -> None:
     """Write the fitted factors into ``data/engine_efficiency.csv`` (rows kept in their order)."""
     table = pd.read_csv(ENGINE_EFFICIENCY_PATH, dtype=str, keep_default_na=False)
     for i, r in table.iterrows():
-        key = (r["family"], r["engine"], r["precision"])
+        key = (r["family"], r["engine"], r["precision"], r["release"])
         if key in result:
             c, m, ids = result[key]
             table.loc[i, "mfu_scale"] = f"{c:.4f}"

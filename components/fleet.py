@@ -71,7 +71,8 @@ def _design(settings: tuple, log: LoadedLog, classes: dict[str, SloClass]) -> di
         return design_fleet(log.frame, classes, gpus=list(gpus), prices=prices, model=model,
                             precision=None if reference is None else str(reference.precision),
                             whatif=WhatIf(traffic_multiplier=traffic), search_requests=PAGE_SEARCH_REQUESTS,
-                            progress=progress, reference=reference)
+                            progress=progress, reference=reference,
+                            serving_engine=None if reference is None else str(reference.engine))
     finally:
         bar.empty()
 

@@ -56,6 +56,9 @@ def add_design_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
                    help="vLLM's share of each GPU's memory, in (0, 1]: the KV pool is what it leaves after weights "
                         "and runtime")
+    p.add_argument("--serving-engine", choices=("vllm", "sglang", "trtllm"), default=None,
+                   help="the engine every pool runs (default vllm, what config writes): its efficiency and sequence "
+                        "cap on each GPU type; each pool of the design names it")
     add_parallel_options(p, "run the pools' sizing searches and the designs' check replays")
 
 
@@ -81,7 +84,8 @@ def design_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
                            whatif=WhatIf(traffic_multiplier=args.traffic), search_requests=args.search_requests,
                            slo_window_s=slo_window_seconds(args.slo_window),
                            top=args.top, check_seed=args.seed, progress=progress, kv_cache_tokens=kv.tokens,
-                           gpu_memory_utilization=kv.gpu_memory_utilization, runner=runner)
+                           gpu_memory_utilization=kv.gpu_memory_utilization, runner=runner,
+                           serving_engine=args.serving_engine)
     return {"command": "design", **doc, "price_sources": sources,
             "workload": {"files": [str(p) for p in args.logs], "rows_kept": log.report.rows_kept}}
 

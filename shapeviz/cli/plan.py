@@ -103,6 +103,16 @@ def engine_source(args: argparse.Namespace) -> str:
     return "set by user" if serving_engine_from_args(args) is not None else "default: the engine config writes"
 
 
+def engine_detail(dep: Deployment, args: argparse.Namespace) -> dict[str, Any]:
+    """The serving engine of a deployment as ``plan --json`` and ``simulate --json`` report it: which engine and why,
+    where its efficiency comes from, and the sequences one replica runs at once by the engine's default."""
+    cap = dep.sequence_cap
+    own = cap is not None and cap.max_num_seqs <= int(dep.eff.max_batch)
+    return {"engine": dep.engine, "engine_source": engine_source(args), "engine_efficiency": dep.engine_note,
+            "engine_max_num_seqs": dep.engine_max_seqs,
+            "engine_max_num_seqs_source": cap.source if own and cap is not None else dep.eff.sources.get("max_batch", "")}
+
+
 def kv_pool_from_args(args: argparse.Namespace) -> KVPool:
     """The KV pool the options set (``--kv-cache-tokens``, ``--gpu-memory-utilization``), validated."""
     return KVPool(getattr(args, "kv_cache_tokens", None), getattr(args, "gpu_memory_utilization", None))
@@ -304,7 +314,7 @@ def plan_document(args: argparse.Namespace, mapping: dict[str, str] | None = Non
             "model": dep.model.id, "gpu": dep.gpu.id, "precision": dep.precision, "kv_precision": dep.kv_precision,
             "tp": dep.tp, "ep": dep.ep, "attention_dp": dep.attention_dp, "layout": dep.layout,
             "compute_precision": dep.compute_precision,
-            "engine": dep.engine, "engine_source": engine_source(args), "engine_efficiency": dep.engine_note,
+            **engine_detail(dep, args),
             "weights_gib_per_gpu": dep.weight_bytes_per_gpu / 2**30,
             "expert_weights_gib_per_gpu": dep.expert_weight_bytes / dep.tp / 2**30,
             "kv_pool_gib_per_gpu": dep.kv_pool_bytes_per_gpu() / 2**30,

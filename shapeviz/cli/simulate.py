@@ -10,7 +10,7 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
-from shapeviz.cli.plan import deployment_from_args, speculative_from_args
+from shapeviz.cli.plan import deployment_from_args, engine_detail, speculative_from_args
 from shapeviz.fleet.pools import (
     fleet_document,
     fleet_requests,
@@ -228,6 +228,9 @@ def simulate_document(args: argparse.Namespace, mapping: dict[str, str] | None =
     if classes is not None:
         document["products"] = product_outcomes(result.requests, classes)
     document["settings"]["tp_source"] = tp_source
+    document["settings"].update(engine_detail(dep, args))
+    document["settings"]["max_num_seqs_source"] = ("set by user" if args.max_num_seqs is not None
+                                                   else "the engine's default (engine_max_num_seqs_source)")
     document["settings"]["kv_pool_source"] = dep.eff.sources.get("kv_fraction_serving", "")
     document["settings"]["speculative"] = None if dep.speculative is None else dep.speculative.to_dict()
     document["settings"]["replicas_source"] = replicas_source if args.disaggregate is None else "--disaggregate"

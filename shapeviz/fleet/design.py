@@ -582,7 +582,7 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
                  progress: Progress = silent, kv_cache_tokens: int | None = None,
                  gpu_memory_utilization: float | None = None, runner: Runner | None = None,
                  slo_window_s: float = DEFAULT_SLO_WINDOW_S, router: str = ROUTER,
-                 reference: Deployment | None = None) -> dict[str, Any]:
+                 reference: Deployment | None = None, serving_engine: str | None = None) -> dict[str, Any]:
     """Search the design space and return the ``design --json`` document (``designs`` best first, ``baseline``).
 
     Every design is judged as the headline (``sizing.fleet_answer``) is: replayed on ``sizing.slo_window`` (the
@@ -591,6 +591,8 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     against its class (``sizing.Trial``).
     ``kv_cache_tokens`` / ``gpu_memory_utilization``: the KV pool of every replica, as the engines set it;
     ``router``: every pool's (the headline's by default, so that a shared pool of its deployment is its fleet).
+    ``serving_engine``: the engine every pool runs (None: vLLM, what ``config`` writes): its efficiency and sequence
+    cap on each GPU type (``physics.engines``), and each pool of the document names it.
     ``runner``: where the pools' sizing searches and the candidates' replays run (``serving.parallel``: local
     processes or Dask); None (or a serial runner) runs them here, one after the other. The document is the same
     either way.
@@ -599,8 +601,10 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     whatif = whatif or WhatIf()
     kv = {k: v for k, v in (("kv_cache_tokens", kv_cache_tokens), ("gpu_memory_utilization", gpu_memory_utilization))
           if v is not None}
-    engine = {**kv, "router": router}   # what every pool the search builds runs with
-    judged, sized_on = _judged_window(frame, whatif, slo_window_s, reference or _reference(model, precision, gpus, kv))
+    served = {**kv, "engine": serving_engine}
+    engine = {**served, "router": router}   # what every pool the search builds runs with
+    judged, sized_on = _judged_window(frame, whatif, slo_window_s,
+                                      reference or _reference(model, precision, gpus, served))
     # the search's stretch: the busiest requests of the window, without prompt blocks (the replicas' prefix caches
     # take the simulator's slower loop: the search sizes without them, the window's replays judge with them)
     window = peak_window(replace(judged, blocks=None), search_requests)

@@ -25,6 +25,7 @@ import pandas as pd
 
 from shapeviz.ingest.documents import finite_number, parse_json, parse_yaml, read_capped, short, whole_number
 from shapeviz.physics.catalogue import get_gpu
+from shapeviz.physics.engines import check_engine
 from shapeviz.physics.kv_pool import KVPool, with_kv_pool
 from shapeviz.physics.steps import Deployment, smallest_tp
 from shapeviz.serving.parallel import Runner, map_jobs
@@ -86,6 +87,7 @@ class Pool:
     kv_link_gbps: float | None = None           # None: the calibrated prefill→decode transfer rate
     kv_cache_tokens: int | None = None          # the KV pool per replica in tokens (None: the capacity model's)
     gpu_memory_utilization: float | None = None  # vLLM's share of GPU memory; the KV pool is what it leaves
+    engine: str | None = None                   # the serving engine (vllm, sglang, trtllm; None: vllm, what config writes)
 
     @property
     def split(self) -> bool:
@@ -108,6 +110,7 @@ class Fleet:
             d = asdict(p)
             d["products"] = list(p.products)
             d["input_tokens"] = None if p.input_tokens is None else [list(r) for r in p.input_tokens]
+            d["engine"] = check_engine(p.engine)   # the engine every replica of the pool runs, named even by default
             for key in ("prefill", "decode", "kv_link_gbps", "input_tokens", "model", "kv_cache_tokens",
                         "gpu_memory_utilization"):
                 if d[key] is None:
@@ -156,6 +159,11 @@ def fleet_from_dict(doc: Mapping[str, Any]) -> Fleet:
             kw["replicas"] = _count(kw["replicas"], f"{where}.replicas")
         if kw.get("tp") is not None:
             kw["tp"] = whole_number(kw["tp"], f"{where}.tp", high=MAX_TP)
+        if kw.get("engine") is not None:
+            try:
+                kw["engine"] = check_engine(kw["engine"] if isinstance(kw["engine"], str) else short(kw["engine"]))
+            except ValueError as exc:
+                raise ValueError(f"{where}.engine: {exc}") from None
         if kw.get("max_num_seqs") is not None:
             kw["max_num_seqs"] = whole_number(kw["max_num_seqs"], f"{where}.max_num_seqs", high=MAX_NUM_SEQS)
         if "max_num_batched_tokens" in kw:
@@ -232,7 +240,7 @@ def pool_deployment(pool: Pool, model: str, gpu: str | None = None, tp: int | No
     t = tp if tp is not None else pool.tp
     if t is None:
         t = smallest_tp(m, g, pool.precision)
-    dep = Deployment(m, g, pool.precision, None, t)
+    dep = Deployment(m, g, pool.precision, None, t, engine=pool.engine)
     return with_kv_pool(dep, KVPool(pool.kv_cache_tokens, pool.gpu_memory_utilization))
 
 

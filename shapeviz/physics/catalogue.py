@@ -40,6 +40,12 @@ class GPU:
     price_source: str
     source: str
     notes: str
+    # the datasheet's maximum board power, and the same silicon's full-power part whose achievable rate sustains at
+    # its own power (power_source); a card with a peer runs compute-bound work at most at the peer's achievable
+    # rate × tdp_w / the peer's tdp_w (``physics.steps.Deployment.matmul_rate``)
+    tdp_w: float | None = None
+    power_peer: str | None = None
+    power_source: str = ""
 
     @property
     def has_fp8(self) -> bool:
@@ -203,6 +209,9 @@ def _gpus() -> tuple[dict[str, GPU], dict[str, str]]:
             price_source=str(row.price_source),
             source=str(row.source),
             notes="" if pd.isna(row.notes) else str(row.notes),
+            tdp_w=_opt(row.tdp_w),
+            power_peer=None if pd.isna(row.power_peer) else str(row.power_peer),
+            power_source="" if pd.isna(row.power_source) else str(row.power_source),
         )
     index = _index(list(frame["id"]), list(frame["name"]), list(frame["aliases"].fillna("")), "GPU")
     return gpus, index

@@ -48,7 +48,14 @@ from shapeviz.physics.catalogue import (
     get_model,
     get_precision,
 )
-from shapeviz.physics.engines import EngineEfficiency, check_engine, engine_efficiency, engine_note
+from shapeviz.physics.engines import (
+    EngineEfficiency,
+    SequenceCap,
+    check_engine,
+    engine_efficiency,
+    engine_note,
+    engine_sequence_cap,
+)
 
 EFFICIENCY_PATH = DATA_DIR / "efficiency.json"
 ACTIVATION_BYTES = 2  # activations and all-reduce messages stay in BF16 even when weights are FP8
@@ -124,9 +131,29 @@ def load_efficiency(path: Path | None = None) -> Efficiency:
         return efficiency_from_document(json.load(fh))
 
 
-def engine_scaled(base: Efficiency, gpu_id: str, engine: str, precision: str) -> Efficiency:
-    """``base`` with the engine's compute and memory factors for this GPU and precision (unchanged without a row)."""
-    row = engine_efficiency(gpu_id, engine, precision)
+def _achievable_tflops(g: GPU, kind: str, mamf_fraction_default: float) -> float:
+    """A GPU's achievable dense matmul TFLOPS at ``kind``: MAMF, else the spec peak × the default fraction; a card with a
+    ``power_peer`` capped at the peer's achievable rate × ``tdp_w`` / the peer's ``tdp_w`` (``data/gpus.csv``)."""
+    if kind == "fp4" and g.has_fp4:
+        peak, mamf = float(g.fp4_tflops or 0.0), None
+    elif kind in ("fp4", "fp8") and g.has_fp8:
+        peak, mamf = float(g.fp8_tflops or 0.0), g.mamf_fp8_tflops
+    else:
+        peak, mamf = g.bf16_tflops, g.mamf_bf16_tflops
+    ceiling = mamf if mamf else peak * mamf_fraction_default
+    if g.power_peer and g.tdp_w:
+        peer = get_gpu(g.power_peer)
+        if peer.tdp_w:
+            ceiling = min(ceiling, _achievable_tflops(peer, kind, mamf_fraction_default) * g.tdp_w / peer.tdp_w)
+    return ceiling
+
+
+def engine_scaled(base: Efficiency, gpu_id: str, engine: str, precision: str, release: str | None = None) -> Efficiency:
+    """``base`` with the engine's compute and memory factors for this GPU and precision (unchanged without a row).
+
+    ``release``: the engine's software release (an MLPerf round, ``physics.engines``); None: the newest.
+    """
+    row = engine_efficiency(gpu_id, engine, precision, release)
     if row is None:
         return base
     sources = {**base.sources, "mfu": f"{base.sources.get('mfu', '')}; × {row.describe()}",
@@ -226,9 +253,21 @@ class Deployment:
         return self.eff.expert_imbalance if self.ep > 1 else 1.0
 
     @property
+    def sequence_cap(self) -> SequenceCap | None:
+        """The engine's default cap on the replica's running sequences on this GPU (vLLM's ``max_num_seqs``), or None."""
+        return engine_sequence_cap(str(self.engine), self.gpu.id, self.gpu.memory_bytes / GIB)
+
+    @property
+    def engine_max_seqs(self) -> int:
+        """Sequences one scheduler runs at once: the engine's default cap (``data/engine_sequence_caps.csv``), at
+        most the calibrated cap (``efficiency.json`` ``max_batch``); the simulator's default ``max_num_seqs``."""
+        cap = self.sequence_cap
+        return int(self.eff.max_batch) if cap is None else min(int(self.eff.max_batch), cap.max_num_seqs)
+
+    @property
     def max_batch(self) -> int:
         """Engine cap on concurrent sequences of the replica: per rank under attention-DP (each schedules its own)."""
-        return int(self.eff.max_batch) * (self.tp if self.attention_dp else 1)
+        return self.engine_max_seqs * (self.tp if self.attention_dp else 1)
 
     @property
     def dense_split(self) -> int:
@@ -381,15 +420,13 @@ class Deployment:
 
     # --- rates ------------------------------------------------------------------------------------------
     def matmul_rate(self, kind: str) -> float:
-        """Achievable matmul FLOP/s per GPU at ``kind`` ("fp4", "fp8", "bf16"): measured MAMF (else spec × default) × mfu."""
-        g = self.gpu
-        if kind == "fp4" and g.has_fp4:
-            peak, mamf = float(g.fp4_tflops or 0.0), None
-        elif kind in ("fp4", "fp8") and g.has_fp8:
-            peak, mamf = float(g.fp8_tflops or 0.0), g.mamf_fp8_tflops
-        else:
-            peak, mamf = g.bf16_tflops, g.mamf_bf16_tflops
-        ceiling = mamf if mamf else peak * self.eff.mamf_fraction_default
+        """Achievable matmul FLOP/s per GPU at ``kind`` ("fp4", "fp8", "bf16"): measured MAMF (else spec × default) × mfu.
+
+        A power-capped card (``GPU.power_peer``: H100 NVL, H200 NVL) reaches at most its full-power peer's achievable
+        rate × the ratio of their datasheet powers: the datasheet peak is a boost clock its power cap cannot hold
+        under matmul-bound work (energy per FLOP taken as the peer's, an assumption: no credit for lower voltage).
+        """
+        ceiling = _achievable_tflops(self.gpu, kind, self.eff.mamf_fraction_default)
         return ceiling * 1e12 * self.eff.mfu
 
     @property

@@ -73,7 +73,8 @@ SCHEDULERS = ("fcfs", "priority", "deadline")
 ADMISSIONS = ("watermark", "guaranteed_no_evict", "max_utilization")
 ENGINE_ADMISSION = {"vllm": "watermark", "sglang": "watermark", "trtllm": "guaranteed_no_evict"}
 WATERMARK_SHARE = 0.01   # vLLM's default --watermark (SchedulerConfig / BlockSpaceManager watermark=0.01)
-DEFAULT_MAX_NUM_SEQS: int | None = None  # None: the engine cap of the calibrated physics (efficiency max_batch)
+DEFAULT_MAX_NUM_SEQS: int | None = None  # None: the deployment's engine cap (Deployment.engine_max_seqs: vLLM's
+# max_num_seqs default on that GPU, else the calibrated max_batch)
 DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM / TensorRT-LLM default token budget per iteration (max_num_tokens)
 MAX_RUN_STEPS = 2048               # longest decode run advanced at once (bounds the arrays of one run)
 CONTEXT_GRID = 48                  # contexts the decode-step table is evaluated at, per batch size
@@ -723,7 +724,7 @@ def simulate(
     if not (isinstance(replicas, (int, np.integer)) and replicas >= 1):
         raise ValueError(f"replicas={replicas!r} must be a whole number ≥ 1")
     if max_num_seqs is None:
-        max_num_seqs = int(dep.eff.max_batch)
+        max_num_seqs = dep.engine_max_seqs
     if max_num_seqs < 1 or max_num_batched_tokens < 1:
         raise ValueError("max_num_seqs and max_num_batched_tokens must be ≥ 1")
     for name, v in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)):

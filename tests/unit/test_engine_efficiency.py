@@ -13,8 +13,8 @@ import pytest
 
 from shapeviz.cli import main
 from shapeviz.datadir import DATA_DIR
-from shapeviz.physics.engines import engine_rows
-from shapeviz.physics.steps import Deployment, decode_step_s, load_efficiency, prefill_work_s, smallest_tp
+from shapeviz.physics.engines import engine_note, engine_rows
+from shapeviz.physics.steps import Deployment, decode_step_s, engine_scaled, load_efficiency, prefill_work_s
 
 ROOT = Path(__file__).resolve().parents[2]
 MLPERF = pd.read_csv(DATA_DIR / "mlperf_llama2_70b.csv", dtype={"public_id": str})
@@ -27,11 +27,12 @@ def test_every_engine_factor_comes_from_a_named_fitted_row() -> None:
     fitted = set(MLPERF.loc[MLPERF["role"] == "fitted", "row_id"])
     for row in engine_rows():
         assert row.source and set(row.fitted_on.split("; ")) <= fitted, row
-        dep = Deployment("llama-2-70b", row.gpus[0], row.precision, None, smallest_tp("llama-2-70b", row.gpus[0],
-                                                                                     row.precision), engine=row.engine)
-        assert dep.eff.mfu == pytest.approx(base.mfu * row.mfu_scale)
-        assert dep.eff.mbu == pytest.approx(base.mbu * row.mbu_scale)
-        assert row.family in dep.engine_note and row.fitted_on in dep.engine_note
+        # each software release (an MLPerf round) its own row: a deployment of that release runs at its factors
+        eff = engine_scaled(base, row.gpus[0], row.engine, row.precision, row.release)
+        assert eff.mfu == pytest.approx(base.mfu * row.mfu_scale)
+        assert eff.mbu == pytest.approx(base.mbu * row.mbu_scale)
+        note = engine_note(row.gpus[0], row.gpus[0], row.engine, row.precision, row.release)
+        assert row.family in note and row.fitted_on in note and row.release in note
     sglang = Deployment("llama-2-70b", "h200", "fp8", None, 1, engine="sglang")
     assert sglang.eff == base and "generic calibration" in sglang.engine_note
 
@@ -62,9 +63,11 @@ def _bench() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("row_id", ["v50-b200-offline", "v50-h200nvl-offline", "v50-mi325x-supermicro-offline"])
+@pytest.mark.parametrize("row_id", ["v50-b200-offline", "v50-h200nvl-offline", "v50-h100nvl-offline",
+                                    "v50-mi325x-supermicro-offline"])
 def test_mlperf_offline_rows_nobody_fitted_are_predicted_within_ten_percent(row_id: str) -> None:
-    """Judged rows (not fitted): 8× B200 NVFP4 TensorRT-LLM, 8× H200 NVL (an accelerator added for MLPerf) and
+    """Judged rows (not fitted): 8× B200 NVFP4 TensorRT-LLM, 8× H200 NVL and 8× H100 NVL (PCIe cards added for
+    MLPerf; the H100 NVL's 400 W cap holds its compute to its power share of the H100 SXM's, data/gpus.csv) and
     another submitter's 8× MI325X under vLLM, predicted from one fitted Offline row per family."""
     row = MLPERF.set_index("row_id").loc[row_id]
     assert row["role"] == "judged"

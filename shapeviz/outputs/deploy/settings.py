@@ -272,7 +272,7 @@ def serving_settings(
 
     context = decode_context(workload)
     cap = int(operating_batch(dep, context, tpot_slo_ms))
-    engine_cap = dep.eff.max_batch
+    engine_cap = dep.engine_max_seqs
     seqs_why = (f"decode batch the KV pool and the {tpot_slo_ms:g} ms TPOT SLO allow at the mean decode context "
                 f"{context:,.0f} tokens (capped at the engine's {engine_cap:,})")
     running = plan.operating_batch or 1.0
