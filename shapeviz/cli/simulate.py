@@ -20,6 +20,7 @@ from shapeviz.fleet.pools import (
 from shapeviz.fleet.prices import gpu_prices
 from shapeviz.fleet.sizing import pair_classes
 from shapeviz.ingest import combine, load_log
+from shapeviz.physics.engines import ENGINE_NAMES
 from shapeviz.physics.steps import DEFAULT_TPOT_SLO_MS
 from shapeviz.serving.parallel import ENGINES, Runner
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
@@ -312,6 +313,11 @@ def simulate_text(document: dict[str, Any]) -> str:
     lines = [f"{method}: {s['deployment']}, {fleet}, {load}, {d['requests']:,} requests"]
     if "calibration" in d:
         lines.append(s["efficiency"])
+    if s.get("engine"):
+        cap = ("set by user" if s.get("max_num_seqs_source") == "set by user"
+               else "the engine's default" if s.get("max_num_seqs") == s.get("engine_max_num_seqs") else "")
+        lines.append(f"serving engine: {ENGINE_NAMES[s['engine']]} ({s['engine_source']}), at most "
+                     f"{s['max_num_seqs']:,} running sequences per replica" + (f" ({cap})" if cap else ""))
     if str(s.get("kv_pool_source", "")).startswith("set by user"):
         lines.append(f"KV pool: {s['kv_pool_tokens_per_replica']:,} tokens per replica ({s['kv_pool_source']})")
     for name in ("ttft_ms", "tpot_ms", "e2e_ms"):

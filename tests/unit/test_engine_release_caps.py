@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from shapeviz.cli import main
+from shapeviz.cli.simulate import simulate_text
 from shapeviz.datadir import DATA_DIR
 from shapeviz.fleet.design import design_fleet
 from shapeviz.fleet.pools import Fleet, Pool, fleet_from_dict, pool_deployment
@@ -78,6 +79,8 @@ def test_vllm_runs_at_its_own_sequence_cap_and_simulate_json_names_the_engine(ca
     assert docs["vllm"]["tpot_ms"]["p50"] < 0.8 * docs["trtllm"]["tpot_ms"]["p50"], (docs["vllm"]["tpot_ms"],
                                                                                      docs["trtllm"]["tpot_ms"])
     assert docs["vllm"]["ttft_ms"]["p90"] > docs["trtllm"]["ttft_ms"]["p90"]
+    assert ("serving engine: vLLM (set by user), at most 1,024 running sequences per replica (the engine's default)"
+            in simulate_text(docs["vllm"]))
     small = _simulate(capsys, "vllm", "l40s")["settings"]
     assert (small["max_num_seqs"], small["engine_max_num_seqs"]) == (256, 256)
 
