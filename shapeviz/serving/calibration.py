@@ -225,7 +225,10 @@ def _predict_groups(groups: list[_Group], n_rows: int, eff: Efficiency) -> np.nd
     for g in groups:
         gpu, model, precision, tp, ep, adp, kv = g.key
         try:
-            dep = Deployment(model, gpu, precision, kv or None, int(tp), eff, ep=int(ep), attention_dp=bool(adp))
+            # the tables were measured on TensorRT-LLM (its own, NIM's, Triton's): its sequence cap (the calibrated
+            # max_batch), not vLLM's default; the efficiency is given, so no engine factor applies
+            dep = Deployment(model, gpu, precision, kv or None, int(tp), eff, ep=int(ep), attention_dp=bool(adp),
+                             engine="trtllm")
         except ValueError:
             out[g.index] = 0.0  # the model says the weights do not fit: an error of -100%, kept visible
             continue
