@@ -89,6 +89,10 @@ class Pool:
     gpu_memory_utilization: float | None = None  # vLLM's share of GPU memory; the KV pool is what it leaves
     engine: str | None = None                   # the serving engine (vllm, sglang, trtllm; None: vllm, what config writes)
 
+    def __post_init__(self) -> None:
+        # the engine named even when left out, so a pool and its fleet file's round trip are the same pool
+        object.__setattr__(self, "engine", check_engine(self.engine))
+
     @property
     def split(self) -> bool:
         """True when prefill and decode run on separate replicas."""
@@ -110,7 +114,6 @@ class Fleet:
             d = asdict(p)
             d["products"] = list(p.products)
             d["input_tokens"] = None if p.input_tokens is None else [list(r) for r in p.input_tokens]
-            d["engine"] = check_engine(p.engine)   # the engine every replica of the pool runs, named even by default
             for key in ("prefill", "decode", "kv_link_gbps", "input_tokens", "model", "kv_cache_tokens",
                         "gpu_memory_utilization"):
                 if d[key] is None:
