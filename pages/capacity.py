@@ -205,14 +205,18 @@ def _simulation() -> bool:
                              int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve,
                              ctx.analysis.recommendations, _classes(now),
                              headline=fleet_ready(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
-                                                  s.gpu_hour_usd, _classes(now)))
+                                                  s.gpu_hour_usd, _classes(now)), gpu_hour_usd=s.gpu_hour_usd)
 
 
 def _routers() -> bool:
     now, _, curve = _now()
     s = now.settings
+    headline = fleet_ready(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
+                           _classes(now))
+    answer = None if headline is None or headline.answer is None else headline.replicas
     return render_routers(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, w.rate_rps * s.traffic,
-                          int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, ctx.analysis.recommendations)
+                          int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, ctx.analysis.recommendations,
+                          answer, s.gpu_hour_usd)
 
 
 def _fleet_design() -> bool:

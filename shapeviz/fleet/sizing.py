@@ -27,6 +27,7 @@ import pandas as pd
 from shapeviz.analyses.prefix import has_hashes
 from shapeviz.analyses.sessions import has_sessions
 from shapeviz.fleet.routing import plan_with_router
+from shapeviz.fleet.words import relative_to_answer, usd_per_hour_words  # noqa: F401 - the page's and levers' words
 from shapeviz.physics.catalogue import get_gpu, get_model, hosted_stand_in
 from shapeviz.physics.steps import (
     TP_CHOICES,
@@ -780,16 +781,6 @@ def ms_words(ms: float | None) -> str:
     if ms is None or not math.isfinite(float(ms)):
         return "n/a"
     return f"{float(ms):,.0f} ms" if float(ms) >= 100 else f"{float(ms):.3g} ms"
-
-
-def relative_to_answer(replicas: int, answer: int | None, tp: int) -> str:
-    """A fleet other than the headline's, in the answer's terms: "3 × TP4 = 12 GPUs, the answer + 1" (replicas × TP
-    and GPUs, and how many replicas above or below the answer; without it when the answer is not known yet)."""
-    text = f"{replicas} × TP{tp} = {replicas * tp} GPUs"
-    if answer is None:
-        return text
-    d = int(replicas) - int(answer)
-    return text + (", the answer itself" if d == 0 else f", the answer {'+' if d > 0 else '−'} {abs(d)}")
 
 
 def answer_heading(sizing: Sizing | None) -> str:
