@@ -222,7 +222,8 @@ def render_data_source() -> None:
     )
     st.sidebar.file_uploader(
         "Upload request logs", accept_multiple_files=True, key=data.UPLOAD_KEY, on_change=_on_upload,
-        help=("CSV, TSV, Parquet, JSON or JSONL, optionally gzip/bz2/zstd. Several files become several products. "
+        help=("CSV, TSV, Parquet, JSON or JSONL, optionally gzip/bz2/zstd. Files dropped together become several "
+              "products; a later upload replaces them (a button analyses every listed file together). "
               "Kept in memory for this session only, never written to disk. Limits: "
               f"{human_bytes(DEFAULT_LIMITS.max_bytes_in)} per file, "
               f"{human_bytes(DEFAULT_LIMITS.max_decompressed_bytes)} decompressed, "
