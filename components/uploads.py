@@ -24,14 +24,17 @@ def _ids(files: list[Any]) -> list[str]:
 
 
 def on_change() -> None:
-    """The uploader's callback: the files just added become the analysed ones; the mapping starts afresh."""
+    """The uploader's callback: the files just added become the analysed ones; a mapping starts afresh when the
+    analysed files change (removing a file that was not analysed keeps it)."""
     ids = _ids(st.session_state.get(UPLOAD_KEY) or [])
     seen = set(st.session_state.get(SEEN) or ())
     added = [i for i in ids if i not in seen]
-    kept = [i for i in st.session_state.get(ANALYSED) or () if i in ids]
+    before = list(st.session_state.get(ANALYSED) or ())
+    kept = [i for i in before if i in ids]
     st.session_state[ANALYSED] = added or kept or ids
     st.session_state[SEEN] = ids
-    st.session_state[MAPPING_KEY] = {}
+    if st.session_state[ANALYSED] != before:
+        st.session_state[MAPPING_KEY] = {}
 
 
 def analysed(files: list[Any]) -> list[Any]:
