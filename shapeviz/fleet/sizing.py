@@ -27,7 +27,6 @@ import pandas as pd
 from shapeviz.analyses.prefix import has_hashes
 from shapeviz.analyses.sessions import has_sessions
 from shapeviz.fleet.routing import plan_with_router
-from shapeviz.fleet.words import relative_to_answer, usd_per_hour_words  # noqa: F401 - the page's and levers' words
 from shapeviz.physics.catalogue import get_gpu, get_model, hosted_stand_in
 from shapeviz.physics.steps import (
     TP_CHOICES,
