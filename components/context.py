@@ -86,7 +86,13 @@ def _analyze(digest: str, corners: tuple[int, int, int], deployment: Deployment,
                        progress=progress)
 
 
-@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
+# The settings' dataclasses hashed by their repr (every field, nested ones included): Streamlit's own hashing walks
+# a Deployment field by field (model, GPU, engine) at ~7 ms a call, and a what-if step on Capacity made about half
+# a dozen such calls. Same content, same key; a fraction of a millisecond.
+SETTINGS_HASH = {Deployment: repr, WhatIf: repr}
+
+
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False, hash_funcs=SETTINGS_HASH)
 def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
               material_share: float, _log: LoadedLog) -> Analysis:
     return _analyze(digest, corners, deployment, k, material_share, _log)
@@ -95,7 +101,7 @@ def _analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment
 # The demo and scenarios are the same for everyone: their analysis is shared between sessions, so a second
 # visitor's first page does not redo it (an upload's stays private to its session, above).
 # They are also kept on disk (components/disk_cache.py), so a fresh server's first page reads them.
-@st.cache_resource(max_entries=16, ttl=24 * 3600, show_spinner=False)
+@st.cache_resource(max_entries=16, ttl=24 * 3600, show_spinner=False, hash_funcs=SETTINGS_HASH)
 def _shared_analysis(digest: str, corners: tuple[int, int, int], deployment: Deployment, k: int | None,
                      material_share: float, _log: LoadedLog) -> Analysis:
     return disk_cache.cached("analysis", (digest, corners, deployment, k, material_share),
@@ -141,13 +147,13 @@ def plane(dataset: data.Dataset, corners: tuple[int, int, int], deployment: Depl
     return build(dataset.digest, corners, deployment, cache_hit, tpot_slo_ms, dataset.log)
 
 
-@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Drawing the plane…")
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner="Drawing the plane…", hash_funcs=SETTINGS_HASH)
 def _session_plane(digest: str, corners: tuple[int, int, int], deployment: Deployment, cache_hit: float,
                    tpot_slo_ms: float, _log: LoadedLog) -> Plane:
     return _plane(corners, deployment, cache_hit, tpot_slo_ms, _log)
 
 
-@st.cache_resource(max_entries=16, ttl=24 * 3600, show_spinner="Drawing the plane…")
+@st.cache_resource(max_entries=16, ttl=24 * 3600, show_spinner="Drawing the plane…", hash_funcs=SETTINGS_HASH)
 def _shared_plane(digest: str, corners: tuple[int, int, int], deployment: Deployment, cache_hit: float,
                   tpot_slo_ms: float, _log: LoadedLog) -> Plane:
     return disk_cache.cached("plane", (digest, corners, deployment, cache_hit, tpot_slo_ms),
@@ -172,7 +178,7 @@ def _draw_plane(corners: tuple[int, int, int], deployment: Deployment, cache_hit
     return inert_figure(fig), p50, colors
 
 
-@st.cache_resource(max_entries=16, ttl=6 * 3600, show_spinner="Choosing the GPUs per replica…")
+@st.cache_resource(max_entries=16, ttl=6 * 3600, show_spinner="Choosing the GPUs per replica…", hash_funcs=SETTINGS_HASH)
 def _auto_tp(digest: str, fits: Deployment, layout: str, judged: tuple, _log: LoadedLog,
              _classes: dict) -> tuple[Deployment, str]:
     """"auto" GPUs per replica for this log and these classes: ``plan``'s choice (``fleet.sizing.auto_tp``)."""

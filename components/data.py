@@ -35,7 +35,7 @@ from typing import Any
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
-from components import disk_cache
+from components import disk_cache, uploads
 from components.progress import progress_bar
 from shapeviz.ingest import LoadedLog, load_log
 from shapeviz.ingest.roots import allowed_roots, resolve_server_paths
@@ -50,8 +50,8 @@ from shapeviz.workload.synth import SCENARIOS, generate, scenario, write_log
 DEMO_REQUESTS = 20_000
 SCENARIO_REQUESTS = 6_000
 SOURCE_KEY = "dataset"
-UPLOAD_KEY = "uploads"
-MAPPING_KEY = "mapping_override"
+UPLOAD_KEY = uploads.UPLOAD_KEY
+MAPPING_KEY = uploads.MAPPING_KEY
 SERVER_KEY = "server_pattern"
 SESSION_UPLOAD_BYTES = 1 << 30   # what one session may have read at once, all its files together (1 GiB)
 PARSE_SLOTS = 2                  # heavy work (parse, analysis) at the same time, server-wide (the machine's cores)
@@ -303,8 +303,9 @@ def current_dataset() -> Dataset | None:
         known = st.session_state.get(_FILE_DIGESTS, {})
         for stale in set(known) - {f.file_id for f in uploaded}:  # bounded: only the files uploaded now
             del known[stale]
+        uploaded = uploads.analysed(list(uploaded))   # the latest upload, not every file still listed
         mapping = tuple(sorted((st.session_state.get(MAPPING_KEY) or {}).items()))
-        digest = upload_digest(list(uploaded)) + ("-" + hashlib.sha256(repr(mapping).encode()).hexdigest()[:6]
+        digest = upload_digest(uploaded) + ("-" + hashlib.sha256(repr(mapping).encode()).hexdigest()[:6]
                                                   if mapping else "")
         # the threshold is part of the key: the same upload under another threshold is another load
         log, sketch = _load_uploads(digest, mapping, full_frame_max_rows(), tuple(uploaded))

@@ -30,7 +30,7 @@ from shapeviz.fleet.autoscale import (
     traffic_windows,
 )
 from shapeviz.fleet.growth import Growth, GrowthResult, parse_growth, project
-from shapeviz.fleet.sizing import relative_to_answer
+from shapeviz.fleet.words import relative_to_answer
 from shapeviz.ingest import LoadedLog
 from shapeviz.outputs.figures import fleet_over_time_figure, growth_figure, replica_minutes_figure, time_axis
 from shapeviz.physics import Deployment

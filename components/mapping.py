@@ -6,6 +6,7 @@ import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from components import data
+from components.uploads import analysed
 from shapeviz.ingest import DEFAULT_LIMITS, LoadReport
 from shapeviz.ingest.stream import columns_seen
 from shapeviz.schema import CANONICAL
@@ -55,22 +56,24 @@ def mapping_editor(report: LoadReport | None) -> None:
     if st.session_state.get(data.SOURCE_KEY) != "upload" or not uploads:
         st.caption("The mapping of generated data is fixed. Upload a log to map its columns by hand.")
         return
-    first = uploads[0]
+    mapped = analysed(list(uploads))   # the files the pages read: the latest upload's, not every one listed
     try:
-        columns = _columns_seen(data.upload_digest([first]), first)
-    except ValueError as exc:  # the file cannot even be parsed: nothing to map
+        seen = [(f.name, [str(c) for c in _columns_seen(data.upload_digest([f]), f)]) for f in mapped]
+    except ValueError as exc:  # a file cannot even be parsed: nothing to map
         st.caption(f"No columns to map: {md_literal(exc)}")
         return
+    columns = list(dict.fromkeys(c for _, cols in seen for c in cols))   # one mapping for every file analysed
     current = st.session_state.get(data.MAPPING_KEY) or {}
     detected = dict(report.mapping) if report is not None else {}
-    shown = in_force([str(c) for c in columns], detected, current)
+    shown = in_force(columns, detected, current)
     with st.form("mapping_form", border=False):
-        st.caption(f"Columns in {md_literal(first.name)}: {md_literal(', '.join(map(str, columns[:40])))}"
-                   f"{' …' if len(columns) > 40 else ''}")
+        for name, cols in seen:
+            st.caption(f"Columns in {md_literal(name)}: {md_literal(', '.join(cols[:40]))}"
+                       f"{' …' if len(cols) > 40 else ''}")
         choices: dict[str, str] = {}
         cols = st.columns(3)
         for i, canonical in enumerate(EDITABLE):
-            options = [AUTO, *map(str, columns)]
+            options = [AUTO, *columns]
             choices[canonical] = cols[i % 3].selectbox(
                 canonical, options, index=options.index(shown[canonical]), key=f"map_{canonical}",
                 format_func=lambda o, c=canonical: o if o != AUTO else _auto_label(c, detected),

@@ -24,6 +24,7 @@ from shapeviz.fleet.routing import (
     router_table,
 )
 from shapeviz.fleet.sweep import dash
+from shapeviz.fleet.words import relative_to_answer
 from shapeviz.ingest import LoadedLog
 from shapeviz.physics import Deployment
 from shapeviz.recommend import LEVER_LABELS, Recommendation, by_lever
@@ -54,8 +55,11 @@ def _compare(settings: tuple, log: LoadedLog) -> tuple[pd.DataFrame, pd.DataFram
 
 
 def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float, replicas: int,
-                   ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation]) -> bool:
-    """Draw the router comparison: one row per router, the hit ratio against replicas, the cited recommendation.
+                   ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation],
+                   answer: int | None = None, gpu_hour_usd: float | None = None) -> bool:
+    """Draw the router comparison: one row per router, the hit ratio against replicas, the cited recommendation;
+    each router's fleet in the headline's terms (replicas × TP, GPUs, against the answer's ``answer`` replicas, at
+    ``gpu_hour_usd``).
 
     False while it shows only its choices and button (nothing that the what-if levers move).
     """
@@ -92,7 +96,9 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
     cols[0].metric("Prefix hit ratio", dash(row["hit_ratio_tokens"], "{:.0%}"),
                    help=f"Share of prompt tokens served from the replicas' caches on {replicas} replicas.")
     cols[1].metric("TTFT p50 / p90 (ms)", f"{dash(row['ttft_p50_ms'])} / {dash(row['ttft_p90_ms'])}")
-    cols[2].metric("GPUs meeting the SLOs", "cannot meet" if pd.isna(row["gpus"]) else f"{int(row['gpus'])}")
+    cols[2].metric("GPUs meeting the SLOs", "cannot meet" if pd.isna(row["gpus"]) else f"{int(row['gpus'])}",
+                   help=None if pd.isna(row["gpus"]) else
+                   relative_to_answer(int(row["gpus"]) // dep.tp, answer, dep.tp, gpu_hour_usd))
     cols[3].metric("One shared cache, unbounded", dash(ideal, "{:.0%}"),
                    help="The same requests through one cache that never evicts: the ceiling of any router.")
     badge("simulated")
@@ -101,15 +107,21 @@ def render_routers(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf,
         f"hit ratio on {replicas} replicas": [dash(v, "{:.1%}") for v in summary["hit_ratio_tokens"]],
         "TTFT p50": [dash(v, "{:,.0f} ms") for v in summary["ttft_p50_ms"]],
         "TTFT p90": [dash(v, "{:,.0f} ms") for v in summary["ttft_p90_ms"]],
-        "GPUs meeting the SLOs": ["cannot meet" if pd.isna(v) else f"{int(v):,}" for v in summary["gpus"]],
+        "GPUs meeting the SLOs": ["cannot meet" if pd.isna(v) else
+                                   relative_to_answer(int(v) // dep.tp, answer, dep.tp, gpu_hour_usd)
+                                   for v in summary["gpus"]],
         "hit ratio there": [dash(v, "{:.1%}") for v in summary["hit_ratio_at_gpus"]],
     }))
+    st.caption(f"Each router's fleet is searched on the first {WINDOW_REQUESTS:,} requests with Poisson arrivals; "
+               "the headline's answer replays the log's busiest window at its own arrival times, so the two can "
+               "differ" + (" (the answer is still being replayed)" if answer is None else "")
+               + ". Costs at the sidebar's $/GPU-hour, the price of the headline's cost.")
     chart(hit_ratio_figure(curve), key="router_hit_ratio")
     st.caption("Round-robin and least-tokens spread a conversation's turns over every replica's cache: each cache "
                "holds copies of the same prefixes. Affinity keeps them on one replica, so N small caches act as one "
                "large one. The prefix-aware rule is SGLang router's cache_aware (load guard: in-flight requests "
                "max − min > 64 and max > 1.5 × min → least loaded).")
-    cite = router_citation(summary, choice)
+    cite = router_citation(summary, choice, dep.tp)
     if cite:  # the lever once, with every scope it was recommended for (its reasons are on the Shape page)
         for lever, scopes in by_lever(r for r in recommendations if r.lever == "prefix_cache"):
             where = ", ".join("all traffic" if s == "overall" else s for s in scopes)

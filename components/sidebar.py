@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from components import data
+from components import data, uploads
 from shapeviz.analyses.shapes import Corners
 from shapeviz.fleet.sizing import checkpoint_precision_source, model_of_log
 from shapeviz.ingest import DEFAULT_LIMITS
@@ -20,6 +20,7 @@ from shapeviz.physics import get_gpu, get_model, list_gpus, list_models
 from shapeviz.physics.engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES
 from shapeviz.physics.speculative import default_draft_tokens
 from shapeviz.serving.compare import precisions_for
+from shapeviz.text import md_literal
 
 DEFAULTS: dict[str, object] = {
     "trim_input_pct": 0,
@@ -172,9 +173,9 @@ def _init_state() -> None:
 
 
 def _on_upload() -> None:
+    uploads.on_change()   # a new upload replaces the analysed one; its mapping starts afresh
     if st.session_state.get(data.UPLOAD_KEY):
         st.session_state[data.SOURCE_KEY] = "upload"
-        st.session_state[data.MAPPING_KEY] = {}
 
 
 def _on_server_pattern() -> None:
@@ -221,12 +222,14 @@ def render_data_source() -> None:
     )
     st.sidebar.file_uploader(
         "Upload request logs", accept_multiple_files=True, key=data.UPLOAD_KEY, on_change=_on_upload,
-        help=("CSV, TSV, Parquet, JSON or JSONL, optionally gzip/bz2/zstd. Several files become several products. "
+        help=("CSV, TSV, Parquet, JSON or JSONL, optionally gzip/bz2/zstd. Files dropped together become several "
+              "products; a later upload replaces them (a button analyses every listed file together). "
               "Kept in memory for this session only, never written to disk. Limits: "
               f"{human_bytes(DEFAULT_LIMITS.max_bytes_in)} per file, "
               f"{human_bytes(DEFAULT_LIMITS.max_decompressed_bytes)} decompressed, "
               f"{DEFAULT_LIMITS.max_rows:,} rows."),
     )
+    _earlier_uploads()
     if roots:   # only when the operator allowed folders on the server (SHAPEVIZ_ALLOWED_ROOTS or secrets)
         st.sidebar.text_input(
             "Or logs on the server", key=data.SERVER_KEY, on_change=_on_server_pattern,
@@ -234,6 +237,21 @@ def render_data_source() -> None:
             help="A file, folder or glob under an allowed root: " + ", ".join(r.name or str(r) for r in roots)
                  + ". Read where they are, streamed; nothing is uploaded.",
         )
+
+
+def _earlier_uploads() -> None:
+    """Say which listed files the pages do not analyse (uploaded before the latest), and offer them all together."""
+    files = list(st.session_state.get(data.UPLOAD_KEY) or [])
+    earlier = uploads.not_analysed(files)
+    if not earlier:
+        return
+    names = ", ".join(f.name for f in uploads.analysed(files))
+    st.sidebar.caption(
+        f"Analysing {md_literal(names)}, the latest upload. Uploaded before and not analysed: "
+        f"{md_literal(', '.join(f.name for f in earlier))} (× removes a file)."
+    )
+    st.sidebar.button(f"Analyse all {len(files)} files together", key="analyse_all_uploads",
+                      on_click=uploads.analyse_all, help="One product per file, as files dropped together are.")
 
 
 def render_corners() -> None:

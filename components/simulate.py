@@ -14,6 +14,7 @@ from components.fleet import render_product_outcomes
 from components.widgets import chart, run_on_click, table
 from shapeviz.fleet.levers import lever_citations, simulate_levers
 from shapeviz.fleet.sizing import Sizing
+from shapeviz.fleet.words import relative_to_answer
 from shapeviz.fleet.sweep import (
     DEFAULT_POINT_REQUESTS,
     dash,
@@ -98,9 +99,10 @@ def _point(digest: str, dep: Deployment, whatif: tuple, rate_rps: float, replica
 def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
                       replicas: int, ttft_slo_ms: float, tpot_slo_ms: float, analytic: pd.DataFrame,
                       recommendations: list[Recommendation] | None = None, classes: dict | None = None,
-                      headline: Sizing | None = None) -> bool:
+                      headline: Sizing | None = None, gpu_hour_usd: float | None = None) -> bool:
     """Draw "Simulate this fleet": run on request, then the curves, distributions, goodput and disagreements
-    (``headline``: the headline's sizing, whose replay this section's 1× point is set beside, with what differs).
+    (``headline``: the headline's sizing, whose replay this section's 1× point is set beside, with what differs;
+    ``gpu_hour_usd``: the price the headline's cost uses, which the levers' fleets are priced at).
 
     False while it shows only its button and caption (nothing that the what-if levers move).
     """
@@ -169,13 +171,17 @@ def render_simulation(digest: str, log: LoadedLog, dep: Deployment, whatif: What
         "queue": ["grows" if s else "stable" for s in sweep["sim_saturated"]],
     })
     table(shown)
-    _render_levers(clicked, log, dep, whatif, rate_rps, ttft_slo_ms, tpot_slo_ms, recommendations or [])
+    answer = None if headline is None or headline.answer is None else headline.replicas
+    _render_levers(clicked, log, dep, whatif, rate_rps, ttft_slo_ms, tpot_slo_ms, recommendations or [], answer,
+                   gpu_hour_usd)
     return True
 
 
 def _render_levers(clicked: tuple, log: LoadedLog, dep: Deployment, whatif: WhatIf, rate_rps: float,
-                   ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation]) -> None:
-    """The scheduling levers sized by simulation, and the recommendations citing the simulated gain."""
+                   ttft_slo_ms: float, tpot_slo_ms: float, recommendations: list[Recommendation],
+                   answer: int | None = None, gpu_hour_usd: float | None = None) -> None:
+    """The scheduling levers sized by simulation, each fleet in the headline's terms (replicas × TP, GPUs, against
+    the answer's ``answer`` replicas, at ``gpu_hour_usd``), and the recommendations citing the simulated gain."""
     st.markdown("**Scheduling levers, sized by simulation** (the fewest GPUs meeting both p90 SLOs)")
     if not run_on_click("Simulate the levers", icon=":material/tune:", key="simulate_levers", settings=clicked,
                         state_key=LEVERS_KEY):
@@ -188,17 +194,33 @@ def _render_levers(clicked: tuple, log: LoadedLog, dep: Deployment, whatif: What
         except ValueError as exc:
             st.error(f"Simulation: {md_literal(exc)}", icon=":material/error:")
             return
+    tp = dep.tp
     table(pd.DataFrame({
         "lever": levers["label"],
-        "GPUs": [dash(v, "{:,}") if not pd.isna(v) else "cannot meet" for v in levers["gpus"]],
+        "GPUs": ["cannot meet" if pd.isna(v) else relative_to_answer(int(v) // tp, answer, tp, gpu_hour_usd)
+                  for v in levers["gpus"]],
         "TTFT p90": [dash(v, "{:,.0f} ms") for v in levers["ttft_p90_ms"]],
         "TPOT p90": [dash(v, "{:,.0f} ms") for v in levers["tpot_p90_ms"]],
         "goodput": [dash(v, "{:.0%}") for v in levers["goodput"]],
         "how": levers["detail"],
     }))
     st.badge("simulated", color="violet", help="From the discrete-event simulator, not measured.")
-    cites = lever_citations(levers)
+    st.caption(md_literal(_levers_against_answer(levers, tp, answer)))
+    cites = lever_citations(levers, tp, answer, gpu_hour_usd)
     # each lever once, with every scope it was recommended for: its reasons are on the Shape page, its gain here
     for lever, scopes in by_lever(r for r in recommendations if r.lever in cites):
         where = ", ".join("all traffic" if s == "overall" else s for s in scopes)
         st.markdown(f"- **{LEVER_LABELS[lever]}** ({md_literal(where)}): {md_literal(cites[lever])}.")
+
+
+def _levers_against_answer(levers: pd.DataFrame, tp: int, answer: int | None) -> str:
+    """Why this search's baseline is not the headline's fleet, and how the two stand."""
+    base = levers.loc[levers["lever"] == "baseline", "gpus"]
+    today = ("no colocated fleet searched meets the SLOs" if base.empty or pd.isna(base.iloc[0])
+             else relative_to_answer(int(base.iloc[0]) // tp, answer, tp))
+    return (f"This search's baseline (today's FCFS colocated fleet): {today}"
+            + ("" if answer is not None else " (the headline's answer is still being replayed)")
+            + f". Each lever is searched on {LEVER_REQUESTS:,} requests drawn from the whole log with Poisson arrivals "
+            "at its mean rate, the headline's answer on the log's busiest window at its own arrival times, so the two "
+            "baselines can differ; read each lever as a change from this search's baseline. Costs at the sidebar's "
+            "$/GPU-hour, the price of the headline's cost.")

@@ -4,11 +4,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from components import sidebar
 from components.batch import render_batch_job
-from components.context import PageContext, page_context, rate_chart, workload
+from components.context import SETTINGS_HASH, PageContext, page_context, rate_chart, workload
 from components.classes import classes_key, edit_classes, page_classes
 from components.fleet import DESIGN_KEY, FLEET_DESIGN_KEY, render_fleet_design
 from components.fleet_answer import ready as fleet_ready
@@ -54,7 +55,7 @@ def _delta(x: float | None, y: float | None, unit: str = "") -> str | None:
     return f"{y - x:+,.0f}{unit}" if abs(y - x) >= 1 else f"{y - x:+,.2f}{unit}"
 
 
-@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False, hash_funcs=SETTINGS_HASH)
 def _plan(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float, gpu_hour_usd: float,
           _w: Workload) -> tuple[WhatIfComparison, pd.DataFrame]:
     """The plan before → after the what-if and the load curve of its fleet: every section below reads these."""
@@ -72,7 +73,7 @@ def _classes(now: PageContext) -> dict:
 MULTIPLIERS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
 
 
-@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False)
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False, hash_funcs=SETTINGS_HASH)
 def _sized(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
            gpu_hour_usd: float, judged: tuple, _w: Workload, _sized: tuple) -> tuple[WhatIfComparison, pd.DataFrame]:
     """Before → after on today's simulated fleet with the simulated answers (what the memo carries), and the load
@@ -81,6 +82,28 @@ def _sized(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpo
     curve = load_curve(_w, dep, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
                        multipliers=MULTIPLIERS, replicas=cmp.after.replicas)   # the answer's, as the estimate's
     return cmp, curve
+
+
+_FIGURES = "_capacity_headline_figures"   # the headline's figures of the last few plans drawn, newest last
+FIGURES_HELD = 4
+
+
+def _figures(cmp: WhatIfComparison, curve: pd.DataFrame, ttft_slo_ms: float,
+             tpot_slo_ms: float) -> tuple[go.Figure, go.Figure]:
+    """The headline's pressure and load-curve figures, built once per plan: ``cmp`` and ``curve`` are the cached
+    plan's own objects (``_plan``/``_sized``, keyed by the log's digest and the settings), so the same objects are
+    the same content. A step back to a what-if drawn just before, a poll's rerun, or a step that moves only
+    another section rebuilt both figures from scratch (a tenth of a second of plotly's validation per step)."""
+    held: list = st.session_state.setdefault(_FIGURES, [])
+    slos = (ttft_slo_ms, tpot_slo_ms)
+    for entry in held:
+        if entry[0] is cmp and entry[1] is curve and entry[2] == slos:
+            return entry[3]
+    figures = (pressure_figure(cmp.on_fleet.loc["before"], cmp.on_fleet.loc["after"], ttft_slo_ms, tpot_slo_ms),
+               load_curve_figure(curve, ttft_slo_ms, tpot_slo_ms))
+    held.append((cmp, curve, slos, figures))
+    del held[:-FIGURES_HELD]   # bounded: the plans themselves stay in their caches
+    return figures
 
 
 def _answer(now: PageContext) -> tuple[tuple | None, WhatIfComparison, pd.DataFrame, bool]:
@@ -186,9 +209,9 @@ def _headline() -> None:
         badge("estimated")
 
     # Their names are the app's own ("before", "p90"), nothing from the log: no inert copy needed.
-    chart(pressure_figure(on_fleet["before"], on_fleet["after"], s.ttft_slo_ms, s.tpot_slo_ms), key="pressure",
-          inert=True)
-    chart(load_curve_figure(curve, s.ttft_slo_ms, s.tpot_slo_ms), key="load_curve", inert=True)
+    pressure_fig, curve_fig = _figures(cmp, curve, s.ttft_slo_ms, s.tpot_slo_ms)
+    chart(pressure_fig, key="pressure", inert=True)
+    chart(curve_fig, key="load_curve", inert=True)
     st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "
                "headroom a planner buys.")
 
@@ -205,14 +228,18 @@ def _simulation() -> bool:
                              int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, curve,
                              ctx.analysis.recommendations, _classes(now),
                              headline=fleet_ready(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
-                                                  s.gpu_hour_usd, _classes(now)))
+                                                  s.gpu_hour_usd, _classes(now)), gpu_hour_usd=s.gpu_hour_usd)
 
 
 def _routers() -> bool:
     now, _, curve = _now()
     s = now.settings
+    headline = fleet_ready(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
+                           _classes(now))
+    answer = None if headline is None or headline.answer is None else headline.replicas
     return render_routers(ctx.dataset.digest, ctx.dataset.log, dep, now.whatif, w.rate_rps * s.traffic,
-                          int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, ctx.analysis.recommendations)
+                          int(curve["replicas"].iloc[0]), s.ttft_slo_ms, s.tpot_slo_ms, ctx.analysis.recommendations,
+                          answer, s.gpu_hour_usd)
 
 
 def _fleet_design() -> bool:

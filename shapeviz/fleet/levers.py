@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from shapeviz.analyses.shapes import SHAPES, classify_codes
+from shapeviz.fleet.words import answer_offset, usd_per_hour_words
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving.simulator import Requests, simulate
 
@@ -186,12 +187,17 @@ def simulate_levers(requests: Requests, dep: Deployment, rate_rps: float, ttft_s
     return table
 
 
-def lever_citations(table: pd.DataFrame) -> dict[str, str]:
-    """Per lever, the simulated gain against today's fleet, e.g. "split pools: 18 → 12 GPUs at the same p90 SLOs"."""
+def lever_citations(table: pd.DataFrame, tp: int = 1, answer: int | None = None,
+                    gpu_hour_usd: float | None = None) -> dict[str, str]:
+    """Per lever, the simulated change against this search's baseline, in the headline's terms: "simulated: one pool
+    per corner saves 3 → 2 × TP4 = 12 → 8 GPUs (−$10/h) against this search's FCFS baseline (the answer + 1) at the
+    same p90 SLOs (...)". ``tp`` GPUs per replica, ``answer`` the headline's replicas (None while it is replayed),
+    ``gpu_hour_usd`` the price every cost on the page uses."""
     base = table.loc[table["lever"] == "baseline", "gpus"]
     if base.empty or pd.isna(base.iloc[0]):
         return {}
     b = int(base.iloc[0])
+    against = "this search's FCFS baseline" + ("" if answer is None else f" ({answer_offset(b // tp, answer)})")
     out = {}
     for r in table[table["lever"] != "baseline"].itertuples(index=False):
         if pd.isna(r.gpus):
@@ -199,6 +205,9 @@ def lever_citations(table: pd.DataFrame) -> dict[str, str]:
             continue
         g = int(r.gpus)
         verdict = "saves" if g < b else "costs" if g > b else "changes nothing:"
-        change = f"{b} → {g} GPUs" if g != b else f"{b} GPUs either way"
-        out[r.lever] = f"simulated: {r.label} {verdict} {change} at the same p90 SLOs ({r.detail})"
+        cost = "" if gpu_hour_usd is None or g == b else (
+            f" ({'+' if g > b else '−'}{usd_per_hour_words(abs(g - b) * gpu_hour_usd)})")
+        change = (f"{b // tp} → {g // tp} × TP{tp} = {b} → {g} GPUs{cost}" if g != b
+                  else f"{b // tp} × TP{tp} = {b} GPUs either way")
+        out[r.lever] = f"simulated: {r.label} {verdict} {change} against {against} at the same p90 SLOs ({r.detail})"
     return out

@@ -18,6 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from shapeviz.fleet.levers import smallest_fleet
+from shapeviz.fleet.words import relative_to_answer
 from shapeviz.physics.steps import Deployment
 from shapeviz.plotstyle import FONT, fit_header
 from shapeviz.serving.parallel import run_parallel
@@ -153,9 +154,9 @@ def ideal_hit_ratio(requests: Requests) -> float | None:
     return hit / total if total else None
 
 
-def router_citation(table: pd.DataFrame, router: str | None = None) -> str | None:
+def router_citation(table: pd.DataFrame, router: str | None = None, tp: int = 1) -> str | None:
     """The sentence the prefix-cache recommendation cites: ``router``'s simulated reuse and GPUs vs round-robin
-    (the router the user selected; without one, the router needing the fewest GPUs)."""
+    (the router the user selected; without one, the router needing the fewest GPUs), fleets as replicas × TP."""
     if table.empty or table["hit_ratio_tokens"].isna().all() or (table["source"] != table["source"].iloc[0]).any():
         return None
     if table["source"].iloc[0] not in ("block_hashes", "sessions"):
@@ -174,10 +175,15 @@ def router_citation(table: pd.DataFrame, router: str | None = None) -> str | Non
         r = rr.iloc[0]
         text += f" against {r['hit_ratio_tokens']:.0%} round-robin"
         if not pd.isna(best["gpus"]) and not pd.isna(r["gpus"]) and int(best["gpus"]) != int(r["gpus"]):
-            text += f", and meets the p90 SLOs on {int(best['gpus'])} GPUs instead of {int(r['gpus'])}"
+            text += (f", and meets the p90 SLOs on {_fleet(int(best['gpus']), tp)} instead of "
+                     f"{_fleet(int(r['gpus']), tp)}")
     elif not pd.isna(best["gpus"]):
-        text += f", and meets the p90 SLOs on {int(best['gpus'])} GPUs"
+        text += f", and meets the p90 SLOs on {_fleet(int(best['gpus']), tp)}"
     return text
+
+
+def _fleet(gpus: int, tp: int) -> str:
+    return relative_to_answer(gpus // tp, None, tp)
 
 
 def routed_reuse(frame: pd.DataFrame, dep: Deployment, router: str, replicas: int, rate_rps: float,

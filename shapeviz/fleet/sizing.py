@@ -782,16 +782,6 @@ def ms_words(ms: float | None) -> str:
     return f"{float(ms):,.0f} ms" if float(ms) >= 100 else f"{float(ms):.3g} ms"
 
 
-def relative_to_answer(replicas: int, answer: int | None, tp: int) -> str:
-    """A fleet other than the headline's, in the answer's terms: "3 × TP4 = 12 GPUs, the answer + 1" (replicas × TP
-    and GPUs, and how many replicas above or below the answer; without it when the answer is not known yet)."""
-    text = f"{replicas} × TP{tp} = {replicas * tp} GPUs"
-    if answer is None:
-        return text
-    d = int(replicas) - int(answer)
-    return text + (", the answer itself" if d == 0 else f", the answer {'+' if d > 0 else '−'} {abs(d)}")
-
-
 def answer_heading(sizing: Sizing | None) -> str:
     """The headline's heading: what the fleet under it meets, as the answer says it (an estimate, every product's
     class, every one but those no size serves, or not every one). A heading never claims what the line under it

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from streamlit.testing.v1 import AppTest
 
@@ -43,6 +44,19 @@ def test_the_levers_are_sized_by_simulation_on_the_page() -> None:
     assert list(levers["lever"])[0] == "today: FCFS, colocated" and len(levers) == 5
     assert not levers.isin(["None", "nan"]).any().any()
     assert any("simulated:" in m.value.replace("\\", "") for m in at.markdown)  # escapes resolved
+    # each lever's fleet in the headline's terms once its answer is replayed: replicas × TP, GPUs, the offset
+    # from the answer, the cost at the sidebar's price
+    from components import fleet_answer
+
+    fleet_answer.wait_all(timeout=300)
+    at.run()
+    levers = _table_with(at, "lever")
+    fleets = [v for v in levers["GPUs"] if v != "cannot meet"]
+    assert fleets and all(re.fullmatch(r"\d+ × TP\d+ = \d+ GPUs, the answer (itself|[+−] \d+), \$[\d,.]+/h", v)
+                          for v in fleets), fleets
+    captions = [c.value.replace("\\", "") for c in at.caption]
+    assert any(c.startswith("This search's baseline (today's FCFS colocated fleet): ") and ", the answer" in c
+               for c in captions), captions
 
 
 def test_a_log_with_latencies_is_calibrated_on_the_page(trace) -> None:

@@ -12,6 +12,7 @@ from shapeviz.analyses.clusters import find_clusters
 from shapeviz.analyses.shapes import shape_profile
 from shapeviz.analyses.traffic import rate_over_time
 from shapeviz.analysis import analyze
+from shapeviz.fleet.levers import lever_citations
 from shapeviz.fleet.routing import router_citation
 from shapeviz.ingest import load_log, relative_times
 from shapeviz.outputs.figures import fleet_over_time_figure, rate_figure
@@ -83,3 +84,30 @@ def test_the_router_citation_is_about_the_selected_router() -> None:
     assert "against 20% round-robin" in router_citation(table, "prefix")
     assert router_citation(table, "round_robin").startswith(f"simulated: the {LABELS['round_robin']} router")
     assert f"the {LABELS['session']} router" in router_citation(table)   # none selected: the fewest GPUs
+
+
+def test_the_levers_fleets_are_said_against_the_headlines_answer() -> None:
+    """"8 → 12 GPUs" beside a headline of 4 GPUs told two stories: each lever's fleet now says replicas × TP, how this
+    search's baseline stands to the answer, and what the change costs at the headline's price."""
+    table = pd.DataFrame({
+        "lever": ["baseline", "priority_queues", "chunked_prefill", "split_pools", "disaggregate"],
+        "label": ["today: FCFS, colocated", "priority queues", "prefill chunk 2,048 tokens", "one pool per corner",
+                  "disaggregated prefill / decode"],
+        "gpus": pd.array([8, 12, 8, 4, None], dtype="Int64"), "detail": ["", "shortest uncached prompt first", "", "replicas: rag 1", "none"]})
+    cites = lever_citations(table, tp=4, answer=1, gpu_hour_usd=2.5)
+    assert cites["priority_queues"] == ("simulated: priority queues costs 2 → 3 × TP4 = 8 → 12 GPUs (+$10/h) "
+                                        "against this search's FCFS baseline (the answer + 1) at the same p90 SLOs (shortest uncached prompt first)")
+    assert "saves 2 → 1 × TP4 = 4 GPUs" not in cites["split_pools"]
+    assert "saves 2 → 1 × TP4 = 8 → 4 GPUs (−$10/h)" in cites["split_pools"]
+    assert "changes nothing: 2 × TP4 = 8 GPUs either way against this search's FCFS baseline (the answer + 1)" in \
+        cites["chunked_prefill"]
+    assert cites["disaggregate"].startswith("simulated: disaggregated prefill / decode cannot meet")
+    # the answer not replayed yet: no offset claimed
+    assert "(the answer" not in lever_citations(table, tp=4, answer=None, gpu_hour_usd=2.5)["priority_queues"]
+    # the router's citation in the same units
+    routers = pd.DataFrame({
+        "router": ["round_robin", "prefix"], "label": [LABELS["round_robin"], LABELS["prefix"]],
+        "replicas_today": 4, "hit_ratio_tokens": [0.20, 0.58], "gpus": pd.array([12, 8], dtype="Int64"),
+        "source": "sessions"})
+    assert router_citation(routers, "prefix", tp=4).endswith(
+        "meets the p90 SLOs on 2 × TP4 = 8 GPUs instead of 3 × TP4 = 12 GPUs")

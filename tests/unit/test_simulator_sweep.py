@@ -80,20 +80,21 @@ def test_levers_are_sized_by_simulation_and_cited_by_the_recommendations() -> No
     # every fleet found meets the SLOs it was sized for (the p90 of its slowest view)
     found = table.dropna(subset=["gpus"])
     assert (found["ttft_p90_ms"] <= 1000).all() and (found["tpot_p90_ms"].fillna(0) <= 50).all()
-    cites = lever_citations(table)
+    cites = lever_citations(table, dep.tp)
     assert set(cites) == {"priority_queues", "chunked_prefill", "disaggregate", "split_pools"}
     for r in table[table["lever"] != "baseline"].itertuples(index=False):
         cite = cites[r.lever]
         if pd.isna(r.gpus):
             assert "cannot meet the p90 SLOs" in cite, cite
             continue
-        gpus = int(r.gpus)   # the exact change, with the verb of its sign
+        gpus, tp = int(r.gpus), dep.tp   # the exact change, with the verb of its sign, in replicas × TP and GPUs
+        change = f"{base // tp} → {gpus // tp} × TP{tp} = {base} → {gpus} GPUs against this search's FCFS baseline"
         if gpus < base:
-            assert f" saves {base} → {gpus} GPUs at the same p90 SLOs" in cite, cite
+            assert f" saves {change} at the same p90 SLOs" in cite, cite
         elif gpus > base:
-            assert f" costs {base} → {gpus} GPUs at the same p90 SLOs" in cite, cite
+            assert f" costs {change} at the same p90 SLOs" in cite, cite
         else:
-            assert f" changes nothing: {base} GPUs either way" in cite, cite
+            assert f" changes nothing: {base // tp} × TP{tp} = {base} GPUs either way" in cite, cite
     recs = [Recommendation("split_pools", "ttft", "overall", "Mixed pool.", 0.5),
             Recommendation("trim_input", "ttft", "overall", "Trim.", 0.4)]
     cited = cite_simulated(recs, cites)
