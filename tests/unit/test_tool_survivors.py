@@ -1,10 +1,11 @@
 """What mutmut's sample left alive in the answer's modules (tests/README.md, "Mutations made by a tool"), each
 as the thing a user would see: the replays a sizing pays for, a class no fleet meets explained, the median and p90
 a replay reports, a reply-less log's one-fewer proof, where each autoscaling figure comes from, which queue a
-queue policy read, and a ``*`` class applied to every product.
+queue policy read, a ``*`` class applied to every product, an entry of several frames in the disk cache, and the
+queue carried into a last window one minute long.
 
 The sizing search is driven with the stand-in replays of ``test_answer_branches.py`` (whether ``k`` replicas meet
-is given), so no case replays anything: each runs in milliseconds.
+is given), so no case replays anything: the nine take about 4 s together.
 """
 from __future__ import annotations
 
@@ -140,3 +141,19 @@ def test_a_cache_entry_of_several_frames_reads_back_each_frame(tmp_path, monkeyp
     assert len(read) == 3
     for got, want in zip(read, value):
         pd.testing.assert_frame_equal(got, want)
+
+
+def test_a_last_window_of_one_minute_misses_by_the_queue_carried_into_it():
+    """A minute at 20 req/s against a ceiling of 2 replicas, then the log's last half minute at 0.5 req/s: that
+    last window (one minute of 5-minute windows) starts with the queue the busy minute left, and says so; the
+    minute before it started empty, so reading the carried queue one minute early calls the miss something else."""
+    from tests.unit.test_autoscale_engine import _ramps
+
+    dep = default_deployment()
+    f = _ramps([0, 3.99, 4.0, 4.99, 5.0, 5.5], [0.5, 0.5, 20.0, 20.0, 0.5, 0.5], 4000, 100)
+    tw = traffic_windows(f, dep, window_s=300)
+    assert list(tw.window_of_minute) == [0, 0, 0, 0, 0, 1]
+    result = autoscale(tw, Policy("slo", max_replicas=2), startup(dep))
+    assert result.schedule.backlog[-2] == 0 and result.schedule.backlog[-1] > 0
+    assert list(result.windows["missed"]) == [True, True]
+    assert list(result.windows["reason"]) == ["ceiling", "backlog"]
