@@ -58,12 +58,25 @@ def _click_every_button(app: Dashboard) -> list[str]:
         clicked.append(label)
         started = time.monotonic()
         control.evaluate("e => e.scrollIntoView({block: 'center'})")   # never under the app's sticky header
+        app.page.evaluate(WATCH_RUNS)   # the page is settled: any change of its run state from here is the click's
         control.click(timeout=RERUN_MS, force=True)   # a switch's label lies over its input
-        app.page.wait_for_timeout(300)   # the click's rerun starts before settle() looks
+        # the rerun the click asked for has started (however busy the machine), then it has finished
+        app.page.wait_for_function("() => window.__shapevizRunChanges > 0", timeout=BUILD_MS)
         expect(app.page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning",
                                                                     timeout=BUILD_MS)
         _healthy(app, f"after clicking {label!r}")
         print(f"{label}: {time.monotonic() - started:.1f} s")   # shown with -s or on a failure
+
+
+# Counts the changes of the app's script-run state from now on (a click's rerun leaves "notRunning" at least once):
+# waiting for one replaces a fixed pause, which a loaded machine outlasted before the rerun had even started.
+WATCH_RUNS = """() => {
+    const app = document.querySelector('[data-testid=stApp]');
+    if (window.__shapevizRunWatch) window.__shapevizRunWatch.disconnect();
+    window.__shapevizRunChanges = 0;
+    window.__shapevizRunWatch = new MutationObserver(records => { window.__shapevizRunChanges += records.length; });
+    window.__shapevizRunWatch.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
 
 
 def _in_widget(control) -> bool:

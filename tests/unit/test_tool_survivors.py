@@ -1,0 +1,159 @@
+"""What mutmut's sample left alive in the answer's modules (tests/README.md, "Mutations made by a tool"), each
+as the thing a user would see: the replays a sizing pays for, a class no fleet meets explained, the median and p90
+a replay reports, a reply-less log's one-fewer proof, where each autoscaling figure comes from, which queue a
+queue policy read, a ``*`` class applied to every product, an entry of several frames in the disk cache, and the
+queue carried into a last window one minute long.
+
+The sizing search is driven with the stand-in replays of ``test_answer_branches.py`` (whether ``k`` replicas meet
+is given), so no case replays anything: the nine take about 4 s together.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shapeviz.fleet import sizing
+from shapeviz.fleet.autoscale import Policy, autoscale, startup, traffic_windows
+from shapeviz.physics import default_deployment
+from shapeviz.serving.products import SloClass, resolve_classes
+from shapeviz.workload import synth
+
+from tests.unit.test_answer_branches import LOOSE, _replays
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    return synth.generate(300, seed=0, with_hashes=False)
+
+
+def test_the_final_bisection_starts_above_every_count_the_window_already_missed(monkeypatch, frame):
+    """Estimate 100 meets, the window needs 37: the search bisects 50, 25, 37, 31, 34, 35, 36 and stops. Starting
+    the last bisection from 0 again (forgetting the misses it saw) replays 18, 27 and 32 for nothing: three more
+    replays of the whole window, each as long as the answer's own."""
+    calls = _replays(monkeypatch, {"stretches": 37, "window": 37}, stretches=False)
+    answer = sizing.size_fleet(frame, default_deployment(), sizing.pair_classes(frame, *LOOSE), estimate=100)
+    assert (answer.replicas, answer.one_fewer.replicas) == (37, 36)
+    assert sorted({k for k, _ in calls}) == [25, 31, 34, 35, 36, 37, 50, 100]
+    assert f"{len(answer.trials)} replays" in sizing.sizing_note(answer) and len(answer.trials) == 8
+
+
+def test_a_tpot_class_no_replica_count_meets_is_named_with_the_decode_step_that_rules_it_out(frame):
+    """A TPOT class under one decode step at batch one: no fleet meets it, the sizing says why in the decode
+    step's words (and runs no replay: every product is out of reach)."""
+    dep = default_deployment()
+    classes = sizing.pair_classes(frame, 600_000.0, 0.01)
+    answer = sizing.size_fleet(frame, dep, classes, estimate=3)
+    assert answer.answer is None and answer.trials == [] and answer.meets is False
+    assert {u["metric"] for u in answer.unreachable} == {"tpot"}
+    why = answer.unreachable[0]["why"]
+    assert why.startswith("its p90 decode step alone (batch one) takes ") and why.endswith(
+        "above its TPOT class of 0 ms")
+    note = sizing.sizing_note(answer)
+    assert note.startswith("fleet size: no size serves any product on this deployment (no size serves ")
+    assert "decode step alone (batch one)" in note
+    assert any("decode step alone (batch one)" in n and n.startswith("no fleet size meets") for n in answer.notes)
+
+
+def _replayed(n: int) -> pd.DataFrame:
+    """A replay's request frame: TTFT 1..n ms, TPOT 10 ms, one product."""
+    return pd.DataFrame({"product": "chat", "arrival_s": np.arange(n, dtype=float),
+                         "ttft_ms": np.arange(1, n + 1, dtype=float), "tpot_ms": np.full(n, 10.0),
+                         "e2e_ms": np.full(n, 500.0)})
+
+
+def test_a_replays_json_gives_the_median_and_the_p90_of_its_requests():
+    classes = {"chat": SloClass("chat", 1000.0, 50.0, 90, "chat", "test")}
+    trial = sizing.window_trial(4, _replayed(101), classes)
+    doc = trial.verdict()
+    assert doc["ttft_ms"] == {"p50": 51.0, "p90": 91.0}
+    assert doc["tpot_ms"] == {"p50": 10.0, "p90": 10.0}
+    assert doc["verdict"] == "meets every class"
+
+
+def test_a_one_fewer_proof_on_a_log_without_replies_says_its_tpot_is_not_applicable():
+    """A log of single-token replies (classification, embeddings behind a chat API) has no TPOT: the proof says
+    "n/a", not a number and not an empty gap."""
+    classes = {"chat": SloClass("chat", 50.0, 50.0, 90, "chat", "test")}
+    frame = _replayed(101).assign(tpot_ms=np.nan)
+    answer = sizing.window_trial(2, frame.assign(ttft_ms=frame["ttft_ms"] / 10), classes)
+    fewer = sizing.window_trial(1, frame, classes)
+    assert fewer.tpot_ms["p90"] is None and not fewer.meets
+    found = sizing.Sizing("simulated", 2, True, 2, {"window": "the busiest hour"}, answer, fewer, [answer, fewer])
+    assert "1 replica(s) miss (misses: chat: TTFT p90 91 ms, TPOT p90 n/a)" in sizing.sizing_note(found)
+
+
+@pytest.fixture(scope="module")
+def windows():
+    f = synth.generate(600, seed=2, with_hashes=False)
+    dep = default_deployment()
+    return traffic_windows(f, dep, window_s=600), dep
+
+
+def test_every_figure_of_an_autoscaling_window_says_where_it_comes_from(windows):
+    tw, dep = windows
+    doc = autoscale(tw, "slo", startup(dep)).to_dict()
+    # peak_rps has no provenance entry yet (reported on issue 39); every other figure of a window has one
+    figures = ("rate_rps", "replicas", "replicas_needed", "ttft_p90_ms", "tpot_p90_ms", "attainment")
+    assert all(f in row for row in doc["windows"] for f in figures)
+    assert {f: doc["provenance"].get(f) for f in figures} == {
+        "rate_rps": "measured", "replicas": "estimated", "replicas_needed": "estimated",
+        "ttft_p90_ms": "estimated", "tpot_p90_ms": "estimated", "attainment": "estimated"}
+
+
+def test_a_queue_policy_without_a_replay_says_its_queue_was_estimated(windows):
+    """Only the replay's queue is "simulated" (test_autoscale_engine.py); without one the JSON must not claim it."""
+    tw, dep = windows
+    queue = autoscale(tw, Policy("queue", initial_replicas=1), startup(dep)).to_dict()["minutes"]
+    assert queue["queue_per_replica_source"] == "estimated"
+    assert len(queue["queue_per_replica"]) == len(queue["replicas"])
+    assert "queue_per_replica" not in autoscale(tw, "slo", startup(dep)).to_dict()["minutes"]
+
+
+def test_a_star_class_applies_to_every_product_and_a_named_one_overrides_it():
+    f = synth.generate(300, seed=0, with_hashes=False)
+    products = sorted(f["product"].astype(str).unique())
+    assert len(products) >= 2
+    every = resolve_classes(f, {"*": (300.0, 10.0)})
+    assert {(p, c.ttft_ms, c.tpot_ms) for p, c in every.items()} == {(p, 300.0, 10.0) for p in products}
+    assert {c.source for c in every.values()} == {"set by user (--slo)"}
+    one = resolve_classes(f, {"*": (300.0, 10.0), products[0]: (900.0, 40.0)})
+    assert (one[products[0]].ttft_ms, one[products[0]].tpot_ms) == (900.0, 40.0)
+    assert all((one[p].ttft_ms, one[p].tpot_ms) == (300.0, 10.0) for p in products[1:])
+
+
+def test_a_cache_entry_of_several_frames_reads_back_each_frame(tmp_path, monkeypatch):
+    """Every kind stored today holds at most one frame (an analysis none, a log or a plane one), so an entry's
+    frames joined with bytes between them went unseen; the next kind with two would never read back."""
+    from components import disk_cache
+
+    monkeypatch.setenv(disk_cache.ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(disk_cache.KEY_ENV, str(tmp_path / "key" / "cache.key"))
+
+    def dump(value, frames):
+        frames.extend(value)
+        return {"frames": len(value)}
+
+    monkeypatch.setitem(disk_cache.KINDS, "frames", disk_cache.Kind(dump, lambda doc, frames: list(frames)))
+    value = [pd.DataFrame({"a": [1, 2, 3]}), pd.DataFrame({"b": ["x", "y"]}), pd.DataFrame({"c": [0.5]})]
+    disk_cache.cached("frames", ("three",), lambda: value)
+    read = disk_cache.cached("frames", ("three",), lambda: pytest.fail("the entry was not read from disk"))
+    assert len(read) == 3
+    for got, want in zip(read, value):
+        pd.testing.assert_frame_equal(got, want)
+
+
+def test_a_last_window_of_one_minute_misses_by_the_queue_carried_into_it():
+    """A minute at 20 req/s against a ceiling of 2 replicas, then the log's last half minute at 0.5 req/s: that
+    last window (one minute of 5-minute windows) starts with the queue the busy minute left, and says so; the
+    minute before it started empty, so reading the carried queue one minute early calls the miss something else."""
+    from tests.unit.test_autoscale_engine import _ramps
+
+    dep = default_deployment()
+    f = _ramps([0, 3.99, 4.0, 4.99, 5.0, 5.5], [0.5, 0.5, 20.0, 20.0, 0.5, 0.5], 4000, 100)
+    tw = traffic_windows(f, dep, window_s=300)
+    assert list(tw.window_of_minute) == [0, 0, 0, 0, 0, 1]
+    result = autoscale(tw, Policy("slo", max_replicas=2), startup(dep))
+    assert result.schedule.backlog[-2] == 0 and result.schedule.backlog[-1] > 0
+    assert list(result.windows["missed"]) == [True, True]
+    assert list(result.windows["reason"]) == ["ceiling", "backlog"]
