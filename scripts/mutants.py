@@ -5,6 +5,7 @@
     python scripts/mutants.py --only NAME     # one mutant (repeatable)
     python scripts/mutants.py --file tests/mutants/mutants.toml   # the mutants of one file (repeatable)
     python scripts/mutants.py --baseline      # first check that the named tests pass on the unmutated code
+    python scripts/mutants.py --compiled-sample 6   # every mutant, but only 6 of the compiled loop's (`make test`)
 
 A mutant file holds entries of this form (one file per branch, so that branches never conflict)::
 
@@ -31,6 +32,11 @@ The outcome, by pytest's exit code:
   **broken**: the mutant says nothing about the tests and must be fixed;
 - the anchor not found exactly once in the file: **no longer applies** (the code moved: fix the anchor).
 
+A mutant of the compiled simulator loop (a file numba compiles, ``COMPILED``) recompiles the whole loop in its copy:
+~30 s of CPU each, against ~3 s for a typical mutant, so its 18+ mutants alone were a third of the check's CPU.
+``--compiled-sample N`` (what `make test`, and so CI, runs) keeps every other mutant and N of those, drawn with a
+seed taken from the checkout's commit: the same N for one commit, others on the next, every one in `make mutants`.
+
 The exit status is 0 only when every mutant run was killed. The last line is pytest-like, one "test" per mutant:
 ``N passed`` counts the mutants killed, ``N failed`` those that survived, were broken or no longer apply.
 The named tests are assumed to pass on the unmutated code (a test failing there would "kill" every mutant):
@@ -42,6 +48,7 @@ import argparse
 import multiprocessing
 import multiprocessing.context
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -55,6 +62,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ("name", "file", "anchor", "replacement", "tests", "why")
 KILLED, SURVIVED, BROKEN, STALE = "killed", "survived", "broken", "no longer applies"
+# Files numba compiles: a mutant of one recompiles the simulator loop in its copy (see --compiled-sample).
+COMPILED = ("shapeviz/serving/sim_core.py",)
 # One mutant's tests should take seconds; a mutant that hangs them (an endless loop) is reported, not waited on.
 TIMEOUT_S = 600
 
@@ -259,6 +268,19 @@ def run(mutant: Mutant, root: Path, files: list[str], python: str = sys.executab
     return Outcome(mutant, BROKEN, seconds, f"pytest exited {proc.returncode}\n{out}")
 
 
+def _commit(root: Path) -> str:
+    """The checkout's commit (the sample's seed), or "" outside git."""
+    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def compiled_sample(mutants: list[Mutant], n: int, seed: str) -> list[Mutant]:
+    """Every mutant not of a compiled file, and ``n`` of those that are, drawn with ``seed`` (in the list's order)."""
+    compiled = [m for m in mutants if m.file in COMPILED]
+    keep = {m.name for m in random.Random(seed).sample(compiled, min(max(n, 0), len(compiled)))}
+    return [m for m in mutants if m.file not in COMPILED or m.name in keep]
+
+
 def table(outcomes: list[Outcome], verbose: bool = False) -> str:
     """The result table: one row per mutant (name, result, seconds), then the detail of every one not killed (of
     every one with ``verbose``: how each killed mutant failed its tests)."""
@@ -294,6 +316,9 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser.add_argument("--no-fork", action="store_true",
                         help="start each mutant's pytest as a fresh interpreter (default: forks of one that has "
                              "the third-party libraries imported)")
+    parser.add_argument("--compiled-sample", type=int, metavar="N",
+                        help="run only N of the mutants of the compiled loop (COMPILED), drawn with the commit as "
+                             "the seed; every other mutant runs")
     parser.add_argument("--baseline", action="store_true",
                         help="first run every named test on the unmutated code (make test runs the suite first)")
     args = parser.parse_args(argv)
@@ -306,6 +331,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
         if unknown:
             parser.error(f"no mutant named {', '.join(unknown)}")
         mutants = [m for m in mutants if m.name in args.only]
+    if args.compiled_sample is not None:
+        mutants = compiled_sample(mutants, args.compiled_sample, _commit(root))
     if args.list:
         for m in mutants:
             print(f"{m.name}\t{m.file}\t{' '.join(m.tests)}")
@@ -325,7 +352,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             return 1
     done: dict[str, Outcome] = {}
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(run, m, root, files) for m in mutants]
+        # the long ones (a recompiled loop) first, so that no worker is left with one at the end while the other idles
+        futures = [pool.submit(run, m, root, files) for m in sorted(mutants, key=lambda m: m.file not in COMPILED)]
         for i, future in enumerate(as_completed(futures), 1):
             o = future.result()
             done[o.mutant.name] = o

@@ -117,3 +117,18 @@ def test_a_test_failing_on_the_unmutated_code_is_caught_by_the_baseline(checkout
     (checkout / "calc.py").write_text(CALC.replace("a + b", "a + b + 1"))
     assert mutants.main(["--baseline", "--only", "multiplies"], root=checkout) == 1
     assert "fail on the unmutated code" in capsys.readouterr().out
+
+
+def test_ci_runs_every_mutant_but_a_seeded_few_of_the_compiled_loops() -> None:
+    # `make test` keeps every mutant outside the compiled loop and N of its (each recompiles it: ~30 s of CPU), drawn
+    # by the commit: one commit always checks the same ones, the next commit others, and none is ever dropped twice
+    # by a bug that keeps only the cheap ones
+    every = mutants.load(sorted((mutants.ROOT / "tests" / "mutants").glob("*.toml")), mutants.ROOT)
+    compiled = {m.name for m in every if m.file in mutants.COMPILED}
+    assert len(compiled) > 6
+    picks = [mutants.compiled_sample(every, 6, seed) for seed in ("a" * 40, "b" * 40)]
+    for picked in picks:
+        assert [m for m in picked if m.name not in compiled] == [m for m in every if m.name not in compiled]
+        assert len({m.name for m in picked} & compiled) == 6
+    assert mutants.compiled_sample(every, 6, "a" * 40) == picks[0]
+    assert {m.name for m in picks[0]} & compiled != {m.name for m in picks[1]} & compiled
