@@ -93,11 +93,10 @@ def windows():
 def test_every_figure_of_an_autoscaling_window_says_where_it_comes_from(windows):
     tw, dep = windows
     doc = autoscale(tw, "slo", startup(dep)).to_dict()
-    # peak_rps has no provenance entry yet (reported on issue 39); every other figure of a window has one
-    figures = ("rate_rps", "replicas", "replicas_needed", "ttft_p90_ms", "tpot_p90_ms", "attainment")
+    figures = ("rate_rps", "peak_rps", "replicas", "replicas_needed", "ttft_p90_ms", "tpot_p90_ms", "attainment")
     assert all(f in row for row in doc["windows"] for f in figures)
     assert {f: doc["provenance"].get(f) for f in figures} == {
-        "rate_rps": "measured", "replicas": "estimated", "replicas_needed": "estimated",
+        "rate_rps": "measured", "peak_rps": "measured", "replicas": "estimated", "replicas_needed": "estimated",
         "ttft_p90_ms": "estimated", "tpot_p90_ms": "estimated", "attainment": "estimated"}
 
 
