@@ -38,7 +38,7 @@ from shapeviz.ingest.frame import REASONS, LoadedLog, LoadReport, build_frame
 from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
 from shapeviz.ingest.names import OTHER_PRODUCTS, folded_note
 from shapeviz.ingest.readers import display_name
-from shapeviz.ingest.stream import _Restart, iter_tables, join_batches
+from shapeviz.ingest.stream import _Restart, iter_tables, join_batches, read_ahead
 from shapeviz.progress import Progress
 from shapeviz.workload.arrays import product_codes, token_arrays
 from shapeviz.workload.binning import BINS_PER_DECADE, LOG_EDGES, N_BINS, bin_index
@@ -600,7 +600,7 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
 
     rows_read = 0
     try:
-        for raw in iter_tables(source, label, limits, mapping):
+        for raw in read_ahead(iter_tables(source, label, limits, mapping)):
             rows_read += raw.num_rows
             if progress is not None:
                 progress("reading", f"{rows_read:,} rows", None)
