@@ -98,11 +98,11 @@ sys.exit(code)
 BARE = "import pyarrow.csv as c, sys; print(c.read_csv(sys.argv[1]).num_rows)"
 
 
-def timed_child(args: list[str]) -> dict:
+def timed_child(args: list[str], root: Path = ROOT) -> dict:
     """A child process's wall, CPU (user + system, all threads, from ``os.wait4``), peak RSS and stderr."""
     start = time.perf_counter()
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(args, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(root)})
     err = proc.stderr.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
@@ -116,6 +116,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "shapeviz-bench")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="a checkout of the code before (e.g. `git archive COMMIT | tar -x -C DIR`): its whole "
+                             "`summary` is timed in the same runs, between the bare read and this code's")
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
@@ -126,9 +129,14 @@ def main() -> None:
     for i in range(args.repeat):
         load = os.getloadavg()[0]
         bare = timed_child([PY, "-c", BARE, str(path)])
+        if args.before is not None:
+            before = timed_child([PY, "-m", "shapeviz", "summary", str(path), "--json"], args.before)
+            print(f"run {i + 1}: before {before['wall_s']:.2f} s (CPU {before['cpu_s']:.2f}, "
+                  f"{before['rss_mib']:.0f} MiB)", flush=True)
         ours = timed_child([PY, "-c", CHILD, str(path)])
         stages = json.loads([x for x in ours["err"].splitlines() if x.startswith("__STAGES__")][-1].split(" ", 1)[1])
-        runs.append({"load": load, "bare": bare, "ours": ours, "stages": stages})
+        runs.append({"load": load, "bare": bare, "ours": ours, "stages": stages}
+                    | ({"before": before} if args.before is not None else {}))
         print(f"run {i + 1}: load {load:.2f}  bare {bare['wall_s']:.2f} s (CPU {bare['cpu_s']:.2f})  summary "
               f"{ours['wall_s']:.2f} s (CPU {ours['cpu_s']:.2f}, {ours['rss_mib']:.0f} MiB)  ratio "
               f"{ours['wall_s'] / bare['wall_s']:.2f}x", flush=True)
@@ -139,11 +147,17 @@ def main() -> None:
         wall = statistics.median(r["stages"].get(name, (0, 0))[0] for r in runs)
         cpu = statistics.median(r["stages"].get(name, (0, 0))[1] for r in runs)
         print(f"| {name} | {wall:.3f} | {cpu:.3f} |")
+    sides = ("bare", "ours", "before") if args.before is not None else ("bare", "ours")
     med = {side: {k: statistics.median(r[side][k] for r in runs) for k in ("wall_s", "cpu_s", "rss_mib")}
-           for side in ("bare", "ours")}
+           for side in sides}
     ratios = sorted(r["ours"]["wall_s"] / r["bare"]["wall_s"] for r in runs)
     print(f"| whole `summary` process | {med['ours']['wall_s']:.2f} | {med['ours']['cpu_s']:.2f} |")
     print(f"| bare `pyarrow.csv.read_csv` process | {med['bare']['wall_s']:.2f} | {med['bare']['cpu_s']:.2f} |")
+    if args.before is not None:
+        print(f"| whole `summary` process, code before | {med['before']['wall_s']:.2f} | {med['before']['cpu_s']:.2f} |")
+        print(f"before / bare: wall {med['before']['wall_s'] / med['bare']['wall_s']:.2f}x, CPU "
+              f"{med['before']['cpu_s'] / med['bare']['cpu_s']:.2f}x; per-run wall ratios "
+              + ", ".join(f"{x:.2f}" for x in sorted(r["before"]["wall_s"] / r["bare"]["wall_s"] for r in runs)))
     print(f"ratio of medians: wall {med['ours']['wall_s'] / med['bare']['wall_s']:.2f}x, CPU "
           f"{med['ours']['cpu_s'] / med['bare']['cpu_s']:.2f}x; per-run wall ratios "
           + ", ".join(f"{x:.2f}" for x in ratios)

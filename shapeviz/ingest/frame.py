@@ -584,7 +584,9 @@ def _add_cached(b: _Build, frame: dict[str, Any], keep: np.ndarray) -> None:
     if above.any():
         b.notes.append(f"cached_tokens: {int(above.sum()):,} values above input_tokens clipped to it")
     cached = np.where(above, frame["input_tokens"], cached)
-    frame["cached_tokens"] = pd.array(np.where(invalid, np.nan, np.rint(cached)), dtype="Float64").astype("Int32")
+    # whole numbers in 0..input_tokens (an int32) where valid: built as Int32 directly, not through Float64
+    frame["cached_tokens"] = pd.arrays.IntegerArray(np.where(invalid, 0.0, np.rint(cached)).astype(np.int32),
+                                                    invalid.copy())
     b.use("cached_tokens")
 
 

@@ -502,16 +502,17 @@ def _timeline(frame: pd.DataFrame, prod: np.ndarray, products: list[str], inp: n
     ok = ~frame["timestamp"].isna().to_numpy()
     if not ok.any():
         return empty, len(frame)
-    minute = ns[ok] // _NS_PER_MINUTE
+    every = bool(ok.all())   # the usual case: no row to mask out (each mask copies every column)
+    minute = (ns if every else ns[ok]) // _NS_PER_MINUTE
     base = int(minute.min())
     span = int(minute.max()) - base + 1
     n_prod = len(products)
-    key = prod[ok].astype(np.int64) * span + (minute - base)
+    key = (prod if every else prod[ok]).astype(np.int64) * span + (minute - base)
     size = n_prod * span
     req = np.bincount(key, minlength=size)
     used = np.flatnonzero(req)
-    tin = np.bincount(key, weights=inp[ok].astype(np.float64), minlength=size)[used]
-    tout = np.bincount(key, weights=out[ok].astype(np.float64), minlength=size)[used]
+    tin = np.bincount(key, weights=inp if every else inp[ok], minlength=size)[used]
+    tout = np.bincount(key, weights=out if every else out[ok], minlength=size)[used]
     timeline = pd.DataFrame({
         "minute": (used % span + base).astype(np.int64),
         "product": np.asarray(products, dtype=object)[used // span],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -46,3 +47,36 @@ def test_labels_read_in_blocks_keep_their_names_order_and_gaps(tmp_path):
     log.write_text("input_tokens,output_tokens,session_id\n" + "".join(f"10,5,{s}\n" for s in ids))
     frame, _ = load_log(log)
     assert frame["session_id"].astype(object).where(frame["session_id"].notna(), "").tolist() == ids
+
+
+def test_every_token_count_falls_in_the_bin_of_the_published_grid():
+    from shapeviz.workload.binning import BINS_PER_DECADE, N_BINS, bin_index
+
+    tokens = np.arange(0, 10_000_001, dtype=np.int64)
+    expected = np.clip(np.floor(np.log10(np.maximum(tokens, 1).astype(np.float64)) * BINS_PER_DECADE), 0, N_BINS - 1)
+    for kind in (np.int64, np.int32, np.float64):
+        np.testing.assert_array_equal(bin_index(tokens.astype(kind)), expected.astype(np.int16), err_msg=str(kind))
+    # the edges themselves: 10 tokens opens bin 16, 9 is the last of bin 15
+    assert bin_index(np.array([0, 1, 9, 10, 99, 100, 20_000_000])).tolist() == [0, 0, 15, 16, 31, 32, N_BINS - 1]
+
+
+def test_cached_tokens_keep_their_gaps_and_are_clipped_to_the_prompt(tmp_path):
+    log = tmp_path / "cached.csv"
+    log.write_text("input_tokens,output_tokens,cached_tokens\n100,5,\n100,5,-3\n100,5,250\n100,5,40.6\n100,5,0\n")
+    frame, report = load_log(log)
+    assert str(frame["cached_tokens"].dtype) == "Int32"
+    assert frame["cached_tokens"].tolist() == [pd.NA, pd.NA, 100, 41, 0]
+    assert any("clipped" in note for note in report.notes)
+
+
+def test_requests_without_a_time_are_left_out_of_the_minutes_and_counted(trace):
+    from shapeviz.workload.sketch import WorkloadSketch
+
+    frame, report = load_log(trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
+    frame.loc[frame.index[::5], "timestamp"] = pd.NaT
+    sketch = WorkloadSketch.from_frame(frame, report)
+    timed = frame[frame["timestamp"].notna()]
+    assert sketch.untimed == len(frame) - len(timed)
+    per_minute = timed.groupby(timed["timestamp"].dt.floor("min")).size()
+    assert sketch.per_minute()[sketch.per_minute() > 0].tolist() == per_minute.tolist()
+    assert int(sketch.timeline["input_tokens"].sum()) == int(timed["input_tokens"].sum())
