@@ -52,7 +52,7 @@ def test_labels_read_in_blocks_keep_their_names_order_and_gaps(tmp_path):
 def test_every_token_count_falls_in_the_bin_of_the_published_grid():
     from shapeviz.workload.binning import BINS_PER_DECADE, N_BINS, bin_index
 
-    tokens = np.arange(0, 10_000_001, dtype=np.int64)
+    tokens = np.arange(0, 2_500_001, dtype=np.int64)   # past the look-up table (2^20) into the formula
     expected = np.clip(np.floor(np.log10(np.maximum(tokens, 1).astype(np.float64)) * BINS_PER_DECADE), 0, N_BINS - 1)
     for kind in (np.int64, np.int32, np.float64):
         np.testing.assert_array_equal(bin_index(tokens.astype(kind)), expected.astype(np.int16), err_msg=str(kind))
