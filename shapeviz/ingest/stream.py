@@ -15,8 +15,10 @@ import bz2
 import gzip
 import io
 import os
+import queue
+import threading
 import zlib
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +59,10 @@ from shapeviz.ingest.readers import (
 BATCH_BYTES = 4 << 20
 BATCH_ROWS = 1 << 20              # Parquet rows per batch
 _READ = 1 << 20                   # compressed bytes read per step
+
+
+_T = TypeVar("_T")
+READ_AHEAD = 2                    # batches parsed ahead of the consumer (each one block: memory stays bounded)
 
 
 class _Restart(Exception):
@@ -227,6 +233,55 @@ def iter_tables(source: Source, label: str, limits: Limits,
             yield raw
     finally:
         opened.close()
+
+
+def read_ahead(batches: Iterator[_T], depth: int = READ_AHEAD) -> Iterator[_T]:
+    """``batches`` produced on a thread of their own, at most ``depth`` ahead of the consumer, in the same order.
+
+    pyarrow parses without the GIL, so the next blocks are parsed on a second core while the consumer frames and
+    sketches the last ones. The limits are still checked at every batch (by the producer, as it reads); an error
+    reaches the consumer after the batches that came before it; a consumer that stops early (its own error, or
+    enough rows) stops the producer and closes the stream.
+    """
+    items: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                if not put((batch, None)):
+                    return
+            put((end, None))
+        except BaseException as exc:   # handed to the consumer, raised there as if read there
+            put((end, exc))
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()   # a generator stopped early runs its own finally (the file and the parser closed) here
+
+    producer = threading.Thread(target=produce, name="shapeviz-read-ahead", daemon=True)
+    producer.start()
+    try:
+        while True:
+            item, exc = items.get()
+            if item is end:
+                if exc is not None:
+                    raise exc
+                return
+            yield item
+    finally:
+        stop.set()
+        producer.join()
 
 
 def _iter_opened(opened: _Opened, source: Source, label: str, limits: Limits,
@@ -583,4 +638,4 @@ def columns_seen(source: Source, label: str, limits: Limits) -> list[str]:
         batches.close()
 
 
-__all__ = ["iter_tables", "read_table_streamed", "join_batches", "columns_seen", "BATCH_BYTES", "BATCH_ROWS"]
+__all__ = ["iter_tables", "read_ahead", "read_table_streamed", "join_batches", "columns_seen", "BATCH_BYTES", "BATCH_ROWS"]

@@ -6,6 +6,7 @@ the same log merge by adding their counts. This is what the density view draws a
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,11 +19,34 @@ EDGES: np.ndarray = 10.0**LOG_EDGES
 N_BINS = len(EDGES) - 1
 
 
-def bin_index(tokens: np.ndarray) -> np.ndarray:
-    """Bin of each token count on the fixed log grid (0 tokens share the first bin); int16."""
+def _bins_of(tokens: np.ndarray) -> np.ndarray:
     t = np.maximum(np.asarray(tokens, dtype=np.float64), 1.0)
     idx = np.floor(np.log10(t) * BINS_PER_DECADE).astype(np.int64)
     return np.clip(idx, 0, N_BINS - 1).astype(np.int16)
+
+
+# Whole token counts below this are looked up (the same formula, computed once per count): a logarithm per request
+# cost a 5M-row sketch 0.3 s of CPU, the look-up a tenth of that. Larger counts take the formula itself.
+_LOOKUP_SIZE = 1 << 20
+
+
+@functools.cache
+def _bin_of_count() -> np.ndarray:
+    return _bins_of(np.arange(_LOOKUP_SIZE))   # built on first use (2 MiB): imports stay quick
+
+
+def bin_index(tokens: np.ndarray) -> np.ndarray:
+    """Bin of each token count on the fixed log grid (0 tokens share the first bin); int16."""
+    t = np.asarray(tokens)
+    if t.dtype.kind not in "iu" or not t.size:
+        return _bins_of(t)
+    table = _bin_of_count()
+    small = (t >= 0) & (t < _LOOKUP_SIZE)
+    if small.all():
+        return table[t]
+    out = _bins_of(t)
+    out[small] = table[t[small]]
+    return out
 
 
 @dataclass

@@ -38,7 +38,7 @@ from shapeviz.ingest.frame import REASONS, LoadedLog, LoadReport, build_frame
 from shapeviz.ingest.limits import DEFAULT_LIMITS, Limits
 from shapeviz.ingest.names import OTHER_PRODUCTS, folded_note
 from shapeviz.ingest.readers import display_name
-from shapeviz.ingest.stream import _Restart, iter_tables, join_batches
+from shapeviz.ingest.stream import _Restart, iter_tables, join_batches, read_ahead
 from shapeviz.progress import Progress
 from shapeviz.workload.arrays import product_codes, token_arrays
 from shapeviz.workload.binning import BINS_PER_DECADE, LOG_EDGES, N_BINS, bin_index
@@ -177,10 +177,32 @@ def _session_hash(session_id: pd.Series) -> np.ndarray:
 
     Hashed per category, not per row: a log has far fewer sessions than requests.
     """
-    ids = session_id if isinstance(session_id.dtype, pd.CategoricalDtype) else session_id.astype("category")
-    per_category = pd.util.hash_array(ids.cat.categories.astype(str).to_numpy(dtype=object)) >> np.uint64(11)
-    codes = ids.cat.codes.to_numpy()
+    per_category, codes = _session_hash_per_category(session_id)
     return np.where(codes >= 0, per_category[np.maximum(codes, 0)], np.uint64(_HASH_SPACE))
+
+
+def _session_hash_per_category(session_id: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``_session_hash`` of each distinct id (the categories) and each row's category code (-1: no session)."""
+    ids = session_id if isinstance(session_id.dtype, pd.CategoricalDtype) else session_id.astype("category")
+    # categories are distinct already: categorize=False skips hash_array's factorizing (the same hashes, 6x faster)
+    per_category = pd.util.hash_array(ids.cat.categories.astype(str).to_numpy(dtype=object),
+                                      categorize=False) >> np.uint64(11)
+    return per_category, ids.cat.codes.to_numpy()
+
+
+def _bounded_threshold(hashes: np.ndarray, rows: np.ndarray, threshold: int, max_rows: int) -> int:
+    """The hash threshold under which the sessions below ``threshold`` hold at most ``max_rows`` rows.
+
+    ``hashes``: each session's hash, ``rows``: its rows. As ``SessionSample._bounded`` decides on the rows themselves:
+    the smallest hash whose running sum of rows (sessions by hash) passes ``max_rows``.
+    """
+    held = (rows > 0) & (hashes < np.uint64(threshold))
+    if int(rows[held].sum()) <= max_rows:
+        return threshold
+    unique, inverse = np.unique(hashes[held], return_inverse=True)   # one id's text per hash, but never assume it
+    per = np.bincount(inverse, weights=rows[held]).astype(np.int64)
+    fits = int(np.searchsorted(np.cumsum(per), max_rows, side="right"))
+    return min(int(unique[fits]), threshold) if fits < len(unique) else threshold
 
 
 @dataclass
@@ -203,7 +225,12 @@ class SessionSample:
         columns = [c for c in _SESSION_COLUMNS if c in frame.columns]
         if "turn" in columns and report is not None and report.mapping.get("turn", "").startswith("derived"):
             columns.remove("turn")   # derived inside one batch: wrong across batches; order by timestamp instead
-        hashed = _session_hash(frame["session_id"])
+        per_category, codes = _session_hash_per_category(frame["session_id"])
+        # the bound first, from rows per session (a few hundred thousand ids, not every row): only the rows that
+        # stay are copied, the same rows and threshold ``_bounded`` keeps from all of them
+        threshold = _bounded_threshold(per_category, np.bincount(codes[codes >= 0], minlength=len(per_category)),
+                                       threshold, max_rows)
+        hashed = np.where(codes >= 0, per_category[np.maximum(codes, 0)], np.uint64(_HASH_SPACE))
         keep = hashed < np.uint64(threshold)
         # the hash stands for the id (no text to carry through merges); products as plain labels for the same reason
         rows = frame.loc[keep, [c for c in columns if c != "session_id"]].reset_index(drop=True)
@@ -475,16 +502,17 @@ def _timeline(frame: pd.DataFrame, prod: np.ndarray, products: list[str], inp: n
     ok = ~frame["timestamp"].isna().to_numpy()
     if not ok.any():
         return empty, len(frame)
-    minute = ns[ok] // _NS_PER_MINUTE
+    every = bool(ok.all())   # the usual case: no row to mask out (each mask copies every column)
+    minute = (ns if every else ns[ok]) // _NS_PER_MINUTE
     base = int(minute.min())
     span = int(minute.max()) - base + 1
     n_prod = len(products)
-    key = prod[ok].astype(np.int64) * span + (minute - base)
+    key = (prod if every else prod[ok]).astype(np.int64) * span + (minute - base)
     size = n_prod * span
     req = np.bincount(key, minlength=size)
     used = np.flatnonzero(req)
-    tin = np.bincount(key, weights=inp[ok].astype(np.float64), minlength=size)[used]
-    tout = np.bincount(key, weights=out[ok].astype(np.float64), minlength=size)[used]
+    tin = np.bincount(key, weights=inp if every else inp[ok], minlength=size)[used]
+    tout = np.bincount(key, weights=out if every else out[ok], minlength=size)[used]
     timeline = pd.DataFrame({
         "minute": (used % span + base).astype(np.int64),
         "product": np.asarray(products, dtype=object)[used // span],
@@ -600,7 +628,7 @@ def sketch_log(source: str | Path | bytes | BinaryIO, *, name: str | None = None
 
     rows_read = 0
     try:
-        for raw in iter_tables(source, label, limits, mapping):
+        for raw in read_ahead(iter_tables(source, label, limits, mapping)):
             rows_read += raw.num_rows
             if progress is not None:
                 progress("reading", f"{rows_read:,} rows", None)
