@@ -199,11 +199,36 @@ def _end_session_if_gone(session_id: str) -> None:
     runtime.close_session(session_id)
     from components import fleet_answer   # here: data is imported by every page, the headline's pool only by one
 
-    fleet_answer.cancel_session(session_id)   # its queued sizings no other session wants
-    if session is not None:
-        forget_session_objects(session)
+    ended = ([session] if session is not None else []) + reap_expired_sessions(runtime)
+    for sid in {session_id, *(str(getattr(each, "id", session_id)) for each in ended)}:
+        fleet_answer.cancel_session(sid)   # its queued sizings no other session wants
+    for each in ended:
+        forget_session_objects(each)
     # its script thread unwinds first; a page script's functions and globals form cycles only a collection frees
     _give_back_later(after_s=SESSION_END_GIVE_BACK_S)
+
+
+def reap_expired_sessions(runtime: Any) -> list[Any]:
+    """Shut down the sessions Streamlit stopped keeping for a reconnect but still holds, and return them.
+
+    A session whose browser left waits ``server.disconnectedSessionTTL`` in the runtime's session storage, a TTL
+    cache that hides an entry once it expires but drops it only at the next write (the next visitor who leaves),
+    and never shuts it down. Expired, the session is out of ``close_session``'s reach (it finds nothing), yet its
+    state, its uploaded files and its fragments (closures over the last page's namespace, which holds the upload's
+    frame) all stay: every round of visitors kept the last round's uploads (~1 GB for five 200k-row logs). The
+    expired entries are removed here and their sessions shut down as ``close_session`` would have.
+    """
+    manager = getattr(runtime, "_session_mgr", None)
+    storage = getattr(manager, "_session_storage", None)
+    expire = getattr(getattr(storage, "_cache", None), "expire", None)
+    if not callable(expire):
+        return []   # another session storage (not Streamlit's in-memory one): it keeps no expired sessions here
+    with getattr(manager, "_storage_lock", None) or threading.Lock():
+        expired = expire()
+    sessions = [info.session for _, info in expired if getattr(info, "session", None) is not None]
+    for session in sessions:
+        session.shutdown()   # its uploaded files, its media, its script thread, its session-scoped caches
+    return sessions
 
 
 def _app_session(runtime: Any, session_id: str) -> Any:
