@@ -55,6 +55,9 @@ MAPPING_KEY = "mapping_override"
 SERVER_KEY = "server_pattern"
 SESSION_UPLOAD_BYTES = 1 << 30   # what one session may have read at once, all its files together (1 GiB)
 PARSE_SLOTS = 2                  # heavy work (parse, analysis) at the same time, server-wide (the machine's cores)
+# Visitors served at once: each may hold up to SESSION_UPLOAD_BYTES of uploads and their analyses (~200 MB a
+# 200k-row log), so the server's memory is bounded by visitors x budget; one more waits with a message.
+MAX_SESSIONS = 16
 GIVE_BACK_AFTER_S = 2.0          # after a release, when the freed memory is returned (the value is gone by then)
 SESSION_END_GRACE_S = 5.0        # past server.disconnectedSessionTTL, when a session whose browser left is ended
 SESSION_END_GIVE_BACK_S = 10.0   # after a session is ended, when its memory is returned (its thread has stopped)
@@ -163,6 +166,41 @@ def _give_back_later(*_released: object, after_s: float = GIVE_BACK_AFTER_S) -> 
     timer = threading.Timer(after_s, _give_back)
     timer.daemon = True
     timer.start()
+
+
+def _active_session_ids() -> list[str] | None:
+    """The ids of the server's connected sessions, in the order they connected (None outside a running server)."""
+    from streamlit.runtime import Runtime
+
+    if not Runtime.exists():
+        return None
+    manager = getattr(Runtime.instance(), "_session_mgr", None)
+    if manager is None:
+        return None
+    return [str(info.session.id) for info in manager.list_active_sessions()]
+
+
+def admitted(session_id: str, active_ids: list[str], cap: int) -> bool:
+    """Whether a session is among the first ``cap`` connected ones (a session that left moves those after it up)."""
+    return session_id not in active_ids or active_ids.index(session_id) < cap
+
+
+def admit_session() -> None:
+    """Stop this run with a message when ``MAX_SESSIONS`` visitors connected before this one are still here.
+
+    Nothing of the visitor's is read or kept before this; the page comes once one of the others has left (the
+    next run, a reload).
+    """
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    active = _active_session_ids()
+    if ctx is None or active is None or admitted(ctx.session_id, active, MAX_SESSIONS):
+        return
+    st.error(f"This dashboard is serving its limit of {MAX_SESSIONS} visitors at once (each one's logs are kept in "
+             "the server's memory while they stay). Reload the page in a minute or two: it opens as soon as "
+             "someone leaves.", icon=":material/group:")
+    st.stop()
 
 
 def end_session_when_it_leaves() -> None:
