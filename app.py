@@ -14,6 +14,7 @@ navigation = st.navigation(
         st.Page("pages/report.py", title="Report", icon=":material/description:"),
     ]
 )
+data.admit_session()   # at most data.MAX_SESSIONS visitors at once; one more is told to come back
 data.end_session_when_it_leaves()   # a session whose browser left is ended, and its freed memory offered back
 sidebar.render()
 navigation.run()

@@ -54,6 +54,19 @@ def _parquet_unmapped(path: Path) -> list[str]:
     return ["summary", str(path)]
 
 
+def _parquet_gz_unmapped(path: Path) -> list[str]:
+    """The unmapped-text probe gzipped: a ``.parquet.gz`` needs its bytes in memory before Parquet can seek."""
+    import gzip
+    import shutil
+
+    plain = path.with_suffix("")
+    _parquet(plain, "prompt_text")
+    with plain.open("rb") as src, gzip.open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    plain.unlink()
+    return ["summary", str(path)]
+
+
 def _parquet_mapped(path: Path) -> list[str]:
     _parquet(path, "team")
     return ["summary", "--map", "product=team", str(path)]
@@ -110,6 +123,7 @@ PROBES: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
     "products-100k": ("products100k.csv", lambda p: _products_csv(p, 100_000, 100_000)),
     "products-1m": ("products1m.csv", lambda p: _products_csv(p, 1_000_000, 1_000_000)),
     "parquet-unmapped-text": ("payload.parquet", _parquet_unmapped),
+    "parquet-gz-unmapped-text": ("payload.parquet.gz", _parquet_gz_unmapped),
     "parquet-mapped-label": ("label.parquet", _parquet_mapped),
     "parquet-long-names": ("longnames.parquet", _parquet_long_names),
     "csv-long-names": ("longnames.csv.gz", _csv_long_names),

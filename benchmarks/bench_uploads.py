@@ -1,6 +1,7 @@
 """Five visitors upload a log at once, round after round: the health check, the memory, and what comes back.
 
     python benchmarks/bench_uploads.py [--rows 200000] [--sessions 5] [--rounds 3] [--ttl-s 10] [--after-s 45]
+                                       [--demo-round]
 
 Starts the app as ``make run`` does (``python -m components.launch``) on 127.0.0.1 only. Each round opens
 ``--sessions`` browser sessions (system chromium, headless, through playwright) at once (their first pages load
@@ -10,7 +11,10 @@ Streamlit ends a closed session ``server.disconnectedSessionTTL`` after its brow
 default in the app; shorter here so three rounds fit in minutes) plus 5 s, and its memory is handed back 10 s
 later. The health endpoint (what the Docker HEALTHCHECK asks) is polled every ``--poll-s`` (0.05 s) throughout;
 its answers are reported per phase: while the first pages load, while the uploads are read. Idle is the RSS of the
-started server before any session. Bounded: one server, loopback only, a fixed number of sessions and rows.
+started server before any session; with ``--demo-round``, a first round only opens the demo (no upload) and is
+closed like the others, and the RSS after it (the server warm: the demo's log, analysis and plane, the modules a
+first page imports) is what the upload rounds are also compared with. Bounded: one server, loopback only, a fixed
+number of sessions and rows.
 """
 from __future__ import annotations
 
@@ -81,6 +85,9 @@ def main() -> None:
     parser.add_argument("--ttl-s", type=float, default=10.0, help="server.disconnectedSessionTTL for this server")
     parser.add_argument("--after-s", type=float, default=45.0, help="how long to read RSS after a round's close")
     parser.add_argument("--poll-s", type=float, default=0.05, help="how often the health endpoint is asked")
+    parser.add_argument("--demo-round", action="store_true",
+                        help="first a round that only opens the demo (no upload), closed like the others: the RSS "
+                             "after it is the server warm, what every later round is also compared with")
     args = parser.parse_args()
     print("load average before:", os.getloadavg(), flush=True)
     with tempfile.TemporaryDirectory() as work:
@@ -99,8 +106,23 @@ def main() -> None:
             print(f"idle RSS {rss_idle:.0f} MB", flush=True)
             probe = HealthProbe(server.url, args.poll_s)
             probe.start()
+            rss_warm = None
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                if args.demo_round:   # the demo's log, analysis and plane, the modules a first page uses: kept
+                    contexts = [browser.new_context(viewport=VIEWPORT) for _ in range(args.sessions)]
+                    pages = [c.new_page() for c in contexts]
+                    probe.phase = "demo round"
+                    for page in pages:
+                        page.goto(server.url, timeout=WAIT_MS, wait_until="commit")
+                    for page in pages:
+                        _plane_drawn(page, "20,000")
+                    for c in contexts:
+                        c.close()
+                    time.sleep(args.after_s)
+                    rss_warm = _rss_mb(server.proc.pid)
+                    print(f"warm RSS (a demo round served and closed, {args.after_s:.0f} s later) {rss_warm:.0f} MB",
+                          flush=True)
                 for r in range(args.rounds):
                     contexts = [browser.new_context(viewport=VIEWPORT) for _ in range(args.sessions)]
                     pages = [c.new_page() for c in contexts]
@@ -144,6 +166,9 @@ def main() -> None:
     print(f"server RSS: idle {rss_idle:.0f} MB, peak (VmHWM) {peak:.0f} MB; after each round's close: "
           + ", ".join(f"{list(a.values())[-1]:.0f} MB (+{list(a.values())[-1] - rss_idle:.0f})"
                       for _, _, _, a, _ in rounds))
+    if rss_warm is not None:
+        print(f"against the server warm ({rss_warm:.0f} MB, after the demo round): "
+              + ", ".join(f"{list(a.values())[-1] - rss_warm:+.0f} MB" for _, _, _, a, _ in rounds))
     print("health check (every answer, by phase):")
     for name in ("first pages", "uploads", "after"):
         print(_health_line(name + " (every round)", [t for phase, times in probe.times.items()

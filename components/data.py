@@ -55,6 +55,9 @@ MAPPING_KEY = uploads.MAPPING_KEY
 SERVER_KEY = "server_pattern"
 SESSION_UPLOAD_BYTES = 1 << 30   # what one session may have read at once, all its files together (1 GiB)
 PARSE_SLOTS = 2                  # heavy work (parse, analysis) at the same time, server-wide (the machine's cores)
+# Visitors served at once: each may hold up to SESSION_UPLOAD_BYTES of uploads and their analyses (~200 MB a
+# 200k-row log), so the server's memory is bounded by visitors x budget; one more waits with a message.
+MAX_SESSIONS = 16
 GIVE_BACK_AFTER_S = 2.0          # after a release, when the freed memory is returned (the value is gone by then)
 SESSION_END_GRACE_S = 5.0        # past server.disconnectedSessionTTL, when a session whose browser left is ended
 SESSION_END_GIVE_BACK_S = 10.0   # after a session is ended, when its memory is returned (its thread has stopped)
@@ -165,6 +168,41 @@ def _give_back_later(*_released: object, after_s: float = GIVE_BACK_AFTER_S) -> 
     timer.start()
 
 
+def _active_session_ids() -> list[str] | None:
+    """The ids of the server's connected sessions, in the order they connected (None outside a running server)."""
+    from streamlit.runtime import Runtime
+
+    if not Runtime.exists():
+        return None
+    manager = getattr(Runtime.instance(), "_session_mgr", None)
+    if manager is None:
+        return None
+    return [str(info.session.id) for info in manager.list_active_sessions()]
+
+
+def admitted(session_id: str, active_ids: list[str], cap: int) -> bool:
+    """Whether a session is among the first ``cap`` connected ones (a session that left moves those after it up)."""
+    return session_id not in active_ids or active_ids.index(session_id) < cap
+
+
+def admit_session() -> None:
+    """Stop this run with a message when ``MAX_SESSIONS`` visitors connected before this one are still here.
+
+    Nothing of the visitor's is read or kept before this; the page comes once one of the others has left (the
+    next run, a reload).
+    """
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    active = _active_session_ids()
+    if ctx is None or active is None or admitted(ctx.session_id, active, MAX_SESSIONS):
+        return
+    st.error(f"This dashboard is serving its limit of {MAX_SESSIONS} visitors at once (each one's logs are kept in "
+             "the server's memory while they stay). Reload the page in a minute or two: it opens as soon as "
+             "someone leaves.", icon=":material/group:")
+    st.stop()
+
+
 def end_session_when_it_leaves() -> None:
     """Once per session: when its browser leaves, end it ``server.disconnectedSessionTTL`` later unless it is back."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -199,11 +237,36 @@ def _end_session_if_gone(session_id: str) -> None:
     runtime.close_session(session_id)
     from components import fleet_answer   # here: data is imported by every page, the headline's pool only by one
 
-    fleet_answer.cancel_session(session_id)   # its queued sizings no other session wants
-    if session is not None:
-        forget_session_objects(session)
+    ended = ([session] if session is not None else []) + reap_expired_sessions(runtime)
+    for sid in {session_id, *(str(getattr(each, "id", session_id)) for each in ended)}:
+        fleet_answer.cancel_session(sid)   # its queued sizings no other session wants
+    for each in ended:
+        forget_session_objects(each)
     # its script thread unwinds first; a page script's functions and globals form cycles only a collection frees
     _give_back_later(after_s=SESSION_END_GIVE_BACK_S)
+
+
+def reap_expired_sessions(runtime: Any) -> list[Any]:
+    """Shut down the sessions Streamlit stopped keeping for a reconnect but still holds, and return them.
+
+    A session whose browser left waits ``server.disconnectedSessionTTL`` in the runtime's session storage, a TTL
+    cache that hides an entry once it expires but drops it only at the next write (the next visitor who leaves),
+    and never shuts it down. Expired, the session is out of ``close_session``'s reach (it finds nothing), yet its
+    state, its uploaded files and its fragments (closures over the last page's namespace, which holds the upload's
+    frame) all stay: every round of visitors kept the last round's uploads (~1 GB for five 200k-row logs). The
+    expired entries are removed here and their sessions shut down as ``close_session`` would have.
+    """
+    manager = getattr(runtime, "_session_mgr", None)
+    storage = getattr(manager, "_session_storage", None)
+    expire = getattr(getattr(storage, "_cache", None), "expire", None)
+    if not callable(expire):
+        return []   # another session storage (not Streamlit's in-memory one): it keeps no expired sessions here
+    with getattr(manager, "_storage_lock", None) or threading.Lock():
+        expired = expire()
+    sessions = [info.session for _, info in expired if getattr(info, "session", None) is not None]
+    for session in sessions:
+        session.shutdown()   # its uploaded files, its media, its script thread, its session-scoped caches
+    return sessions
 
 
 def _app_session(runtime: Any, session_id: str) -> Any:

@@ -10,8 +10,8 @@ each run then scans what the sessions made, not the ~120k objects every module h
 Before anything allocates, glibc is asked for at most ``MALLOC_ARENAS`` malloc arenas (unless the operator set
 ``MALLOC_ARENA_MAX``): by default every thread that allocates (each session's script thread, Arrow's readers) may
 get its own arena, up to eight per core, and each arena keeps its own freed pages. With two, five concurrent
-200k-row uploads peaked at about 2.9 GB instead of 4.7-5.1 GB (benchmarks/README.md); the process still holds
-about 0.9-1 GB after their sessions end (docs/THREATS.md says what keeps it).
+200k-row uploads peaked at about 2.9-3.2 GB instead of 4.7-5.1 GB (benchmarks/README.md); the process still holds
+about 0.5 GB over idle after their sessions end, ~0.2 GB of it the demo's shared state (docs/THREATS.md).
 
 ``make run``, the Docker image and the browser tests start the dashboard this way.
 """

@@ -117,3 +117,6 @@ class FairPool:
                 future.set_exception(exc)
             else:
                 future.set_result(result)
+            # an idle thread keeps nothing of its last job: the job's closure holds a log's frame and workload, and
+            # a running thread's locals are out of the garbage collector's sight (kept until its next job)
+            future = job = picked = result = None

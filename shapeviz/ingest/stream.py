@@ -524,6 +524,21 @@ def _iter_jsonl(opened: _Opened, label: str, limits: Limits) -> Iterator[RawTabl
 
 # ---------------------------------------------------------------------------------------------- Parquet
 
+def _all_bytes(stream: BinaryIO, compression: str, label: str) -> memoryview:
+    """Every byte left in ``stream``, in one growing buffer (no second copy to join pieces)."""
+    buffer = io.BytesIO()
+    try:
+        while chunk := stream.read(_READ):
+            buffer.write(chunk)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise _corrupt(label, compression, exc) from None
+    except Exception as exc:   # zstandard.ZstdError
+        if type(exc).__name__ == "ZstdError":
+            raise _corrupt(label, compression, exc) from None
+        raise
+    return buffer.getbuffer()
+
+
 def _iter_parquet(opened: _Opened, source: Source, label: str, compression: str,
                   limits: Limits, mapping: dict[str, str] | None = None) -> Iterator[RawTable]:
     if isinstance(source, (str, os.PathLike)):
@@ -540,9 +555,10 @@ def _iter_parquet(opened: _Opened, source: Source, label: str, compression: str,
     else:
         seekable = None
     if compression != "none" or seekable is None:
-        # Parquet needs random access: a compressed Parquet (or a one-way stream) is read whole, within the limits
-        yield _whole(source, label, limits)
-        return
+        # Parquet needs random access (its footer is at the end): a compressed Parquet, or a one-way stream, is
+        # decompressed into one buffer (counted against the decompression budget as it comes; uploads never go to
+        # disk), then read like any Parquet file: the columns a mapping can use, row group by row group
+        seekable = pa.BufferReader(pa.py_buffer(_all_bytes(opened.stream, compression, label)))
     source = seekable
     try:
         parquet = pq.ParquetFile(source)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from shapeviz.cli import main
-from shapeviz.ingest import Limits, load_log
+from shapeviz.ingest import IngestError, Limits, load_log
 from shapeviz.ingest.names import OTHER_PRODUCTS
 from shapeviz.ingest.stream import columns_seen, iter_tables
 from shapeviz.workload.sketch import merge_all, sketch_log
@@ -106,6 +106,26 @@ def test_parquet_reads_only_the_columns_a_mapping_uses(tmp_path):
     # a column the user maps is read, as a category
     loaded = load_log(path, mapping={"product": "team"})
     assert loaded.frame["product"].cat.categories.tolist() == ["x" * 255 + "…"]
+
+
+def test_a_gzipped_parquet_log_is_read_by_what_is_needed_like_a_plain_one(tmp_path):
+    # a .parquet.gz used to be read whole: every column (a 4,000-byte text column in every row included), each
+    # label one string per row; it now reads like the plain file: only what a mapping can use, row group by group
+    import gzip
+
+    n = 20_000
+    payload = pa.array(["x" * 4_000] * 2, pa.string()).take(pa.array(np.zeros(n, np.int32)))
+    plain = tmp_path / "payload.parquet"
+    pq.write_table(pa.table({"input_tokens": np.full(n, 100, np.int32), "output_tokens": np.full(n, 10, np.int32),
+                             "prompt_text": payload, "team": payload}), plain, row_group_size=5_000)
+    packed = tmp_path / "payload.parquet.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    batches = list(iter_tables(str(packed), packed.name, Limits()))
+    assert len(batches) == 4 and all("prompt_text" not in b.columns for b in batches)
+    assert any("text columns no mapping uses were not read" in note for note in batches[0].notes)
+    assert load_log(packed).report.notes == load_log(plain).report.notes
+    with pytest.raises(IngestError, match="rows exceed the limit of 10,000"):
+        load_log(packed, limits=Limits(max_rows=10_000))
 
 
 def test_a_parquet_log_of_several_row_groups_says_each_note_once_on_every_path(tmp_path):

@@ -37,3 +37,31 @@ def test_a_session_that_left_cancels_its_queued_work_but_not_what_others_want() 
     shared.result(timeout=30)
     assert mine.cancelled() and "gone's own" not in order
     assert sorted(order) == ["shared", "stays' own"] and pool.queued() == 0
+
+
+def _job_over(frame):  # noqa: ANN001, ANN202 - a closure of its own over the frame, as fleet_answer.submit builds
+    return lambda: len(frame.rows)
+
+
+def test_an_idle_worker_keeps_nothing_of_its_last_job() -> None:
+    # a sizing's closure holds the upload's frame: once the sizing is done and its result taken, the thread that
+    # ran it must not keep the frame alive while it waits for the next job (issue 41, item 7: memory back)
+    import gc
+    import time
+    import weakref
+
+    import numpy as np
+
+    class Frame:
+        rows = np.zeros(1_000)
+
+    frame = Frame()
+    held = weakref.ref(frame)
+    pool = FairPool(workers=1, name="test-idle")
+    assert pool.submit("left", _job_over(frame)).result(timeout=30) == 1_000
+    del frame
+    deadline = time.monotonic() + 10
+    while held() is not None and time.monotonic() < deadline:   # the worker sets the result, then lets go
+        gc.collect()
+        time.sleep(0.01)
+    assert held() is None, "the idle worker still holds its last job's closure (and the log it read)"
