@@ -12,6 +12,7 @@ which is bounded by the same limits.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import os
@@ -187,22 +188,29 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
-def _read_head(stream: io.BufferedReader, compression: str, label: str) -> bytes:
-    parts, size = [], 0
+@contextlib.contextmanager
+def _corrupt_if_broken(label: str, compression: str) -> Iterator[None]:
+    """Reads inside become the log's "broken compression" message when the stream is corrupt or cut short."""
     try:
-        while size < _HEAD:
-            chunk = stream.read(_HEAD - size)
-            if not chunk:
-                break
-            parts.append(chunk)
-            size += len(chunk)
-        return b"".join(parts)
+        yield
     except (EOFError, OSError, zlib.error) as exc:
         raise _corrupt(label, compression, exc) from None
     except Exception as exc:   # zstandard.ZstdError
         if type(exc).__name__ == "ZstdError":
             raise _corrupt(label, compression, exc) from None
         raise
+
+
+def _read_head(stream: io.BufferedReader, compression: str, label: str) -> bytes:
+    parts, size = [], 0
+    with _corrupt_if_broken(label, compression):
+        while size < _HEAD:
+            chunk = stream.read(_HEAD - size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+    return b"".join(parts)
 
 
 def _corrupt(label: str, compression: str, exc: BaseException) -> IngestError:
@@ -527,15 +535,9 @@ def _iter_jsonl(opened: _Opened, label: str, limits: Limits) -> Iterator[RawTabl
 def _all_bytes(stream: BinaryIO, compression: str, label: str) -> memoryview:
     """Every byte left in ``stream``, in one growing buffer (no second copy to join pieces)."""
     buffer = io.BytesIO()
-    try:
+    with _corrupt_if_broken(label, compression):
         while chunk := stream.read(_READ):
             buffer.write(chunk)
-    except (EOFError, OSError, zlib.error) as exc:
-        raise _corrupt(label, compression, exc) from None
-    except Exception as exc:   # zstandard.ZstdError
-        if type(exc).__name__ == "ZstdError":
-            raise _corrupt(label, compression, exc) from None
-        raise
     return buffer.getbuffer()
 
 

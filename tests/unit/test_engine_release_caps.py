@@ -2,34 +2,19 @@
 engine's own sequence cap, and the engine named wherever a replay's settings or a design's pools are written."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-from types import ModuleType
 
-import pandas as pd
 import pytest
 
 from shapeviz.cli import main
 from shapeviz.cli.simulate import simulate_text
-from shapeviz.datadir import DATA_DIR
 from shapeviz.fleet.design import design_fleet
 from shapeviz.fleet.pools import Fleet, Pool, fleet_from_dict, pool_deployment
 from shapeviz.physics.engines import engine_efficiency
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving.products import resolve_classes
 from shapeviz.workload import synth
-
-ROOT = Path(__file__).resolve().parents[2]
-MLPERF = pd.read_csv(DATA_DIR / "mlperf_llama2_70b.csv", dtype={"public_id": str}).set_index("row_id")
-
-
-def _bench() -> ModuleType:
-    """benchmarks/bench_mlperf.py: the one definition of an MLPerf prediction (the benchmark and these tests)."""
-    spec = importlib.util.spec_from_file_location("bench_mlperf", ROOT / "benchmarks" / "bench_mlperf.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.mlperf import MLPERF, bench_mlperf
 
 
 def test_a_power_capped_card_runs_compute_at_its_power_share_of_the_full_power_part() -> None:
@@ -56,7 +41,7 @@ def test_the_engines_older_release_predicts_amds_older_mlperf_round() -> None:
     assert engine_efficiency("mi300x", "vllm", "fp8", "v4.0") == newest   # no row of its own: the newest
     assert Deployment("llama-2-70b", "mi300x", "fp8", None, 1).engine_efficiency == newest
     row = MLPERF.loc["v41-mi300x-offline"]
-    predicted = _bench().predict(row)
+    predicted = bench_mlperf().predict(row)
     assert predicted == pytest.approx(float(row["tokens_per_s"]), rel=0.10), predicted
 
 

@@ -1,31 +1,14 @@
 """The tool's MLPerf Offline is at least its Server: offered everything at once, an engine runs at its best."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
-
-import pandas as pd
-
-from shapeviz.datadir import DATA_DIR
-
-ROOT = Path(__file__).resolve().parents[2]
-MLPERF = pd.read_csv(DATA_DIR / "mlperf_llama2_70b.csv", dtype={"public_id": str}).set_index("row_id")
-
-
-def _bench() -> ModuleType:
-    """benchmarks/bench_mlperf.py: the one definition of an MLPerf prediction (the benchmark and this test)."""
-    spec = importlib.util.spec_from_file_location("bench_mlperf", ROOT / "benchmarks" / "bench_mlperf.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.mlperf import MLPERF, bench_mlperf
 
 
 def test_mlperf_offline_is_at_least_server_on_one_gh200() -> None:
     """HPE's 1× GH200 TensorRT-LLM (v5.0, judged): the Server rate counts only while the replica keeps up. Before,
     a 120 s Poisson replay past its capacity still met the p99 limits (the excess joined the running batch of a
     TensorRT-LLM KV pool that holds hundreds of sequences) and Server came out 12% above Offline."""
-    bench = _bench()
+    bench = bench_mlperf()
     row = MLPERF.loc["v50-gh200-server"]
     dep, replicas = bench.deployment(row)
     out = bench.mean_output(row)
