@@ -2,10 +2,7 @@
 and the simulator against published MLPerf Inference rows it was not fitted on."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -15,8 +12,8 @@ from shapeviz.cli import main
 from shapeviz.datadir import DATA_DIR
 from shapeviz.physics.engines import engine_note, engine_rows
 from shapeviz.physics.steps import Deployment, decode_step_s, engine_scaled, load_efficiency, prefill_work_s
+from tests.mlperf import bench_mlperf
 
-ROOT = Path(__file__).resolve().parents[2]
 MLPERF = pd.read_csv(DATA_DIR / "mlperf_llama2_70b.csv", dtype={"public_id": str})
 
 
@@ -55,14 +52,6 @@ def test_plan_names_the_engine_and_its_efficiency_changes_the_answer(capsys) -> 
     assert per_gpu["vllm"] < 0.75 * per_gpu["trtllm"], per_gpu
 
 
-def _bench() -> ModuleType:
-    """benchmarks/bench_mlperf.py: the one definition of an MLPerf prediction (the benchmark and this test)."""
-    spec = importlib.util.spec_from_file_location("bench_mlperf", ROOT / "benchmarks" / "bench_mlperf.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("row_id", ["v50-b200-offline", "v50-h200nvl-offline", "v50-h100nvl-offline",
                                     "v50-mi325x-supermicro-offline"])
 def test_mlperf_offline_rows_nobody_fitted_are_predicted_within_ten_percent(row_id: str) -> None:
@@ -71,7 +60,7 @@ def test_mlperf_offline_rows_nobody_fitted_are_predicted_within_ten_percent(row_
     another submitter's 8× MI325X under vLLM, predicted from one fitted Offline row per family."""
     row = MLPERF.set_index("row_id").loc[row_id]
     assert row["role"] == "judged"
-    predicted = _bench().predict(row)
+    predicted = bench_mlperf().predict(row)
     assert predicted == pytest.approx(float(row["tokens_per_s"]), rel=0.10), predicted
 
 
