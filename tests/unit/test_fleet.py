@@ -267,6 +267,34 @@ def test_config_fleet_writes_one_script_per_pool_with_the_fleets_replicas(tmp_pa
     assert "llm-rag-pool" in pools["RAG pool"]["manifest"]   # the pool's name as a DNS label
 
 
+def test_config_fleet_starts_each_pool_on_the_engine_it_was_sized_on(tmp_path: Path, brief: pd.DataFrame,
+                                                                       capsys) -> None:
+    """A fleet whose pools run different engines (design --serving-engine, or a hand-edited file) gets each pool's
+    launch script for its own engine: the replica count was sized on that engine's efficiency and sequence cap.
+    Naming another engine with --engine is refused by the pool's name instead of writing a script the count does
+    not hold on."""
+    path = synth.write_log(brief, tmp_path / "brief.csv")
+    fleet = {"model": "llama-3.1-70b", "pools": [
+        {"name": "RAG pool", "products": ["rag-search"], "gpu": "h100-sxm", "tp": 4, "replicas": 3,
+         "engine": "sglang"},
+        {"name": "agent", "products": ["*"], "gpu": "h100-sxm", "tp": 2, "replicas": 2}]}
+    fleet_file = tmp_path / "fleet.json"
+    fleet_file.write_text(json.dumps(fleet))
+    assert main(["config", str(path), "--fleet", str(fleet_file), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    pools = {p["name"]: p for p in doc["pools"]}
+    assert pools["RAG pool"]["engine"] == "sglang" and pools["agent"]["engine"] == "vllm"
+    assert doc["engines"] == ["sglang", "vllm"] and doc["engine"] is None
+    assert "sglang.launch_server" in pools["RAG pool"]["configs"][0]["shell"]
+    assert "vllm serve" in pools["agent"]["configs"][0]["shell"]
+    assert main(["config", str(path), "--fleet", str(fleet_file)]) == 0
+    text = capsys.readouterr().out
+    assert "# ######## pool RAG pool: SGLang ########" in text and "# ######## pool agent: vLLM ########" in text
+    assert main(["config", str(path), "--fleet", str(fleet_file), "--engine", "vllm"]) == 2
+    err = capsys.readouterr().err
+    assert "'RAG pool'" in err and "SGLang" in err and "--serving-engine vllm" in err
+
+
 def test_config_fleet_writes_both_sides_of_a_split_pool_on_their_own_gpus(tmp_path: Path, brief: pd.DataFrame,
                                                                           capsys) -> None:
     """A prefill/decode split on two GPU types deploys as two configs, each side on its GPU and at the fleet's size,
