@@ -153,3 +153,55 @@ def test_a_class_that_is_not_two_positive_targets_is_refused_with_the_form_it_ne
                                                    f"doc-search=1200:60), got {pair!r}")):
         parse_slo([pair])
     assert parse_slo(["chat=500:5", "*=1:1"]) == {"chat": (500.0, 5.0), "*": (1.0, 1.0)}
+
+
+def _answered(meets: bool, unreachable: list[str], answer_meets: bool = True) -> sizing.Sizing:
+    """A simulated answer of 4 replicas: whether it meets every class, and the products no fleet size serves."""
+    p = {"all": 100.0}
+    answer = sizing.Trial(4, "window", answer_meets, {}, p, p, 0.5 if answer_meets else 2.0, 0.0)
+    return sizing.Sizing("simulated", 4, meets, 3, {}, answer=answer,
+                         unreachable=[{"product": name} for name in unreachable])
+
+
+def test_the_headline_heading_names_the_products_no_fleet_size_serves() -> None:
+    # the Capacity page's heading above its metrics never claims every SLO over a line that says a product is left
+    # out: it names each product no size serves (the demo's swe-agent), and says when no size meets the rest either
+    assert sizing.answer_heading(_answered(True, [])) == "GPUs and cost that meet every product's SLO"
+    assert sizing.answer_heading(_answered(False, ["swe-agent"])) == (
+        "GPUs and cost that meet every product's SLO but swe-agent (no fleet size serves it)")
+    assert sizing.answer_heading(_answered(False, ["swe-agent", "batch"])) == (
+        "GPUs and cost that meet every product's SLO but batch, swe-agent (no fleet size serves them)")
+    assert sizing.answer_heading(_answered(False, ["swe-agent"], answer_meets=False)) == (
+        "GPUs and cost: no fleet size meets every product's SLO")
+
+
+def test_the_logs_products_on_other_models_are_named_with_their_model(frame: pd.DataFrame) -> None:
+    # the demo's products name four models: plan, summary and the page plan the most requested one and say which
+    # products run on another, each with its model (not one model for the whole log without a word)
+    model, source = sizing.model_of_log(frame)
+    assert model == "llama-3.1-70b"
+    assert source.endswith("products on other models, planned here on llama-3.1-70b (plan each on its own model "
+                           "for its pool): code-assistant (qwen3-32b), ide-autocomplete (llama-3.1-8b), "
+                           "swe-agent (kimi-k2)"), source
+
+
+def test_the_sidebar_pair_is_every_products_class_but_those_the_user_set(frame: pd.DataFrame) -> None:
+    # moving the sidebar's TTFT/TPOT pair moves every product's class (not each corner's published default), and a
+    # product's own class (--slo, the page's table) keeps its own targets; each says where it comes from
+    classes = sizing.pair_classes(frame, 777.0, 77.0, {"swe-agent": (5000.0, 100.0)})
+    assert set(classes) == set(frame["product"].astype(str))
+    for product, cls in classes.items():
+        own = product == "swe-agent"
+        assert (cls.ttft_ms, cls.tpot_ms) == ((5000.0, 100.0) if own else (777.0, 77.0)), cls
+        assert cls.source == ("set by user (--slo)" if own else "the default class (--ttft-slo-ms/--tpot-slo-ms)")
+
+
+def test_another_fleet_is_said_in_the_answers_terms() -> None:
+    # hold-at-peak, the levers and the routers say their fleet as the headline does: replicas × TP, GPUs, how it
+    # stands to the answer, and its cost at the headline's price
+    from shapeviz.fleet.words import relative_to_answer
+
+    assert relative_to_answer(5, 4, 4, 2.5) == "5 × TP4 = 20 GPUs, the answer + 1, $50/h"
+    assert relative_to_answer(3, 4, 4) == "3 × TP4 = 12 GPUs, the answer − 1"
+    assert relative_to_answer(4, 4, 2) == "4 × TP2 = 8 GPUs, the answer itself"
+    assert relative_to_answer(4, None, 2) == "4 × TP2 = 8 GPUs"

@@ -149,7 +149,12 @@ def planned_strict(code_20min: tuple[str, ...]) -> dict[str, Any]:
     return _plan_json(*code_20min, *STRICT)
 
 
-def _memo_replicas(capsys: pytest.CaptureFixture[str], out: Path, *argv: str) -> tuple[dict[str, Any], Path]:
+def _memo_replicas(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, out: Path,
+                   *argv: str) -> tuple[dict[str, Any], Path]:
+    # the bundle's PNG charts are left out: kaleido starting chromium is most of a report's time (~40 s of a 50 s
+    # report at load 20), and they show the charts the memo's HTML holds; test_cli_report renders them
+    from shapeviz.outputs.report import bundle
+    monkeypatch.setattr(bundle, "figures_to_png", lambda figures: {})
     assert main(["report", *argv, "--out", str(out)]) == 0
     capsys.readouterr()
     return json.loads((out / "summary.json").read_text()), out
@@ -164,9 +169,10 @@ def test_one_log_gives_one_fleet_in_plan_and_config(code_20min, planned, capsys)
     assert config["method"] == "simulated" and config["one_fewer"]["replicas"] == replicas - 1
 
 
-def test_one_log_gives_one_fleet_in_plan_and_the_memo(code_20min, planned, tmp_path: Path, capsys) -> None:
+def test_one_log_gives_one_fleet_in_plan_and_the_memo(code_20min, planned, tmp_path: Path, capsys,
+                                                      monkeypatch) -> None:
     replicas = planned["replicas"]
-    summary, out = _memo_replicas(capsys, tmp_path / "report", *code_20min)
+    summary, out = _memo_replicas(capsys, monkeypatch, tmp_path / "report", *code_20min)
     assert summary["plan_after"]["replicas"] == replicas
     table = pd.read_csv(out / "capacity_plan.csv")
     row = table[table["figure"] == "replicas (colocated)"].iloc[0]
@@ -198,8 +204,10 @@ def test_config_judges_with_the_users_classes(code_20min, planned_strict, capsys
     assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == planned_strict["replicas"]
 
 
-def test_the_memo_judges_with_the_users_classes(code_20min, planned_strict, tmp_path: Path, capsys) -> None:
-    summary, _ = _memo_replicas(capsys, tmp_path / "report", *code_20min, *STRICT, "--method", "simulated")
+def test_the_memo_judges_with_the_users_classes(code_20min, planned_strict, tmp_path: Path, capsys,
+                                                monkeypatch) -> None:
+    summary, _ = _memo_replicas(capsys, monkeypatch, tmp_path / "report", *code_20min, *STRICT,
+                                "--method", "simulated")
     assert summary["plan_after"]["replicas"] == planned_strict["replicas"]
 
 
