@@ -205,3 +205,39 @@ def test_another_fleet_is_said_in_the_answers_terms() -> None:
     assert relative_to_answer(3, 4, 4) == "3 × TP4 = 12 GPUs, the answer − 1"
     assert relative_to_answer(4, 4, 2) == "4 × TP2 = 8 GPUs, the answer itself"
     assert relative_to_answer(4, None, 2) == "4 × TP2 = 8 GPUs"
+
+
+def test_the_window_sized_on_says_where_it_starts_and_ends(frame: pd.DataFrame) -> None:
+    # `plan --json`'s sized_on names the busiest window in seconds of the log's clock (growth replays that span);
+    # the demo's 300 requests over about a day, judged on its busiest minute
+    req, on = sizing.slo_window(frame, default_deployment(), slo_window_s=60)
+    assert on["end_s"] - on["start_s"] == pytest.approx(60.0) and not on["whole_log"]
+    assert on["requests"] == len(req) and 0 < len(req) < len(frame)
+    assert float(np.max(req.arrival_s)) <= on["end_s"] - on["start_s"]
+
+
+def test_a_log_without_timestamps_is_replayed_with_the_block_size_given(frame: pd.DataFrame) -> None:
+    # a log without a clock is replayed at --rate (Poisson) on its first requests: --block-size still sets the
+    # prompt blocks its sessions' caches are counted in, as it does for a log with timestamps
+    untimed = frame.drop(columns=["timestamp"])
+    for block_size in (16, 64):
+        req, on = sizing.slo_window(untimed, default_deployment(), rate_rps=5.0, block_size=block_size)
+        assert on["arrivals"] == "poisson" and req.blocks is not None
+        assert req.blocks.block_size == block_size, req.blocks.block_size_source
+
+
+def test_a_window_replays_verdict_gives_the_median_and_p90_of_its_requests(frame: pd.DataFrame) -> None:
+    # the answer's and the one-fewer proof's replay: their TTFT and TPOT p50/p90 over every request of the window
+    classes = sizing.pair_classes(frame, 1000.0, 50.0)
+    replay = pd.DataFrame({"product": ["support-chat"] * 10, "arrival_s": np.arange(10.0),
+                           "ttft_ms": np.arange(1.0, 11.0) * 100, "tpot_ms": np.arange(1.0, 11.0) * 10,
+                           "e2e_ms": np.full(10, 1000.0)})
+    trial = sizing.window_trial(3, replay, classes)
+    assert trial.ttft_ms["p50"] == pytest.approx(550.0, rel=0.1) and trial.ttft_ms["p90"] >= 900.0
+    assert trial.tpot_ms["p50"] == pytest.approx(55.0, rel=0.1) and trial.tpot_ms["p90"] >= 90.0
+
+
+def test_an_answers_json_says_how_it_was_found() -> None:
+    # plan --json, config and the memo carry the answer's method block: simulated or an estimate, and its label
+    doc = _answered(True, []).to_dict()
+    assert doc["method"] == "simulated" and doc["label"].startswith("simulated") and doc["replicas"] == 4
