@@ -156,3 +156,34 @@ def test_a_last_window_of_one_minute_misses_by_the_queue_carried_into_it():
     assert result.schedule.backlog[-2] == 0 and result.schedule.backlog[-1] > 0
     assert list(result.windows["missed"]) == [True, True]
     assert list(result.windows["reason"]) == ["ceiling", "backlog"]
+
+
+# Survivors of mutmut's third sample of fleet/autoscale.py (seed 1205): tests/README.md.
+def test_hold_at_peak_holds_the_busiest_minutes_fleet_every_minute(windows):
+    tw, dep = windows
+    minutes = autoscale(tw, "peak", startup(dep)).to_dict()["minutes"]
+    peak = max(int(tw.minute_need.max()), Policy("peak").minimum)
+    assert set(minutes["desired"]) == {peak} and len(minutes["desired"]) == len(tw.minute_need)
+
+
+def test_the_cost_figures_of_an_autoscaling_policy_say_where_they_come_from(windows):
+    tw, dep = windows
+    doc = autoscale(tw, "slo", startup(dep)).to_dict()
+    assert {f: doc["provenance"].get(f) for f in ("gpu_hours", "cost", "usd_per_gpu_hour")} == {
+        "gpu_hours": "estimated", "cost": "estimated", "usd_per_gpu_hour": "assumed"}
+
+
+def test_a_policys_ceiling_is_in_its_json_with_its_origin():
+    doc = Policy("slo", max_replicas=3).to_dict()
+    assert doc["max_replicas"] == 3 and doc["sources"]["max_replicas"] == "set by user"
+    assert Policy("slo").to_dict()["sources"]["max_replicas"].startswith("estimated")
+
+
+def test_replicas_that_scale_down_are_paid_until_their_last_request_finishes():
+    # three replicas, then one from t = 10 s: replica 1 held nothing, replica 2 finishes its last request at 17 s,
+    # so the draining adds 7 replica-seconds to the GPU-hours (a replica with nothing to drain adds none)
+    from shapeviz.fleet.autoscale import _drain_tail_s
+
+    replay = pd.DataFrame({"arrival_s": [1.0, 2.0, 8.0, 12.0], "e2e_ms": [1000.0, 1000.0, 9000.0, 1000.0],
+                           "replica": [0, 2, 2, 0]})
+    assert _drain_tail_s(replay, np.array([0.0, 10.0]), np.array([3, 1])) == pytest.approx(7.0)
