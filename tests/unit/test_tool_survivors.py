@@ -187,3 +187,33 @@ def test_replicas_that_scale_down_are_paid_until_their_last_request_finishes():
     replay = pd.DataFrame({"arrival_s": [1.0, 2.0, 8.0, 12.0], "e2e_ms": [1000.0, 1000.0, 9000.0, 1000.0],
                            "replica": [0, 2, 2, 0]})
     assert _drain_tail_s(replay, np.array([0.0, 10.0]), np.array([3, 1])) == pytest.approx(7.0)
+
+
+# Survivors of mutmut's third sample of serving/products.py (seed 1205): tests/README.md.
+def test_a_log_without_products_is_one_product_named_all_in_its_classes_and_its_outcomes():
+    # plan_products and the replays' outcomes call such a log's requests "all": its class must have that name, or
+    # each request is judged on the default pair instead of its class
+    from shapeviz.serving.products import class_targets_ms
+
+    f = synth.generate(100, seed=0, with_hashes=False).drop(columns=["product"])
+    classes = resolve_classes(f, {"*": (300.0, 10.0)})
+    assert list(classes) == ["all"]
+    assert set(class_targets_ms(np.array(["all"] * 3), classes, 1000.0)) == {300.0}
+
+
+def test_a_class_at_an_impossible_percentile_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"SLO class of 'chat': percentile=100 must be in 1\.\.99"):
+        SloClass("chat", 500.0, 50.0, 100)
+
+
+def test_the_products_table_shows_each_products_own_targets_beside_its_p90s():
+    # the page's per-product table (Fleet design): each product's class targets and corner, not blanks
+    from shapeviz.serving.products import outcomes_table
+
+    outcomes = {"chat": {"requests": 10, "slo": {"ttft_ms": 500.0, "tpot_ms": 50.0, "percentile": 90,
+                                                 "corner": "chat"},
+                         "ttft_p90_ms": 420.0, "tpot_p90_ms": 41.0, "meets": True, "attainment": 0.95,
+                         "goodput_rps": 1.5}}
+    row = outcomes_table(outcomes).iloc[0]
+    assert (row["ttft_slo_ms"], row["tpot_slo_ms"], row["corner"]) == (500.0, 50.0, "chat")
+    assert (row["ttft_p90_ms"], row["tpot_p90_ms"]) == (420.0, 41.0)
