@@ -235,6 +235,8 @@ def test_a_window_replays_verdict_gives_the_median_and_p90_of_its_requests(frame
     trial = sizing.window_trial(3, replay, classes)
     assert trial.ttft_ms["p50"] == pytest.approx(550.0, rel=0.1) and trial.ttft_ms["p90"] >= 900.0
     assert trial.tpot_ms["p50"] == pytest.approx(55.0, rel=0.1) and trial.tpot_ms["p90"] >= 90.0
+    # and its verdict: the product's TPOT p90 (~91 ms) misses its 50 ms class, so the replay does not meet
+    assert trial.products["support-chat"]["meets"] is False and not trial.meets
 
 
 def test_an_answers_json_says_how_it_was_found() -> None:

@@ -217,3 +217,16 @@ def test_the_products_table_shows_each_products_own_targets_beside_its_p90s():
     row = outcomes_table(outcomes).iloc[0]
     assert (row["ttft_slo_ms"], row["tpot_slo_ms"], row["corner"]) == (500.0, 50.0, "chat")
     assert (row["ttft_p90_ms"], row["tpot_p90_ms"]) == (420.0, 41.0)
+
+
+def test_a_stored_value_of_several_frames_reads_back_each_frame():
+    # the disk cache's plain form keeps a value's frames beside its JSON, each by its index: two frames come back
+    # as they went, not one twice (survivor of mutmut's third sample of plain.py)
+    from shapeviz.plain import from_plain, to_plain
+
+    first, second = pd.DataFrame({"a": [1, 2]}), pd.DataFrame({"b": [3.5]})
+    frames: list = []
+    doc = to_plain(tuple[pd.DataFrame, pd.DataFrame], (first, second), frames)
+    back = from_plain(tuple[pd.DataFrame, pd.DataFrame], doc, frames)
+    pd.testing.assert_frame_equal(back[0], first)
+    pd.testing.assert_frame_equal(back[1], second)
