@@ -230,3 +230,41 @@ def test_a_stored_value_of_several_frames_reads_back_each_frame():
     back = from_plain(tuple[pd.DataFrame, pd.DataFrame], doc, frames)
     pd.testing.assert_frame_equal(back[0], first)
     pd.testing.assert_frame_equal(back[1], second)
+
+
+# Survivors of mutmut's third sample of components/disk_cache.py (seed 1205): tests/README.md.
+def test_the_cache_and_its_key_live_in_the_users_folders_when_nothing_is_set(tmp_path, monkeypatch):
+    # a server started without SHAPEVIZ_CACHE_DIR or the key's variable (the usual case) keeps its entries under
+    # ~/.cache and its key under ~/.config, or XDG's folders when they are set
+    from components import disk_cache
+
+    for var in (disk_cache.ENV, disk_cache.KEY_ENV, "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert disk_cache.cache_dir() == tmp_path / ".cache" / "shapeviz"
+    assert disk_cache.key_file() == tmp_path / ".config" / "shapeviz" / "cache.key"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert disk_cache.cache_dir() == tmp_path / "xdg" / "shapeviz"
+
+
+def test_a_cache_folder_others_may_read_but_not_write_is_used(tmp_path, monkeypatch):
+    # entries are signed, so a folder others can read (a hand-made ~/.cache/shapeviz, 0755) is safe to use; only
+    # one others can write is refused (tests/security/test_hostile_disk_cache.py)
+    from components import disk_cache
+
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    folder.chmod(0o755)
+    monkeypatch.setenv(disk_cache.ENV, str(folder))
+    monkeypatch.setenv(disk_cache.KEY_ENV, str(tmp_path / "config" / "cache.key"))
+    calls: list[int] = []
+
+    def compute():
+        from shapeviz.ingest import load_log
+
+        calls.append(1)
+        return load_log(b"input_tokens,output_tokens\n100,20\n", name="readable.csv"), "readable"
+
+    disk_cache.cached("generated", ("demo", 0, 100, 50), compute)
+    log, digest = disk_cache.cached("generated", ("demo", 0, 100, 50), compute)
+    assert calls == [1] and digest == "readable" and len(log.frame) == 1
