@@ -36,6 +36,8 @@ A mutant of the compiled simulator loop (a file numba compiles, ``COMPILED``) re
 ~30 s of CPU each, against ~3 s for a typical mutant, so its 18+ mutants alone were a third of the check's CPU.
 ``--compiled-sample N`` (what `make test`, and so CI, runs) keeps every other mutant and N of those, drawn with a
 seed taken from the checkout's commit: the same N for one commit, others on the next, every one in `make mutants`.
+The long ones start first (``schedule``: the compiled loop's, then those whose first test is one of the app's,
+``APP_TESTS``, most of which run a whole page), so that the short ones fill the end of the check on both workers.
 
 The exit status is 0 only when every mutant run was killed. The last line is pytest-like, one "test" per mutant:
 ``N passed`` counts the mutants killed, ``N failed`` those that survived, were broken or no longer apply.
@@ -64,6 +66,9 @@ FIELDS = ("name", "file", "anchor", "replacement", "tests", "why")
 KILLED, SURVIVED, BROKEN, STALE = "killed", "survived", "broken", "no longer applies"
 # Files numba compiles: a mutant of one recompiles the simulator loop in its copy (see --compiled-sample).
 COMPILED = ("shapeviz/serving/sim_core.py",)
+# The app's tests, most of which run a whole Streamlit page (AppTest): a mutant whose first test is one of them takes
+# 30-160 s at load 15-30, against ~10-30 s for most others.
+APP_TESTS = "tests/app/"
 # One mutant's tests should take seconds; a mutant that hangs them (an endless loop) is reported, not waited on.
 TIMEOUT_S = 600
 
@@ -281,6 +286,13 @@ def compiled_sample(mutants: list[Mutant], n: int, seed: str) -> list[Mutant]:
     return [m for m in mutants if m.file not in COMPILED or m.name in keep]
 
 
+def schedule(mutants: list[Mutant]) -> list[Mutant]:
+    """The order the mutants start in: the long ones first (a recompiled loop, then those whose first test, the one
+    that kills them under ``-x`` when it can, is one of the app's, most of which run a whole page), so that the
+    short ones fill the end and no worker is left with a long one while the other idles."""
+    return sorted(mutants, key=lambda m: (m.file not in COMPILED, not m.tests[0].startswith(APP_TESTS)))
+
+
 def table(outcomes: list[Outcome], verbose: bool = False) -> str:
     """The result table: one row per mutant (name, result, seconds), then the detail of every one not killed (of
     every one with ``verbose``: how each killed mutant failed its tests)."""
@@ -352,8 +364,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             return 1
     done: dict[str, Outcome] = {}
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        # the long ones (a recompiled loop) first, so that no worker is left with one at the end while the other idles
-        futures = [pool.submit(run, m, root, files) for m in sorted(mutants, key=lambda m: m.file not in COMPILED)]
+        futures = [pool.submit(run, m, root, files) for m in schedule(mutants)]
         for i, future in enumerate(as_completed(futures), 1):
             o = future.result()
             done[o.mutant.name] = o

@@ -153,3 +153,93 @@ def test_a_class_that_is_not_two_positive_targets_is_refused_with_the_form_it_ne
                                                    f"doc-search=1200:60), got {pair!r}")):
         parse_slo([pair])
     assert parse_slo(["chat=500:5", "*=1:1"]) == {"chat": (500.0, 5.0), "*": (1.0, 1.0)}
+
+
+def _answered(meets: bool, unreachable: list[str], answer_meets: bool = True) -> sizing.Sizing:
+    """A simulated answer of 4 replicas: whether it meets every class, and the products no fleet size serves."""
+    p = {"all": 100.0}
+    answer = sizing.Trial(4, "window", answer_meets, {}, p, p, 0.5 if answer_meets else 2.0, 0.0)
+    return sizing.Sizing("simulated", 4, meets, 3, {}, answer=answer,
+                         unreachable=[{"product": name} for name in unreachable])
+
+
+def test_the_headline_heading_names_the_products_no_fleet_size_serves() -> None:
+    # the Capacity page's heading above its metrics never claims every SLO over a line that says a product is left
+    # out: it names each product no size serves (the demo's swe-agent), and says when no size meets the rest either
+    assert sizing.answer_heading(_answered(True, [])) == "GPUs and cost that meet every product's SLO"
+    assert sizing.answer_heading(_answered(False, ["swe-agent"])) == (
+        "GPUs and cost that meet every product's SLO but swe-agent (no fleet size serves it)")
+    assert sizing.answer_heading(_answered(False, ["swe-agent", "batch"])) == (
+        "GPUs and cost that meet every product's SLO but batch, swe-agent (no fleet size serves them)")
+    assert sizing.answer_heading(_answered(False, ["swe-agent"], answer_meets=False)) == (
+        "GPUs and cost: no fleet size meets every product's SLO")
+
+
+def test_the_logs_products_on_other_models_are_named_with_their_model(frame: pd.DataFrame) -> None:
+    # the demo's products name four models: plan, summary and the page plan the most requested one and say which
+    # products run on another, each with its model (not one model for the whole log without a word)
+    model, source = sizing.model_of_log(frame)
+    assert model == "llama-3.1-70b"
+    assert source.endswith("products on other models, planned here on llama-3.1-70b (plan each on its own model "
+                           "for its pool): code-assistant (qwen3-32b), ide-autocomplete (llama-3.1-8b), "
+                           "swe-agent (kimi-k2)"), source
+
+
+def test_the_sidebar_pair_is_every_products_class_but_those_the_user_set(frame: pd.DataFrame) -> None:
+    # moving the sidebar's TTFT/TPOT pair moves every product's class (not each corner's published default), and a
+    # product's own class (--slo, the page's table) keeps its own targets; each says where it comes from
+    classes = sizing.pair_classes(frame, 777.0, 77.0, {"swe-agent": (5000.0, 100.0)})
+    assert set(classes) == set(frame["product"].astype(str))
+    for product, cls in classes.items():
+        own = product == "swe-agent"
+        assert (cls.ttft_ms, cls.tpot_ms) == ((5000.0, 100.0) if own else (777.0, 77.0)), cls
+        assert cls.source == ("set by user (--slo)" if own else "the default class (--ttft-slo-ms/--tpot-slo-ms)")
+
+
+def test_another_fleet_is_said_in_the_answers_terms() -> None:
+    # hold-at-peak, the levers and the routers say their fleet as the headline does: replicas × TP, GPUs, how it
+    # stands to the answer, and its cost at the headline's price
+    from shapeviz.fleet.words import relative_to_answer
+
+    assert relative_to_answer(5, 4, 4, 2.5) == "5 × TP4 = 20 GPUs, the answer + 1, $50/h"
+    assert relative_to_answer(3, 4, 4) == "3 × TP4 = 12 GPUs, the answer − 1"
+    assert relative_to_answer(4, 4, 2) == "4 × TP2 = 8 GPUs, the answer itself"
+    assert relative_to_answer(4, None, 2) == "4 × TP2 = 8 GPUs"
+
+
+def test_the_window_sized_on_says_where_it_starts_and_ends(frame: pd.DataFrame) -> None:
+    # `plan --json`'s sized_on names the busiest window in seconds of the log's clock (growth replays that span);
+    # the demo's 300 requests over about a day, judged on its busiest minute
+    req, on = sizing.slo_window(frame, default_deployment(), slo_window_s=60)
+    assert on["end_s"] - on["start_s"] == pytest.approx(60.0) and not on["whole_log"]
+    assert on["requests"] == len(req) and 0 < len(req) < len(frame)
+    assert float(np.max(req.arrival_s)) <= on["end_s"] - on["start_s"]
+
+
+def test_a_log_without_timestamps_is_replayed_with_the_block_size_given(frame: pd.DataFrame) -> None:
+    # a log without a clock is replayed at --rate (Poisson) on its first requests: --block-size still sets the
+    # prompt blocks its sessions' caches are counted in, as it does for a log with timestamps
+    untimed = frame.drop(columns=["timestamp"])
+    for block_size in (16, 64):
+        req, on = sizing.slo_window(untimed, default_deployment(), rate_rps=5.0, block_size=block_size)
+        assert on["arrivals"] == "poisson" and req.blocks is not None
+        assert req.blocks.block_size == block_size, req.blocks.block_size_source
+
+
+def test_a_window_replays_verdict_gives_the_median_and_p90_of_its_requests(frame: pd.DataFrame) -> None:
+    # the answer's and the one-fewer proof's replay: their TTFT and TPOT p50/p90 over every request of the window
+    classes = sizing.pair_classes(frame, 1000.0, 50.0)
+    replay = pd.DataFrame({"product": ["support-chat"] * 10, "arrival_s": np.arange(10.0),
+                           "ttft_ms": np.arange(1.0, 11.0) * 100, "tpot_ms": np.arange(1.0, 11.0) * 10,
+                           "e2e_ms": np.full(10, 1000.0)})
+    trial = sizing.window_trial(3, replay, classes)
+    assert trial.ttft_ms["p50"] == pytest.approx(550.0, rel=0.1) and trial.ttft_ms["p90"] >= 900.0
+    assert trial.tpot_ms["p50"] == pytest.approx(55.0, rel=0.1) and trial.tpot_ms["p90"] >= 90.0
+    # and its verdict: the product's TPOT p90 (~91 ms) misses its 50 ms class, so the replay does not meet
+    assert trial.products["support-chat"]["meets"] is False and not trial.meets
+
+
+def test_an_answers_json_says_how_it_was_found() -> None:
+    # plan --json, config and the memo carry the answer's method block: simulated or an estimate, and its label
+    doc = _answered(True, []).to_dict()
+    assert doc["method"] == "simulated" and doc["label"].startswith("simulated") and doc["replicas"] == 4

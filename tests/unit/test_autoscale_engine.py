@@ -185,3 +185,13 @@ def test_a_log_one_replica_carries_is_not_scaled_by_its_floor(traces, dep) -> No
     sized = sized_by_simulation(frame, traffic_windows(frame, dep))
     assert sized.sized_by["replicas"] == 1 and sized.sized_by["method"] == "analytic"
     assert int(sized.window_need.max()) == 1
+
+
+def test_a_replayed_policys_minutes_carry_the_logs_rate_and_need(conv, dep) -> None:
+    # the per-minute series (the page's minute chart, `plan --autoscale --json`): a replayed policy gives the log's
+    # rate and the replicas each minute needs beside its own fleet, one entry a minute
+    frame = _slice(conv, 5)
+    tw = traffic_windows(frame, dep, window_s=300)
+    minutes = simulate_autoscale(frame, tw, "peak", startup(dep)).to_dict()["minutes"]
+    assert len(minutes["rate_rps"]) == len(minutes["replicas_needed"]) == len(minutes["replicas"]) > 0
+    assert minutes["rate_rps"] == [float(x) for x in tw.minute_rps]

@@ -132,3 +132,15 @@ def test_ci_runs_every_mutant_but_a_seeded_few_of_the_compiled_loops() -> None:
         assert len({m.name for m in picked} & compiled) == 6
     assert mutants.compiled_sample(every, 6, "a" * 40) == picks[0]
     assert {m.name for m in picks[0]} & compiled != {m.name for m in picks[1]} & compiled
+
+
+def test_the_long_mutants_start_first_and_the_short_ones_fill_the_end() -> None:
+    # two at a time, the check ends when its last mutant does: a page's AppTest (30-160 s) started last leaves one
+    # worker idle for minutes, so those and the compiled loop's (a recompile each) start before every other one
+    every = mutants.load(sorted((mutants.ROOT / "tests" / "mutants").glob("*.toml")), mutants.ROOT)
+    order = mutants.schedule(every)
+    assert sorted(m.name for m in order) == sorted(m.name for m in every)
+    kinds = ["compiled" if m.file in mutants.COMPILED else
+             "page" if m.tests[0].startswith(mutants.APP_TESTS) else "other" for m in order]
+    assert {"compiled", "page", "other"} <= set(kinds)
+    assert kinds == sorted(kinds, key=["compiled", "page", "other"].index)

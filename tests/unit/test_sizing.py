@@ -6,6 +6,8 @@ replays them a few times, about 10 s of CPU each).
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -112,50 +114,101 @@ def test_the_logs_model_column_chooses_the_model(traces: Path, tmp_path: Path, c
     assert summary["deployment_detail"]["precision"] == "bf16" and summary["model_source"] == doc["model_source"]
 
 
-def test_one_log_gives_one_fleet_in_plan_config_and_the_memo(traces: Path, tmp_path: Path, capsys) -> None:
-    # the first 20 minutes of the Azure code trace (to keep the three sizings quick); the default deployment
+# One log, one fleet: `plan`, `config`, the memo and growth give the same replayed fleet, with the user's classes
+# (--slo) too. One test per command, so that a mutant of one command replays only its own part (each sizing of the
+# 20 minutes is a few seconds of CPU); the two plans they all compare against are sized once per module.
+STRICT = ("--slo", "*=500:40")
+
+
+def _plan_json(*argv: str) -> dict[str, Any]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plan", *argv, "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+@pytest.fixture(scope="module")
+def code_20min(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
+    """The first 20 minutes of the Azure code trace (to keep the sizings quick) on the default deployment."""
     frame = pd.read_csv(traces / AZURE_CODE)
     stamps = pd.to_datetime(frame["TIMESTAMP"])
-    log = tmp_path / "code_20min.csv"
+    log = tmp_path_factory.mktemp("one_fleet") / "code_20min.csv"
     frame[stamps < stamps.iloc[0] + pd.Timedelta(minutes=20)].to_csv(log, index=False)
-    argv = (str(log), "--gpu", "h100")
-    planned = _run(capsys, "plan", *argv)
+    return (str(log), "--gpu", "h100")
+
+
+@pytest.fixture(scope="module")
+def planned(code_20min: tuple[str, ...]) -> dict[str, Any]:
+    """`plan --json` of the 20 minutes."""
+    return _plan_json(*code_20min)
+
+
+@pytest.fixture(scope="module")
+def planned_strict(code_20min: tuple[str, ...]) -> dict[str, Any]:
+    """`plan --json` of the 20 minutes with a stricter class of the user's for every product."""
+    return _plan_json(*code_20min, *STRICT)
+
+
+def _memo_replicas(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, out: Path,
+                   *argv: str) -> tuple[dict[str, Any], Path]:
+    # the bundle's PNG charts are left out: kaleido starting chromium is most of a report's time (~40 s of a 50 s
+    # report at load 20), and they show the charts the memo's HTML holds; test_cli_report renders them
+    from shapeviz.outputs.report import bundle
+    monkeypatch.setattr(bundle, "figures_to_png", lambda figures: {})
+    assert main(["report", *argv, "--out", str(out)]) == 0
+    capsys.readouterr()
+    return json.loads((out / "summary.json").read_text()), out
+
+
+def test_one_log_gives_one_fleet_in_plan_and_config(code_20min, planned, capsys) -> None:
     replicas = planned["replicas"]
     assert planned["method"] == "simulated" and replicas > planned["estimate"]["replicas"]
-    config = _run(capsys, "config", *argv, "--layout", "colocated")
+    config = _run(capsys, "config", *code_20min, "--layout", "colocated")
     assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == replicas
     assert config["settings"]["pools"]["colocated"]["replicas"]["source"] == "simulated"   # not "estimated: simulated:"
     assert config["method"] == "simulated" and config["one_fewer"]["replicas"] == replicas - 1
-    out = tmp_path / "report"
-    assert main(["report", *argv, "--out", str(out)]) == 0
-    capsys.readouterr()
-    summary = json.loads((out / "summary.json").read_text())
+
+
+def test_one_log_gives_one_fleet_in_plan_and_the_memo(code_20min, planned, tmp_path: Path, capsys,
+                                                      monkeypatch) -> None:
+    replicas = planned["replicas"]
+    summary, out = _memo_replicas(capsys, monkeypatch, tmp_path / "report", *code_20min)
     assert summary["plan_after"]["replicas"] == replicas
     table = pd.read_csv(out / "capacity_plan.csv")
     row = table[table["figure"] == "replicas (colocated)"].iloc[0]
     assert (float(row["before"]), float(row["after"]), row["source"]) == (replicas, replicas, "simulated")
     memo = (out / "report.html").read_text()
     assert f"fleet size simulated: {replicas} replica(s) meet every product" in memo
-    # growth starts from that fleet: month 0 is the replayed answer, and every later month is replayed too (its
-    # grown window on the same engine), each with its proof that one replica fewer misses
-    grown = _run(capsys, "plan", *argv, "--growth", "0.5", "--months", "2")["growth"]
+
+
+def test_growth_starts_from_the_fleet_plan_gives(code_20min, planned, capsys) -> None:
+    # month 0 is the replayed answer, and every later month is replayed too (its grown window on the same engine),
+    # each with its proof that one replica fewer misses
+    replicas = planned["replicas"]
+    grown = _run(capsys, "plan", *code_20min, "--growth", "0.5", "--months", "2")["growth"]
     assert grown["replicas_now"] == replicas and grown["months"][0]["replicas"] == replicas
     assert grown["method"] == "simulated" and [m["method"] for m in grown["months"]] == ["simulated"] * 3
     assert grown["months"][2]["replicas"] > replicas
     assert all(m["one_fewer"].startswith("misses") for m in grown["months"])
-    # a stricter class of the user's (--slo) reaches both: month 0 is still the fleet plan prints
-    strict = ("--slo", "*=500:40")
-    planned_strict = _run(capsys, "plan", *argv, *strict)["replicas"]
-    assert planned_strict > replicas
-    grown = _run(capsys, "plan", *argv, *strict, "--growth", "0.5", "--months", "1")["growth"]
-    assert grown["months"][0]["replicas"] == planned_strict
-    # ...and config and the memo judge with the same classes: one fleet again
-    config = _run(capsys, "config", *argv, *strict, "--layout", "colocated")
-    assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == planned_strict
-    assert main(["report", *argv, *strict, "--out", str(out), "--method", "simulated"]) == 0
-    capsys.readouterr()
-    assert json.loads((out / "summary.json").read_text())["plan_after"]["replicas"] == planned_strict
 
+
+def test_a_stricter_class_of_the_users_reaches_growth(code_20min, planned, planned_strict, capsys) -> None:
+    # a stricter class (--slo) needs more replicas, and month 0 of growth is still the fleet plan prints
+    assert planned_strict["replicas"] > planned["replicas"]
+    grown = _run(capsys, "plan", *code_20min, *STRICT, "--growth", "0.5", "--months", "1")["growth"]
+    assert grown["months"][0]["replicas"] == planned_strict["replicas"]
+
+
+def test_config_judges_with_the_users_classes(code_20min, planned_strict, capsys) -> None:
+    config = _run(capsys, "config", *code_20min, *STRICT, "--layout", "colocated")
+    assert config["settings"]["pools"]["colocated"]["replicas"]["value"] == planned_strict["replicas"]
+
+
+def test_the_memo_judges_with_the_users_classes(code_20min, planned_strict, tmp_path: Path, capsys,
+                                                monkeypatch) -> None:
+    summary, _ = _memo_replicas(capsys, monkeypatch, tmp_path / "report", *code_20min, *STRICT,
+                                "--method", "simulated")
+    assert summary["plan_after"]["replicas"] == planned_strict["replicas"]
 
 
 def test_autoscaling_windows_are_sized_at_their_busiest_minute(traces: Path) -> None:

@@ -156,3 +156,115 @@ def test_a_last_window_of_one_minute_misses_by_the_queue_carried_into_it():
     assert result.schedule.backlog[-2] == 0 and result.schedule.backlog[-1] > 0
     assert list(result.windows["missed"]) == [True, True]
     assert list(result.windows["reason"]) == ["ceiling", "backlog"]
+
+
+# Survivors of mutmut's third sample of fleet/autoscale.py (seed 1205): tests/README.md.
+def test_hold_at_peak_holds_the_busiest_minutes_fleet_every_minute(windows):
+    tw, dep = windows
+    minutes = autoscale(tw, "peak", startup(dep)).to_dict()["minutes"]
+    peak = max(int(tw.minute_need.max()), Policy("peak").minimum)
+    assert set(minutes["desired"]) == {peak} and len(minutes["desired"]) == len(tw.minute_need)
+
+
+def test_the_cost_figures_of_an_autoscaling_policy_say_where_they_come_from(windows):
+    tw, dep = windows
+    doc = autoscale(tw, "slo", startup(dep)).to_dict()
+    assert {f: doc["provenance"].get(f) for f in ("gpu_hours", "cost", "usd_per_gpu_hour")} == {
+        "gpu_hours": "estimated", "cost": "estimated", "usd_per_gpu_hour": "assumed"}
+
+
+def test_a_policys_ceiling_is_in_its_json_with_its_origin():
+    doc = Policy("slo", max_replicas=3).to_dict()
+    assert doc["max_replicas"] == 3 and doc["sources"]["max_replicas"] == "set by user"
+    assert Policy("slo").to_dict()["sources"]["max_replicas"].startswith("estimated")
+
+
+def test_replicas_that_scale_down_are_paid_until_their_last_request_finishes():
+    # three replicas, then one from t = 10 s: replica 1 held nothing, replica 2 finishes its last request at 17 s,
+    # so the draining adds 7 replica-seconds to the GPU-hours (a replica with nothing to drain adds none)
+    from shapeviz.fleet.autoscale import _drain_tail_s
+
+    replay = pd.DataFrame({"arrival_s": [1.0, 2.0, 8.0, 12.0], "e2e_ms": [1000.0, 1000.0, 9000.0, 1000.0],
+                           "replica": [0, 2, 2, 0]})
+    assert _drain_tail_s(replay, np.array([0.0, 10.0]), np.array([3, 1])) == pytest.approx(7.0)
+
+
+# Survivors of mutmut's third sample of serving/products.py (seed 1205): tests/README.md.
+def test_a_log_without_products_is_one_product_named_all_in_its_classes_and_its_outcomes():
+    # plan_products and the replays' outcomes call such a log's requests "all": its class must have that name, or
+    # each request is judged on the default pair instead of its class
+    from shapeviz.serving.products import class_targets_ms
+
+    f = synth.generate(100, seed=0, with_hashes=False).drop(columns=["product"])
+    classes = resolve_classes(f, {"*": (300.0, 10.0)})
+    assert list(classes) == ["all"]
+    assert set(class_targets_ms(np.array(["all"] * 3), classes, 1000.0)) == {300.0}
+
+
+def test_a_class_at_an_impossible_percentile_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"SLO class of 'chat': percentile=100 must be in 1\.\.99"):
+        SloClass("chat", 500.0, 50.0, 100)
+
+
+def test_the_products_table_shows_each_products_own_targets_beside_its_p90s():
+    # the page's per-product table (Fleet design): each product's class targets and corner, not blanks
+    from shapeviz.serving.products import outcomes_table
+
+    outcomes = {"chat": {"requests": 10, "slo": {"ttft_ms": 500.0, "tpot_ms": 50.0, "percentile": 90,
+                                                 "corner": "chat"},
+                         "ttft_p90_ms": 420.0, "tpot_p90_ms": 41.0, "meets": True, "attainment": 0.95,
+                         "goodput_rps": 1.5}}
+    row = outcomes_table(outcomes).iloc[0]
+    assert (row["ttft_slo_ms"], row["tpot_slo_ms"], row["corner"]) == (500.0, 50.0, "chat")
+    assert (row["ttft_p90_ms"], row["tpot_p90_ms"]) == (420.0, 41.0)
+
+
+def test_a_stored_value_of_several_frames_reads_back_each_frame():
+    # the disk cache's plain form keeps a value's frames beside its JSON, each by its index: two frames come back
+    # as they went, not one twice (survivor of mutmut's third sample of plain.py)
+    from shapeviz.plain import from_plain, to_plain
+
+    first, second = pd.DataFrame({"a": [1, 2]}), pd.DataFrame({"b": [3.5]})
+    frames: list = []
+    doc = to_plain(tuple[pd.DataFrame, pd.DataFrame], (first, second), frames)
+    back = from_plain(tuple[pd.DataFrame, pd.DataFrame], doc, frames)
+    pd.testing.assert_frame_equal(back[0], first)
+    pd.testing.assert_frame_equal(back[1], second)
+
+
+# Survivors of mutmut's third sample of components/disk_cache.py (seed 1205): tests/README.md.
+def test_the_cache_and_its_key_live_in_the_users_folders_when_nothing_is_set(tmp_path, monkeypatch):
+    # a server started without SHAPEVIZ_CACHE_DIR or the key's variable (the usual case) keeps its entries under
+    # ~/.cache and its key under ~/.config, or XDG's folders when they are set
+    from components import disk_cache
+
+    for var in (disk_cache.ENV, disk_cache.KEY_ENV, "XDG_CACHE_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert disk_cache.cache_dir() == tmp_path / ".cache" / "shapeviz"
+    assert disk_cache.key_file() == tmp_path / ".config" / "shapeviz" / "cache.key"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert disk_cache.cache_dir() == tmp_path / "xdg" / "shapeviz"
+
+
+def test_a_cache_folder_others_may_read_but_not_write_is_used(tmp_path, monkeypatch):
+    # entries are signed, so a folder others can read (a hand-made ~/.cache/shapeviz, 0755) is safe to use; only
+    # one others can write is refused (tests/security/test_hostile_disk_cache.py)
+    from components import disk_cache
+
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    folder.chmod(0o755)
+    monkeypatch.setenv(disk_cache.ENV, str(folder))
+    monkeypatch.setenv(disk_cache.KEY_ENV, str(tmp_path / "config" / "cache.key"))
+    calls: list[int] = []
+
+    def compute():
+        from shapeviz.ingest import load_log
+
+        calls.append(1)
+        return load_log(b"input_tokens,output_tokens\n100,20\n", name="readable.csv"), "readable"
+
+    disk_cache.cached("generated", ("demo", 0, 100, 50), compute)
+    log, digest = disk_cache.cached("generated", ("demo", 0, 100, 50), compute)
+    assert calls == [1] and digest == "readable" and len(log.frame) == 1
