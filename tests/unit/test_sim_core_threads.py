@@ -1,0 +1,102 @@
+"""The compiled replay on the dashboard's threads: it lets the server's other threads run, and replays running at
+once on several threads give each one the results it gives alone (issue 37).
+
+The headline's sizings run on the server's worker threads (``components.work_pool.FairPool``, a thread per core),
+beside every session's page drawing. The loop is compiled without the GIL (``sim_core``'s ``njit(nogil=True)``),
+so a replay takes a core and no longer the interpreter: a slider step draws while the replays run. That makes the
+replays truly concurrent, so nothing they share may be written: the second test runs them together on one request
+object and compares each with its run alone.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shapeviz.physics.steps import Deployment
+from shapeviz.serving import sim_core
+from shapeviz.serving.simulator import Requests, requests_from_frame, simulate
+from tests.needs import skip_or_fail
+
+TP2 = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
+TP4 = Deployment("llama-3.1-70b", "h100-sxm", "bf16", None, 4)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled() -> None:
+    if sim_core.loop() is None:
+        skip_or_fail("numba is not installed (the compiled loop)")
+
+
+def _requests(n: int, rate_rps: float, seed: int = 1) -> Requests:
+    rng = np.random.default_rng(seed)
+    inp = np.exp(rng.normal(np.log(1000.0), 1.0, n)).astype(np.int64).clip(1, 8_000)
+    out = np.exp(rng.normal(np.log(200.0), 1.0, n)).astype(np.int64).clip(1, 2_000)
+    arrival = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+    return Requests(inp, out, np.zeros(n, dtype=np.int64), arrival - arrival[0])
+
+
+def _shared_prefixes(n: int, rate_rps: float, seed: int = 0) -> pd.DataFrame:
+    """Prompts of 100 groups, each group's 56-block system prompt then a 2-block question (prefix caches hit)."""
+    rng = np.random.default_rng(seed)
+    prompt = rng.integers(0, 200, n)
+    hashes = [np.r_[(p // 2) * 1000 + np.arange(56), 10**7 + p * 100 + np.arange(2)].astype(np.int64)
+              for p in prompt]
+    t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+    return pd.DataFrame({"timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(t - t[0], unit="s"),
+                         "input_tokens": 58 * 64, "output_tokens": 200, "hash_ids": hashes})
+
+
+def test_a_replay_on_a_worker_thread_leaves_the_interpreter_to_the_page() -> None:
+    """While a sizing's replay runs on a worker thread, the server's other thread (a session drawing its slider
+    step) keeps running: its longest pause is a small part of the replay. Holding the GIL, the compiled loop
+    stopped it for the loop's whole run, and a Capacity step waited for the replay (5-6× a bare page's step)."""
+    req = _requests(30_000, 60.0)
+    simulate(req, TP2, replicas=3)   # the physics tables and the compiled loop ready: only the replay is timed
+    span: list[float] = []
+
+    def replay() -> None:
+        t0 = time.perf_counter()
+        simulate(req, TP2, replicas=3)
+        span.append(time.perf_counter() - t0)
+
+    worker = threading.Thread(target=replay)
+    last, longest = time.perf_counter(), 0.0
+    worker.start()
+    while worker.is_alive():
+        sum(range(200))   # a little interpreter work, as a page's drawing is
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    worker.join()
+    assert longest < 0.3 * span[0], (longest, span[0])
+
+
+@pytest.mark.parametrize("router", ["prefix", "random", "least_tokens"])
+def test_replays_at_once_on_threads_give_each_ones_results_alone(router: str) -> None:
+    """Four fleet sizes replayed at once on four threads (a sizing's candidates, two sessions' sizings), all on
+    request object (a sizing replays one log's arrays on every candidate): each gives exactly what it gives
+    replayed alone on arrays of its own, prefix caches and routers included. The loop writes its cached tokens
+    into a copy (a request's hit is the simulated one): written into the shared arrays, each replay read the
+    others' hits."""
+    frame = _shared_prefixes(1_500, 20.0)
+    kwargs = [dict(replicas=k, router=router, seed=3) for k in (2, 3, 4, 5)]
+    alone = [simulate(requests_from_frame(frame, block_size=64), TP4, **kw) for kw in kwargs]
+    shared = requests_from_frame(frame, block_size=64)
+    together: list = [None] * len(kwargs)
+    start = threading.Barrier(len(kwargs))
+
+    def replay(i: int) -> None:
+        start.wait()
+        together[i] = simulate(shared, TP4, **kwargs[i])
+
+    threads = [threading.Thread(target=replay, args=(i,)) for i in range(len(kwargs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a, b in zip(alone, together):
+        pd.testing.assert_frame_equal(b.requests, a.requests, check_exact=True)
+        assert b.prefix == a.prefix
