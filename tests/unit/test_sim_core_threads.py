@@ -74,23 +74,36 @@ def test_a_replay_on_a_worker_thread_leaves_the_interpreter_to_the_page() -> Non
     assert longest < 0.3 * span[0], (longest, span[0])
 
 
-@pytest.mark.parametrize("router", ["prefix", "random", "least_tokens"])
-def test_replays_at_once_on_threads_give_each_ones_results_alone(router: str) -> None:
-    """Four fleet sizes replayed at once on four threads (a sizing's candidates, two sessions' sizings), all on
+CONCURRENT = {
+    "prefix-aware, prefix caches": (dict(router="prefix"), TP4, True),
+    "random, prefix caches": (dict(router="random", seed=3), TP4, True),
+    "least tokens, preempting": (dict(router="least_tokens", kv_fraction=0.02), TP2, False),
+}
+
+
+@pytest.mark.parametrize("case", CONCURRENT)
+def test_replays_at_once_on_threads_give_each_ones_results_alone(case: str) -> None:
+    """Four fleet sizes replayed at once on four threads (a sizing's candidates, two sessions' sizings), all on one
     request object (a sizing replays one log's arrays on every candidate): each gives exactly what it gives
-    replayed alone on arrays of its own, prefix caches and routers included. The loop writes its cached tokens
-    into a copy (a request's hit is the simulated one): written into the shared arrays, each replay read the
-    others' hits."""
+    replayed alone on arrays of its own, prefix caches, routers and preemptions included. The loop writes a
+    request's cached tokens (its simulated hit, the prompt kept by a preempted one) into a copy: written into the
+    shared arrays, each replay read the others'."""
+    options, dep, blocks = CONCURRENT[case]
     frame = _shared_prefixes(1_500, 20.0)
-    kwargs = [dict(replicas=k, router=router, seed=3) for k in (2, 3, 4, 5)]
-    alone = [simulate(requests_from_frame(frame, block_size=64), TP4, **kw) for kw in kwargs]
-    shared = requests_from_frame(frame, block_size=64)
+
+    def requests() -> Requests:
+        return requests_from_frame(frame, block_size=64) if blocks else _requests(1_500, 9.0)
+
+    kwargs = [dict(replicas=k, **options) for k in (2, 3, 4, 5)]
+    alone = [simulate(requests(), dep, **kw) for kw in kwargs]
+    assert sum(r.preemptions for r in alone) > 0 if not blocks else all(r.prefix for r in alone)
+    shared = requests()
     together: list = [None] * len(kwargs)
     start = threading.Barrier(len(kwargs))
 
     def replay(i: int) -> None:
         start.wait()
-        together[i] = simulate(shared, TP4, **kwargs[i])
+        together[i] = simulate(shared, dep, **kwargs[i])
 
     threads = [threading.Thread(target=replay, args=(i,)) for i in range(len(kwargs))]
     for t in threads:
