@@ -44,7 +44,9 @@ def test_the_headline_charts_follow_each_step_and_each_deployment() -> None:
     assert estimated != today   # the trimmed plan's curve, not the one drawn before
     _settled(at)
     assert _metric_labels(at) >= {"GPUs colocated (simulated)"}
-    assert _load_curve(at) != estimated   # the answer's curve (its fleet) replaces the estimate's of the same step
+    trimmed = _load_curve(at)
+    assert trimmed != estimated   # the answer's curve (its fleet) replaces the estimate's of the same step
+    assert trimmed != today   # and it is the trimmed answer's, not today's
     at.slider(key="trim_input_pct").set_value(0).run()
     assert _load_curve(at) == today   # back: the same plan, the same chart
     at.run()

@@ -32,11 +32,12 @@ def compiled() -> None:
 
 
 def _requests(n: int, rate_rps: float, seed: int = 1) -> Requests:
+    """Log-normal prompts and outputs, Poisson arrivals, a third of each prompt reported cached (as a log says)."""
     rng = np.random.default_rng(seed)
     inp = np.exp(rng.normal(np.log(1000.0), 1.0, n)).astype(np.int64).clip(1, 8_000)
     out = np.exp(rng.normal(np.log(200.0), 1.0, n)).astype(np.int64).clip(1, 2_000)
     arrival = np.cumsum(rng.exponential(1.0 / rate_rps, n))
-    return Requests(inp, out, np.zeros(n, dtype=np.int64), arrival - arrival[0])
+    return Requests(inp, out, inp // 3, arrival - arrival[0])
 
 
 def _shared_prefixes(n: int, rate_rps: float, seed: int = 0) -> pd.DataFrame:
