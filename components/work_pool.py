@@ -10,7 +10,6 @@ UI layer only: the model layer never knows who asked.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -18,11 +17,6 @@ from concurrent.futures import Future
 from typing import Any
 
 MAX_WORKERS = 4   # a replay is CPU work: more threads than cores only interleave them
-# How much lower the workers run than the server's other threads (Linux: a thread's own nice value). The compiled
-# replay runs without the GIL, so a slider step's draw waits on a core, not on the interpreter: with both cores
-# replaying, the scheduler gives the draw the core first and the replays the rest. Nice 5 is a third of the
-# weight of a nice-0 thread: enough for the page to come first, not so much that a busy machine starves the sizing.
-WORKER_NICE = 5
 
 
 def default_workers() -> int:
@@ -108,7 +102,6 @@ class FairPool:
         return None
 
     def _work(self) -> None:
-        _lower_priority(WORKER_NICE)
         while True:
             with self._cond:
                 picked = self._next()
@@ -127,15 +120,3 @@ class FairPool:
             # an idle thread keeps nothing of its last job: the job's closure holds a log's frame and workload, and
             # a running thread's locals are out of the garbage collector's sight (kept until its next job)
             future = job = picked = result = None
-
-
-def _lower_priority(nice: int) -> None:
-    """This thread's scheduling priority lowered by ``nice`` (Linux, where a thread has its own; elsewhere a no-op,
-    as lowering the process would lower the page with it)."""
-    if not sys.platform.startswith("linux") or nice <= 0:
-        return
-    tid = threading.get_native_id()
-    try:
-        os.setpriority(os.PRIO_PROCESS, tid, min(os.getpriority(os.PRIO_PROCESS, tid) + nice, 19))
-    except OSError:   # not allowed here (a sandbox): the replays keep the server's priority
-        pass

@@ -69,7 +69,7 @@ class Runner:
                 except (OSError, TimeoutError) as exc:
                     raise ValueError(f"cannot reach the Dask scheduler at {self.address} ({exc})") from None
             else:
-                # processes, one thread each: a replay's Python parts hold the GIL (its compiled loop does not)
+                # processes, one thread each: the replays hold the GIL
                 cluster = stack.enter_context(LocalCluster(
                     n_workers=self.workers or DASK_LOCAL_WORKERS, threads_per_worker=1, processes=True,
                     dashboard_address=None, silence_logs=logging.ERROR))

@@ -80,7 +80,7 @@ def _compile() -> Callable[..., tuple[np.ndarray, ...]] | None:
         return None
     space = globals()
     for name in _COMPILED:
-        space[name] = njit(cache=True, nogil=True)(space[name])
+        space[name] = njit(cache=True)(space[name])
     return space["_loop"]
 
 

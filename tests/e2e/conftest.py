@@ -153,7 +153,7 @@ def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def app_server(chromium: str, server_log: Path) -> Iterator[LiveServer]:
     """A live ``streamlit run app.py`` on a free loopback port for one test, stopped at its end: a sizing a test
-    started goes on in its server after the test moves on, and its replays take the cores, so a server shared between
+    started goes on in its server after the test moves on, and a replay holds the GIL, so a server shared between
     tests made the next test's pages wait on the last one's sizings (tests failing by the order they ran in)."""
     # Asks for `chromium` first so that a machine without a browser skips before paying for a server.
     server = LiveServer(server_log)

@@ -1,16 +1,14 @@
-"""The compiled replay on the dashboard's threads: it lets the server's other threads run, and replays running at
-once on several threads give each one the results it gives alone (issue 37).
+"""Replays at once on several threads give each one the results it gives alone (issue 37).
 
 The headline's sizings run on the server's worker threads (``components.work_pool.FairPool``, a thread per core),
-beside every session's page drawing. The loop is compiled without the GIL (``sim_core``'s ``njit(nogil=True)``),
-so a replay takes a core and no longer the interpreter: a slider step draws while the replays run. That makes the
-replays truly concurrent, so nothing they share may be written: the second test runs them together on one request
-object and compares each with its run alone.
+two sessions' sizings at once, and a sizing replays one log's request arrays on every candidate fleet. Nothing the
+replays share may be written or drawn from: the test runs four of them together on one request object and compares
+each with its run alone. (The compiled loop holds the GIL; compiled without it, the replays would truly overlap.
+That was measured and not shipped, benchmarks/README.md, issue 37 round 6, and this test is what it would rely on.)
 """
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pandas as pd
@@ -49,30 +47,6 @@ def _shared_prefixes(n: int, rate_rps: float, seed: int = 0) -> pd.DataFrame:
     t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
     return pd.DataFrame({"timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(t - t[0], unit="s"),
                          "input_tokens": 58 * 64, "output_tokens": 200, "hash_ids": hashes})
-
-
-def test_a_replay_on_a_worker_thread_leaves_the_interpreter_to_the_page() -> None:
-    """While a sizing's replay runs on a worker thread, the server's other thread (a session drawing its slider
-    step) keeps running: its longest pause is a small part of the replay. Holding the GIL, the compiled loop
-    stopped it for the loop's whole run, and a Capacity step waited for the replay (5-6× a bare page's step)."""
-    req = _requests(30_000, 60.0)
-    simulate(req, TP2, replicas=3)   # the physics tables and the compiled loop ready: only the replay is timed
-    span: list[float] = []
-
-    def replay() -> None:
-        t0 = time.perf_counter()
-        simulate(req, TP2, replicas=3)
-        span.append(time.perf_counter() - t0)
-
-    worker = threading.Thread(target=replay)
-    last, longest = time.perf_counter(), 0.0
-    worker.start()
-    while worker.is_alive():
-        sum(range(200))   # a little interpreter work, as a page's drawing is
-        now = time.perf_counter()
-        longest, last = max(longest, now - last), now
-    worker.join()
-    assert longest < 0.3 * span[0], (longest, span[0])
 
 
 CONCURRENT = {

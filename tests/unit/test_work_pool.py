@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from components.work_pool import FairPool
 
 
@@ -67,17 +65,3 @@ def test_an_idle_worker_keeps_nothing_of_its_last_job() -> None:
         gc.collect()
         time.sleep(0.01)
     assert held() is None, "the idle worker still holds its last job's closure (and the log it read)"
-
-
-def test_the_workers_give_the_cores_to_the_page_first() -> None:
-    """A sizing's replays run at a lower priority than the server's other threads: the compiled replay leaves the
-    interpreter, so a slider step's draw competes with the replays only for a core, and it gets one first."""
-    import os
-    import sys
-
-    mine = os.getpriority(os.PRIO_PROCESS, 0)
-    if not sys.platform.startswith("linux") or mine >= 19:
-        pytest.skip("a thread's own priority is Linux's (and this process already runs at the lowest)")
-    pool = FairPool(workers=1, name="test-nice")
-    worker = pool.submit("a", lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result(timeout=10)
-    assert worker > mine
