@@ -84,26 +84,16 @@ def _sized(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpo
     return cmp, curve
 
 
-_FIGURES = "_capacity_headline_figures"   # the headline's figures of the last few plans drawn, newest last
-FIGURES_HELD = 4
-
-
-def _figures(cmp: WhatIfComparison, curve: pd.DataFrame, ttft_slo_ms: float,
-             tpot_slo_ms: float) -> tuple[go.Figure, go.Figure]:
-    """The headline's pressure and load-curve figures, built once per plan: ``cmp`` and ``curve`` are the cached
-    plan's own objects (``_plan``/``_sized``, keyed by the log's digest and the settings), so the same objects are
-    the same content. A step back to a what-if drawn just before, a poll's rerun, or a step that moves only
-    another section rebuilt both figures from scratch (a tenth of a second of plotly's validation per step)."""
-    held: list = st.session_state.setdefault(_FIGURES, [])
-    slos = (ttft_slo_ms, tpot_slo_ms)
-    for entry in held:
-        if entry[0] is cmp and entry[1] is curve and entry[2] == slos:
-            return entry[3]
-    figures = (pressure_figure(cmp.on_fleet.loc["before"], cmp.on_fleet.loc["after"], ttft_slo_ms, tpot_slo_ms),
-               load_curve_figure(curve, ttft_slo_ms, tpot_slo_ms))
-    held.append((cmp, curve, slos, figures))
-    del held[:-FIGURES_HELD]   # bounded: the plans themselves stay in their caches
-    return figures
+@st.cache_resource(max_entries=16, ttl=6 * 3600, scope="session", show_spinner=False, hash_funcs=SETTINGS_HASH)
+def _figures(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,
+             gpu_hour_usd: float, judged: tuple | None, _cmp: WhatIfComparison,
+             _curve: pd.DataFrame) -> tuple[go.Figure, go.Figure]:
+    """The headline's pressure and load-curve figures of one plan, keyed as its plan is: ``_plan``'s key for the
+    estimate (``judged`` None), ``_sized``'s (the classes judged) for the simulated answer. A step back to a what-if
+    drawn before, a poll's rerun, or a step that moves only another section reads them here instead of rebuilding
+    both (a tenth of a second of plotly's validation per step); only the figures are held, not the plans."""
+    return (pressure_figure(_cmp.on_fleet.loc["before"], _cmp.on_fleet.loc["after"], ttft_slo_ms, tpot_slo_ms),
+            load_curve_figure(_curve, ttft_slo_ms, tpot_slo_ms))
 
 
 def _answer(now: PageContext) -> tuple[tuple | None, WhatIfComparison, pd.DataFrame, bool]:
@@ -209,7 +199,9 @@ def _headline() -> None:
         badge("estimated")
 
     # Their names are the app's own ("before", "p90"), nothing from the log: no inert copy needed.
-    pressure_fig, curve_fig = _figures(cmp, curve, s.ttft_slo_ms, s.tpot_slo_ms)
+    judged = classes_key(_classes(now)) if simulated else None   # the plan's key: the estimate's, or the answer's
+    pressure_fig, curve_fig = _figures(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
+                                       s.gpu_hour_usd, judged, cmp, curve)
     chart(pressure_fig, key="pressure", inert=True)
     chart(curve_fig, key="load_curve", inert=True)
     st.caption("The fleet is held at the plan's size; the gap between the operating point and the knee is the "

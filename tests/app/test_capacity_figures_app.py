@@ -1,6 +1,7 @@
-"""The Capacity headline's charts follow the plan they draw: a trim step redraws them for the new plan, a step back
-shows the earlier plan's charts again (held, not rebuilt), and another deployment is another plan (the settings are
-told apart by every field, not only the model's)."""
+"""The Capacity headline's charts follow the plan they draw: a trim step redraws them for the new plan, the simulated
+answer's replace the estimate's when its replays land, a step back shows the earlier plan's charts again (held, not
+rebuilt), and another deployment is another plan (the settings are told apart by every field, not only the
+model's)."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,10 @@ def _load_curve(at: AppTest) -> dict:
     raise AssertionError("no load-curve chart on the page")
 
 
+def _metric_labels(at: AppTest) -> set[str]:
+    return {m.label for m in at.metric}
+
+
 def _settled(at: AppTest) -> None:
     """The headline's replays landed and the page redrawn with them (the charts then draw the simulated answer)."""
     from components import fleet_answer
@@ -34,8 +39,14 @@ def test_the_headline_charts_follow_each_step_and_each_deployment() -> None:
     today = _load_curve(at)
     at.slider(key="trim_input_pct").set_value(50).run()   # a what-if step: the headline's fragment reruns
     assert not at.exception, at.exception
-    assert _load_curve(at) != today   # the trimmed plan's curve, not the one drawn before
+    assert _metric_labels(at) >= {"GPUs colocated (estimate)"}   # its replays just queued: the estimate's plan
+    estimated = _load_curve(at)
+    assert estimated != today   # the trimmed plan's curve, not the one drawn before
     _settled(at)
+    assert _metric_labels(at) >= {"GPUs colocated (simulated)"}
+    trimmed = _load_curve(at)
+    assert trimmed != estimated   # the answer's curve (its fleet) replaces the estimate's of the same step
+    assert trimmed != today   # and it is the trimmed answer's, not today's
     at.slider(key="trim_input_pct").set_value(0).run()
     assert _load_curve(at) == today   # back: the same plan, the same chart
     at.run()
