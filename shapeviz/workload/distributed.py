@@ -13,11 +13,12 @@ the client and the workers.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import logging
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,6 +37,7 @@ _PARQUET = (".parquet", ".pq")
 # a Parquet task's columns at most this size decompressed (256 MiB, dask.dataframe.read_parquet's default
 # blocksize): a 5M-row file of the usual columns is one task, a bigger file is split between its row groups
 PIECE_BYTES = 256 * 2**20
+TRIM_SETTING = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"   # unset for the local cluster
 
 
 def expand_paths(paths: Sequence[str | os.PathLike]) -> list[str]:
@@ -176,7 +178,7 @@ def sketch_paths(paths: Sequence[str | os.PathLike], *, mapping: dict[str, str] 
                  scheduler: str | None = None, workers: int | None = None) -> WorkloadSketch:
     """Sketch of every file the paths/globs/URLs name, computed on a Dask cluster (local unless ``scheduler``)."""
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError:
         raise ValueError("--engine dask needs dask and distributed: pip install 'dask[dataframe]' distributed") from None
     files = expand_paths(paths)
@@ -188,7 +190,23 @@ def sketch_paths(paths: Sequence[str | os.PathLike], *, mapping: dict[str, str] 
             raise ValueError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
         with client:
             return client.compute(graph).result()
-    # processes, one thread each: the sketch is pandas/numpy work that holds the GIL part of the time
-    with LocalCluster(n_workers=workers or 2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+    with local_cluster(workers or 2) as client:
         return client.compute(graph).result()
+
+
+@contextlib.contextmanager
+def local_cluster(workers: int) -> Iterator[Any]:
+    """A client of a LocalCluster on this machine: ``workers`` processes of one thread each (the sketch is
+    pandas/numpy work that holds the GIL part of the time), without distributed's ``MALLOC_TRIM_THRESHOLD_``.
+
+    distributed sets that variable for every worker it spawns; with it glibc maps and unmaps every array past
+    128 KiB anew, and a 5M-row Parquet task took about a quarter more CPU (benchmarks/README.md, issue 40).
+    A value already in this process's environment (its user's, or an earlier cluster's) is kept.
+    """
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({TRIM_SETTING: None}), LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+            silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        yield client
