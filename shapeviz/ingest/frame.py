@@ -431,12 +431,14 @@ def build_frame(raw: RawTable, label: str, mapping: dict[str, str] | None, limit
     keep = reason == 0
 
     frame: dict[str, Any] = {}
-    kept_in, kept_out = input_v[keep], output_v[keep]
-    fraction = (np.abs(kept_in - np.rint(kept_in)) > 1e-9) | (np.abs(kept_out - np.rint(kept_out)) > 1e-9)
+    all_kept = bool(keep.all())   # the usual case: no copy of every column through the mask
+    kept_in, kept_out = (input_v, output_v) if all_kept else (input_v[keep], output_v[keep])
+    whole_in, whole_out = np.rint(kept_in), np.rint(kept_out)
+    fraction = (np.abs(kept_in - whole_in) > 1e-9) | (np.abs(kept_out - whole_out) > 1e-9)
     if fraction.any():
         b.notes.append(f"{int(fraction.sum()):,} fractional token counts rounded to whole tokens")
-    frame["input_tokens"] = np.rint(kept_in).astype("int32")
-    frame["output_tokens"] = np.rint(kept_out).astype("int32")
+    frame["input_tokens"] = whole_in.astype("int32")
+    frame["output_tokens"] = whole_out.astype("int32")
     _add_times(b, frame, output_v, keep)
     _add_cached(b, frame, keep)
     _add_labels(b, frame, keep)
@@ -512,8 +514,11 @@ def _drop_reasons(b: _Build, input_v: np.ndarray, input_bad: np.ndarray, output_
         failed = failed | _failed_status(b.series("status"))
         b.use("status")
     # small integer codes, not strings: 1M-row string arrays cost more than all the checks above
-    reason = np.select([missing, not_number, negative, absurd, failed], np.arange(1, len(REASONS), dtype=np.int8),
-                       default=np.int8(0))
+    checks = [missing, not_number, negative, absurd, failed]
+    if np.logical_or.reduce(checks).any():
+        reason = np.select(checks, np.arange(1, len(REASONS), dtype=np.int8), default=np.int8(0))
+    else:   # the usual case, every row kept: no row to choose a reason for
+        reason = np.zeros(len(input_v), dtype=np.int8)
     dropped: dict[str, int] = {}
     if b.raw.malformed_rows:
         dropped["malformed_row"] = int(b.raw.malformed_rows)
@@ -577,17 +582,38 @@ def _add_cached(b: _Build, frame: dict[str, Any], keep: np.ndarray) -> None:
     """``cached_tokens``: within 0..input_tokens (values above are clipped, with a note)."""
     if not b.has("cached_tokens"):
         return
-    cached = _numbers(b.series("cached_tokens"))[0][keep]
+    all_kept = bool(keep.all())
+    integers = _integers(b.raw.arrow(b.source("cached_tokens")))
+    if integers is not None:   # Parquet's and most CSVs' integer column: no float copy, nothing to round
+        cached, invalid = integers
+        cached, invalid = (cached, invalid) if all_kept else (cached[keep], invalid[keep])
+        invalid = invalid | (cached < 0)
+    else:
+        cached = _numbers(b.series("cached_tokens"))[0]
+        cached = cached if all_kept else cached[keep]
+        with np.errstate(invalid="ignore"):
+            invalid = ~np.isfinite(cached) | (cached < 0)
     with np.errstate(invalid="ignore"):
-        invalid = ~np.isfinite(cached) | (cached < 0)
         above = ~invalid & (cached > frame["input_tokens"])
     if above.any():
         b.notes.append(f"cached_tokens: {int(above.sum()):,} values above input_tokens clipped to it")
     cached = np.where(above, frame["input_tokens"], cached)
+    if integers is None:
+        cached = np.rint(cached)
     # whole numbers in 0..input_tokens (an int32) where valid: built as Int32 directly, not through Float64
-    frame["cached_tokens"] = pd.arrays.IntegerArray(np.where(invalid, 0.0, np.rint(cached)).astype(np.int32),
-                                                    invalid.copy())
+    frame["cached_tokens"] = pd.arrays.IntegerArray(np.where(invalid, 0, cached).astype(np.int32), invalid)
     b.use("cached_tokens")
+
+
+def _integers(arrow: pa.ChunkedArray | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """An integer column's values (0 where missing) and its mask of missing cells; None for any other
+    type (uint64 too, whose values may not fit), which takes the general path through floats."""
+    if arrow is None or not (pa.types.is_signed_integer(arrow.type) or arrow.type in (
+            pa.uint8(), pa.uint16(), pa.uint32())):
+        return None
+    missing = (arrow.is_null().to_numpy(zero_copy_only=False) if arrow.null_count
+               else np.zeros(len(arrow), dtype=bool))
+    return (pc.fill_null(arrow, 0) if arrow.null_count else arrow).to_numpy(), missing
 
 
 def _add_labels(b: _Build, frame: dict[str, Any], keep: np.ndarray) -> None:
