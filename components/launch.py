@@ -10,15 +10,15 @@ each run then scans what the sessions made, not the ~120k objects every module h
 Before anything allocates, glibc is asked for at most ``MALLOC_ARENAS`` malloc arenas (unless the operator set
 ``MALLOC_ARENA_MAX``): by default every thread that allocates (each session's script thread, Arrow's readers) may
 get its own arena, up to eight per core, and each arena keeps its own freed pages. With two, five concurrent
-200k-row uploads peaked at about 2.9-3.2 GB instead of 4.7-5.1 GB (benchmarks/README.md); the process still holds
-about 0.5 GB over idle after their sessions end, ~0.2 GB of it the demo's shared state (docs/THREATS.md).
+200k-row uploads peaked at about 2.9-3.2 GB instead of 4.7-5.1 GB (benchmarks/README.md).
 
-Arrow's buffers come from glibc's malloc (``ARROW_POOL``, unless the operator set ``ARROW_DEFAULT_MEMORY_POOL``),
-not from the mimalloc pool pyarrow's wheels use by default. mimalloc keeps a freed page in the heap of the thread
-that allocated it (a session's script thread, Arrow's reader threads) until that thread allocates again, and
-Arrow's ``release_unused`` collects only the calling thread's heap: after five 200k-row uploads its 1 GiB arena
-still held ~250 MB, with 4 MB of Arrow data alive. glibc's freed pages are returned by the ``malloc_trim`` that
-follows every session's end (``components/data._give_back``).
+Arrow's buffers come from glibc's malloc too (``shapeviz.allocator``, unless the operator set
+``ARROW_DEFAULT_MEMORY_POOL``), not from the mimalloc pool pyarrow's wheels use by default. mimalloc keeps freed
+pages in per-thread heaps (each session's script thread, Arrow's readers), and Arrow's ``release_unused``, called
+from another thread, did not return them: after two rounds of five 200k-row uploads, every session ended, its
+1 GiB arena still held 303 MB resident with 4 MB of Arrow data alive. glibc's freed pages go back with the
+``malloc_trim`` that follows every session's end (``components/memory.give_back``): the server then comes back to
+within ~50 MB of its level warm on the demo (docs/THREATS.md).
 
 ``make run``, the Docker image and the browser tests start the dashboard this way.
 """
@@ -34,11 +34,12 @@ import os
 import sys
 from pathlib import Path
 
+from shapeviz.allocator import arrow_pool_from_malloc
+
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
 MALLOC_ARENAS = 2     # the usual remedy for glibc's memory kept per thread (the Dockerfile sets MALLOC_ARENA_MAX too)
 _M_ARENA_MAX = -8     # mallopt's parameter number for the arena cap (glibc's malloc.h)
-ARROW_POOL = "system"  # Arrow's allocator in the server: glibc's malloc, whose freed pages malloc_trim returns
 
 
 def few_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
@@ -50,15 +51,6 @@ def few_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
         return bool(libc) and ctypes.CDLL(libc).mallopt(_M_ARENA_MAX, arenas) == 1
     except (OSError, AttributeError):
         return False   # not glibc (musl, macOS): its allocator returns memory its own way
-
-
-def arrow_pool_from_malloc(pool: str = ARROW_POOL) -> str:
-    """Have Arrow allocate through ``pool`` (the operator's ``ARROW_DEFAULT_MEMORY_POOL`` wins); the pool asked for.
-
-    Arrow reads the variable once, when its default pool is first used: this runs before pyarrow is imported.
-    """
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", pool)
-    return os.environ["ARROW_DEFAULT_MEMORY_POOL"]
 
 
 def page_imports() -> list[str]:
@@ -76,7 +68,7 @@ def page_imports() -> list[str]:
 def warm() -> None:
     """Import what the pages import, then freeze the objects made so far out of the cyclic garbage collector."""
     few_malloc_arenas()
-    arrow_pool_from_malloc()
+    arrow_pool_from_malloc()   # before anything imports pyarrow
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     import streamlit.web.cli  # noqa: F401 - the server's own modules, frozen with the rest

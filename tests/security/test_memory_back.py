@@ -3,7 +3,7 @@
 Five visitors' uploads read on the server's threads (the script threads, Arrow's readers) used to leave ~250 MB in
 the Arrow pool's arena after every session ended, with nothing of theirs alive (benchmarks/README.md): pyarrow's
 default pool, mimalloc, kept the freed pages, and its ``release_unused`` did not return them. The server now gives
-Arrow glibc's malloc (``components/launch.arrow_pool_from_malloc``), whose pages ``give_back`` returns. Checked in
+Arrow glibc's malloc (``shapeviz.allocator``, called by the dashboard's launch and the CLI's entry), whose pages ``give_back`` returns. Checked in
 a fresh interpreter: Arrow chooses its pool once, when first used.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ CHILD = r"""
 import io, json, threading
 from components import launch
 launch.few_malloc_arenas()
-launch.arrow_pool_from_malloc()
+from shapeviz.allocator import arrow_pool_from_malloc
+arrow_pool_from_malloc()
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
