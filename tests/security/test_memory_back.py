@@ -92,7 +92,7 @@ runpy.run_module("shapeviz", run_name="__main__")
 
 
 def test_the_command_line_has_arrow_allocate_from_the_pool_that_gives_memory_back():
-    """A 5M-row `summary` peaked at 2,291 MiB with pyarrow's default pool and 619-636 MiB with glibc's malloc."""
+    """Under load a 5M-row `summary` peaked at 2,291 MiB with pyarrow's default pool, 619-636 MiB with glibc's malloc."""
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     out = subprocess.run([sys.executable, "-c", CLI_CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=120, check=True)
