@@ -18,7 +18,7 @@ pages in per-thread heaps (each session's script thread, Arrow's readers), and A
 from another thread, did not return them: after two rounds of five 200k-row uploads, every session ended, its
 1 GiB arena still held 303 MB resident with 4 MB of Arrow data alive. glibc's freed pages go back with the
 ``malloc_trim`` that follows every session's end (``components/memory.give_back``): the server then comes back to
-within 25-74 MB of its level warm on the demo (docs/THREATS.md).
+within 19-74 MB of its level warm on the demo (docs/THREATS.md).
 
 ``make run``, the Docker image and the browser tests start the dashboard this way.
 """
