@@ -28,6 +28,11 @@ PY = sys.executable
 
 CHILD = r"""
 import json, sys, time
+try:   # what `python -m shapeviz` does first (issue 41): Arrow's buffers from glibc's malloc
+    from shapeviz.allocator import arrow_pool_from_malloc
+    arrow_pool_from_malloc()
+except ImportError:   # --before: code older than that choice
+    pass
 T = {}
 def clock():
     return time.perf_counter(), time.process_time()

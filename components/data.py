@@ -22,9 +22,6 @@ offered back.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
-import gc
 import hashlib
 import io
 import threading
@@ -36,6 +33,7 @@ import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from components import disk_cache, uploads
+from components.memory import give_back as _give_back
 from components.progress import progress_bar
 from shapeviz.ingest import LoadedLog, load_log
 from shapeviz.ingest.roots import allowed_roots, resolve_server_paths
@@ -143,22 +141,6 @@ class work_slot:
         if _HELD.depth == 0:
             _PARSING.release()
             _give_back_later()   # the work's transient peak (Arrow buffers, text, copies) is garbage now
-
-
-def _give_back() -> None:
-    """Return freed memory to the operating system: Python's cycles, Arrow's pool, glibc's arenas."""
-    gc.collect()
-    try:
-        import pyarrow as pa
-        pa.default_memory_pool().release_unused()
-    except Exception:   # noqa: BLE001 - best effort: another allocator, or none to release
-        pass
-    libc = ctypes.util.find_library("c")
-    if libc:
-        try:
-            ctypes.CDLL(libc).malloc_trim(0)   # glibc keeps freed pages in its arenas until asked
-        except (OSError, AttributeError):
-            pass   # not glibc (musl, macOS): its allocator returns memory its own way
 
 
 def _give_back_later(*_released: object, after_s: float = GIVE_BACK_AFTER_S) -> None:

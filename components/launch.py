@@ -10,8 +10,15 @@ each run then scans what the sessions made, not the ~120k objects every module h
 Before anything allocates, glibc is asked for at most ``MALLOC_ARENAS`` malloc arenas (unless the operator set
 ``MALLOC_ARENA_MAX``): by default every thread that allocates (each session's script thread, Arrow's readers) may
 get its own arena, up to eight per core, and each arena keeps its own freed pages. With two, five concurrent
-200k-row uploads peaked at about 2.9-3.2 GB instead of 4.7-5.1 GB (benchmarks/README.md); the process still holds
-about 0.5 GB over idle after their sessions end, ~0.2 GB of it the demo's shared state (docs/THREATS.md).
+200k-row uploads peaked at about 2.9-3.2 GB instead of 4.7-5.1 GB (benchmarks/README.md).
+
+Arrow's buffers come from glibc's malloc too (``shapeviz.allocator``, unless the operator set
+``ARROW_DEFAULT_MEMORY_POOL``), not from the mimalloc pool pyarrow's wheels use by default. mimalloc keeps freed
+pages in per-thread heaps (each session's script thread, Arrow's readers), and Arrow's ``release_unused``, called
+from another thread, did not return them: after two rounds of five 200k-row uploads, every session ended, its
+1 GiB arena still held 303 MB resident with 4 MB of Arrow data alive. glibc's freed pages go back with the
+``malloc_trim`` that follows every session's end (``components/memory.give_back``): the server then comes back to
+within 19-74 MB of its level warm on the demo (docs/THREATS.md).
 
 ``make run``, the Docker image and the browser tests start the dashboard this way.
 """
@@ -26,6 +33,8 @@ import logging
 import os
 import sys
 from pathlib import Path
+
+from shapeviz.allocator import arrow_pool_from_malloc
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
@@ -59,6 +68,7 @@ def page_imports() -> list[str]:
 def warm() -> None:
     """Import what the pages import, then freeze the objects made so far out of the cyclic garbage collector."""
     few_malloc_arenas()
+    arrow_pool_from_malloc()   # before anything imports pyarrow
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     import streamlit.web.cli  # noqa: F401 - the server's own modules, frozen with the rest
