@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 import pandas as pd
@@ -81,8 +81,11 @@ class PrefixBlocks:
         pos = np.flatnonzero(index) if index.dtype == bool else index.astype(np.int64)
         look_ptr, look_ids = _take_ragged(self.look_ptr, self.look_ids, pos)
         keep_ptr, keep_ids = _take_ragged(self.keep_ptr, self.keep_ids, pos)
-        return PrefixBlocks(self.block_size, self.source, self.block_size_source, look_ptr, look_ids,
-                            keep_ptr, keep_ids, self.key[pos])
+        taken = PrefixBlocks(self.block_size, self.source, self.block_size_source, look_ptr, look_ids,
+                             keep_ptr, keep_ids, self.key[pos])
+        if self.__dict__.get("in_runs"):   # a subset of session runs is session runs: not checked again
+            taken.__dict__["in_runs"] = True
+        return taken
 
     def lists(self) -> tuple[list[list[int]], list[list[int]]]:
         """Per request, the looked-up and the kept block ids as Python lists (what the caches walk)."""
@@ -118,6 +121,25 @@ class PrefixBlocks:
             owner = np.repeat(self.key, np.diff(ptr))
             if ids.size and not (np.all(owner >= 0) and np.array_equal(np.right_shift(ids, _BLOCK_BITS), owner)):
                 return False
+        return True
+
+    @cached_property
+    def in_runs(self) -> bool:
+        """Every request looks up blocks 0..L-1 of its own session's stream and leaves blocks 0..K-1 (what
+        ``blocks_from_frame`` builds from sessions): the compiled loop can then keep each replica's cache as runs
+        of a session's blocks (``sim_core``'s session runs) instead of a cell per block. Checked once per set of
+        blocks (the replays of one sizing share it)."""
+        if self.source != "sessions":
+            return False
+        step = 4096   # requests at a time: the temporaries stay a few MB while the blocks are gigabytes
+        for ptr, ids in ((self.look_ptr, self.look_ids), (self.keep_ptr, self.keep_ids)):
+            for lo in range(0, len(self), step):
+                hi = min(lo + step, len(self))
+                lengths = np.diff(ptr[lo:hi + 1])
+                key = np.repeat(self.key[lo:hi], lengths)
+                inner = _ragged_range(lengths)[1]
+                if np.any(key < 0) or not np.array_equal(ids[ptr[lo]:ptr[hi]], np.left_shift(key, _BLOCK_BITS) | inner):
+                    return False
         return True
 
     def rekeyed(self, key: np.ndarray) -> "PrefixBlocks":
