@@ -238,7 +238,9 @@ def blocks_from_frame(frame: pd.DataFrame, block_size: int | None = None,
     base = np.left_shift(np.maximum(codes, 0), _BLOCK_BITS)
     look_ids = np.repeat(base, look_len) | look_k
     keep_ids = np.repeat(base, keep_len) | keep_k
-    return PrefixBlocks(size, "sessions", how, look_ptr, look_ids, keep_ptr, keep_ids, codes)
+    blocks = PrefixBlocks(size, "sessions", how, look_ptr, look_ids, keep_ptr, keep_ids, codes)
+    blocks.__dict__["in_runs"] = True   # session runs by construction: not checked block by block
+    return blocks
 
 
 class PrefixCache:

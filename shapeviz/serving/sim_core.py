@@ -13,8 +13,11 @@ once, then per replica and block a state (not cached, cached and free, or pinned
 tokens a pinned block holds in the pool, and the free blocks' LRU order as a doubly linked list (released blocks
 appended in block order, eviction from the head): 16 bytes per replica per distinct block, or, when the routing is
 static (round-robin, session affinity: the picks are precomputed, ``routers.session_owners``), per distinct block
-a replica meets; the simulator bounds it (``simulator.MAX_CACHE_STATE_BYTES``). The prefix-aware router reads the
-caches as the Python one does.
+a replica meets; the simulator bounds it (``simulator.MAX_CACHE_STATE_BYTES``). Blocks built from sessions (every
+turn looks up blocks 0..L-1 of its session's stream) are kept as runs instead (``Caches.runs``): per replica and
+session the prefix its running turns pin and the free runs of the stream in the LRU list, a few operations a turn
+rather than one per block, nothing renumbered per replay, the state following the sessions a replica meets and its
+pool rather than the blocks. The prefix-aware router reads the caches as the Python one does.
 
 Compiled on first use (``loop()``: numba is imported then, not when the simulator is) and cached on disk
 (``cache=True``): the first call in a fresh environment pays the compile (about half a minute of CPU, see
