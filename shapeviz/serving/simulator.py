@@ -1138,7 +1138,7 @@ def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: s
                   else f"per replica, {pool.cache_blocks:g} blocks (validation)"),
         "requests": int(hit.size),
         "hit_ratio_tokens": float(hit.sum() / inp.sum()) if hit.size else None,
-        "hit_ratio_blocks": (float(pool.hit_blocks.sum() / max(blocks.look_ids.size, 1)) if blocks is not None
+        "hit_ratio_blocks": (float(pool.hit_blocks.sum() / max(int(blocks.look_ptr[-1]), 1)) if blocks is not None
                              else None),
         "hit_ratio_requests": float(np.count_nonzero(hit) / hit.size) if hit.size else None,
         "per_replica": per_replica,
