@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 import pandas as pd
@@ -61,6 +61,10 @@ class PrefixBlocks:
     Ragged arrays in CSR form: request ``i`` looks up ``look_ids[look_ptr[i]:look_ptr[i+1]]`` and, when it
     finishes, leaves ``keep_ids[keep_ptr[i]:keep_ptr[i+1]]`` cached. ``key`` is the affinity key of the session
     router (the session's code; -1: no session).
+
+    Blocks built from sessions come without their ids (None): request ``i``'s are ``(key[i] << 24) | 0..n-1``,
+    built from the pointers and keys the first time they are read (the compiled loop's session runs never read
+    them: at a 1M-request day's busiest hour they are 64M look-ups, a gigabyte, and a third of a sizing's CPU).
     """
 
     block_size: int
@@ -72,6 +76,21 @@ class PrefixBlocks:
     keep_ids: np.ndarray
     key: np.ndarray
 
+    def __post_init__(self) -> None:
+        for name in ("look_ids", "keep_ids"):   # left unset: ``__getattr__`` builds them when first read
+            if self.__dict__.get(name) is None:
+                object.__delattr__(self, name)
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        fields = self.__dict__
+        if name not in ("look_ids", "keep_ids") or "look_ptr" not in fields:
+            raise AttributeError(name)
+        ptr = fields["look_ptr" if name == "look_ids" else "keep_ptr"]
+        lengths = np.diff(ptr)
+        ids = np.left_shift(np.repeat(np.maximum(fields["key"], 0), lengths), _BLOCK_BITS) | _ragged_range(lengths)[1]
+        fields[name] = ids
+        return ids
+
     def __len__(self) -> int:
         return int(self.look_ptr.size - 1)
 
@@ -79,10 +98,20 @@ class PrefixBlocks:
         """The blocks of the requests at ``index`` (a boolean mask or positions), in that order."""
         index = np.asarray(index)
         pos = np.flatnonzero(index) if index.dtype == bool else index.astype(np.int64)
+        if "look_ids" not in self.__dict__ and "keep_ids" not in self.__dict__:   # still without ids: stays so
+            look_ptr = np.r_[0, np.cumsum(np.diff(self.look_ptr)[pos])].astype(np.int64)
+            keep_ptr = np.r_[0, np.cumsum(np.diff(self.keep_ptr)[pos])].astype(np.int64)
+            taken = PrefixBlocks(self.block_size, self.source, self.block_size_source, look_ptr, None, keep_ptr, None,
+                                 self.key[pos])
+            taken.__dict__["in_runs"] = True
+            return taken
         look_ptr, look_ids = _take_ragged(self.look_ptr, self.look_ids, pos)
         keep_ptr, keep_ids = _take_ragged(self.keep_ptr, self.keep_ids, pos)
-        return PrefixBlocks(self.block_size, self.source, self.block_size_source, look_ptr, look_ids,
-                            keep_ptr, keep_ids, self.key[pos])
+        taken = PrefixBlocks(self.block_size, self.source, self.block_size_source, look_ptr, look_ids,
+                             keep_ptr, keep_ids, self.key[pos])
+        if self.__dict__.get("in_runs"):   # a subset of session runs is session runs: not checked again
+            taken.__dict__["in_runs"] = True
+        return taken
 
     def lists(self) -> tuple[list[list[int]], list[list[int]]]:
         """Per request, the looked-up and the kept block ids as Python lists (what the caches walk)."""
@@ -118,6 +147,25 @@ class PrefixBlocks:
             owner = np.repeat(self.key, np.diff(ptr))
             if ids.size and not (np.all(owner >= 0) and np.array_equal(np.right_shift(ids, _BLOCK_BITS), owner)):
                 return False
+        return True
+
+    @cached_property
+    def in_runs(self) -> bool:
+        """Every request looks up blocks 0..L-1 of its own session's stream and leaves blocks 0..K-1 (what
+        ``blocks_from_frame`` builds from sessions): the compiled loop can then keep each replica's cache as runs
+        of a session's blocks (``sim_core``'s session runs) instead of a cell per block. Checked once per set of
+        blocks (the replays of one sizing share it)."""
+        if self.source != "sessions":
+            return False
+        step = 4096   # requests at a time: the temporaries stay a few MB while the blocks are gigabytes
+        for ptr, ids in ((self.look_ptr, self.look_ids), (self.keep_ptr, self.keep_ids)):
+            for lo in range(0, len(self), step):
+                hi = min(lo + step, len(self))
+                lengths = np.diff(ptr[lo:hi + 1])
+                key = np.repeat(self.key[lo:hi], lengths)
+                inner = _ragged_range(lengths)[1]
+                if np.any(key < 0) or not np.array_equal(ids[ptr[lo]:ptr[hi]], np.left_shift(key, _BLOCK_BITS) | inner):
+                    return False
         return True
 
     def rekeyed(self, key: np.ndarray) -> "PrefixBlocks":
@@ -211,12 +259,12 @@ def blocks_from_frame(frame: pd.DataFrame, block_size: int | None = None,
     in_session = codes >= 0
     look_len = np.where(in_session, -(-n // size), 0)          # every block of the prompt, the last maybe partial
     keep_len = np.where(in_session, (n + m) // size, 0)        # the full blocks of the whole context
-    look_ptr, look_k = _ragged_range(look_len)
-    keep_ptr, keep_k = _ragged_range(keep_len)
-    base = np.left_shift(np.maximum(codes, 0), _BLOCK_BITS)
-    look_ids = np.repeat(base, look_len) | look_k
-    keep_ids = np.repeat(base, keep_len) | keep_k
-    return PrefixBlocks(size, "sessions", how, look_ptr, look_ids, keep_ptr, keep_ids, codes)
+    look_ptr = np.r_[0, np.cumsum(look_len)].astype(np.int64)
+    keep_ptr = np.r_[0, np.cumsum(keep_len)].astype(np.int64)
+    # the ids, (session code << 24) | index in the stream, are built when first read (``PrefixBlocks``)
+    blocks = PrefixBlocks(size, "sessions", how, look_ptr, None, keep_ptr, None, codes)
+    blocks.__dict__["in_runs"] = True   # session runs by construction: not checked block by block
+    return blocks
 
 
 class PrefixCache:

@@ -13,8 +13,11 @@ once, then per replica and block a state (not cached, cached and free, or pinned
 tokens a pinned block holds in the pool, and the free blocks' LRU order as a doubly linked list (released blocks
 appended in block order, eviction from the head): 16 bytes per replica per distinct block, or, when the routing is
 static (round-robin, session affinity: the picks are precomputed, ``routers.session_owners``), per distinct block
-a replica meets; the simulator bounds it (``simulator.MAX_CACHE_STATE_BYTES``). The prefix-aware router reads the
-caches as the Python one does.
+a replica meets; the simulator bounds it (``simulator.MAX_CACHE_STATE_BYTES``). Blocks built from sessions (every
+turn looks up blocks 0..L-1 of its session's stream) are kept as runs instead (``Caches.runs``): per replica and
+session the prefix its running turns pin and the free runs of the stream in the LRU list, a few operations a turn
+rather than one per block, nothing renumbered per replay, the state following the sessions a replica meets and its
+pool rather than the blocks. The prefix-aware router reads the caches as the Python one does.
 
 Compiled on first use (``loop()``: numba is imported then, not when the simulator is) and cached on disk
 (``cache=True``): the first call in a fresh environment pays the compile (about half a minute of CPU, see
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -65,8 +68,8 @@ def supports(dep: Deployment, max_num_seqs: int) -> bool:
 
 # the functions numba compiles, callees before callers (each caller is typed against the compiled callees)
 _COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_grow_queue", "_heap_push", "_heap_pop", "_mixed_step",
-             "_match", "_lru_unlink", "_lru_append", "_fit", "_shared_and_own", "_pin", "_release", "_prefix_pick",
-             "_loop")
+             "_match", "_lru_unlink", "_lru_append", "_fit", "_shared_and_own", "_pin", "_release", "_grow_pool",
+             "_run_hit", "_run_drop", "_run_trim", "_run_pin", "_run_release", "_run_fit", "_prefix_pick", "_loop")
 
 
 _COMPILING = threading.Lock()   # replays on threads (a Dask worker's, an in-process cluster's) compile once
@@ -149,7 +152,8 @@ def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out:
                  consts, weights, collective, decode, grid, schedule_times, schedule_serving, words,
                  caches is not None, c.block_size, c.n_blocks, c.per_replica_ids, c.look_ptr, c.look_ids,
                  c.look_first, c.keep_ptr, c.keep_ids, c.picks, c.thresholds,
-                 ADMISSION_CODES[settings["admission"]], int(settings["watermark"]))
+                 ADMISSION_CODES[settings["admission"]], int(settings["watermark"]),
+                 c.runs, c.pair, c.n_pairs, c.look_len, c.keep_len)
     return out[:-1] if out[-1] else None
 
 
@@ -162,6 +166,12 @@ class Caches:
     (-1: no session key, round-robin in the loop), else empty; ``per_replica_ids``: the ids are numbered per
     replica (every request's replica is in ``picks``), so the loop keeps one cell per id rather than one per
     replica and id; ``thresholds``: the prefix router's (cache share, absolute and relative imbalance).
+
+    ``runs`` (blocks built from sessions, ``PrefixBlocks.in_runs``): the loop keeps each replica's copy of a session
+    as runs of its stream instead of a cell per block, and needs no block ids (``look_ids`` and ``keep_ids`` are
+    empty, ``n_blocks`` 0): request ``i`` looks up blocks 0..look_len[i]-1 of its session and leaves 0..keep_len[i]-1;
+    ``pair``: its (replica, session) copy, numbered per replica when ``per_replica_ids`` (``n_pairs`` in all), else
+    its session's code (``n_pairs`` sessions, a copy on every replica); -1: no blocks.
     """
 
     block_size: int
@@ -174,6 +184,11 @@ class Caches:
     keep_ids: np.ndarray
     picks: np.ndarray
     thresholds: np.ndarray
+    runs: bool = False
+    pair: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    n_pairs: int = 0
+    look_len: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    keep_len: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     @staticmethod
     def none(size: int) -> "Caches":
@@ -183,7 +198,11 @@ class Caches:
         return Caches(1, 0, False, ptr, empty, np.empty(0, dtype=np.bool_), ptr, empty, empty, np.zeros(3))
 
     def state_bytes(self, replicas: int) -> int:
-        """What the loop's cache state takes on ``replicas`` replicas: 16 bytes a cell (state, LRU links, tokens)."""
+        """What the loop's cache state takes on ``replicas`` replicas: 16 bytes a cell (state, LRU links, tokens),
+        or with session runs 16 bytes a (replica, session) pair and 8 a request (its runs and partial blocks, a
+        few per pair, are not counted: they follow the replicas' KV pools)."""
+        if self.runs:
+            return 16 * self.n_pairs * (1 if self.per_replica_ids else replicas) + 8 * self.look_len.size
         return 16 * self.n_blocks * (1 if self.per_replica_ids else replicas)
 
 
@@ -455,8 +474,161 @@ def _release(state, nxt, prv, head, tail, n_free, n_pinned, held, r: int, o: int
     return freed
 
 
+# --- the same caches kept as runs of a session's stream (``Caches.runs``) ----------------------------------------
+# When every request looks up blocks 0..L-1 of its own session's stream and leaves blocks 0..K-1 (blocks built from
+# sessions), a replica's copy of a session (a "pair", number pbase[r] + pair[rid]) is described whole: the blocks
+# running sequences pin are 0..top-1 (each running turn pins a prefix; top is the longest), and the free blocks
+# are runs [lo, hi) of the stream ("segments"), each one release's blocks in block order, kept in the replica's
+# LRU list as one node: an eviction takes blocks from the low end of the head run, a pin or release takes a
+# run's low end. So a turn costs a few run operations instead of one per block, with the same block counts,
+# order and hits as the cells. pst rows: 0 top, 1 first running turn (rids linked by run_next), 2 first segment
+# (linked by seg row 5), 3 first record of a pinned block holding fewer than block_size tokens (the partial last
+# block of the prompt that pinned it). seg rows: 0 lo, 1 hi, 2 pair, 3/4 next/previous in the replica's LRU list,
+# 5 next of the pair's (or the free list's); rec rows: 0 block, 1 tokens, 2 next. fh: free seg and rec nodes.
+def _grow_pool(pool: np.ndarray, fh: np.ndarray, which: int, link: int) -> np.ndarray:
+    """Double a node pool (segments or records), its new nodes threaded onto its free list."""
+    cap = pool.shape[1]
+    grown = np.full((pool.shape[0], 2 * cap), -1, dtype=np.int64)
+    grown[:, :cap] = pool
+    for a in range(cap, 2 * cap - 1):
+        grown[link, a] = a + 1
+    grown[link, 2 * cap - 1] = fh[which]
+    fh[which] = cap
+    return grown
+
+
+def _run_hit(pst, seg, p: int, L: int) -> int:
+    """``_match`` for a turn looking up blocks 0..L-1 of pair ``p``: the pinned prefix, then the runs that follow."""
+    c = pst[0, p]
+    while c < L:
+        s = pst[2, p]
+        while s >= 0 and not (seg[0, s] <= c < seg[1, s]):
+            s = seg[5, s]
+        if s < 0:
+            break
+        c = seg[1, s]
+    return min(c, L)
+
+
+def _run_drop(pst, seg, fh, head, tail, r: int, p: int, prev: int, s: int) -> None:
+    """Remove the empty segment ``s`` (after ``prev`` in its pair's list) from the LRU list and the pair's."""
+    _lru_unlink(seg[3], seg[4], head, tail, r, s)
+    if prev >= 0:
+        seg[5, prev] = seg[5, s]
+    else:
+        pst[2, p] = seg[5, s]
+    seg[5, s] = fh[0]
+    fh[0] = s
+
+
+def _run_trim(pst, seg, fh, head, tail, r: int, p: int, upto: int) -> int:
+    """Take the free blocks below ``upto`` out of pair ``p``'s runs (each loses its low end); how many."""
+    taken = 0
+    prev = -1
+    s = pst[2, p]
+    while s >= 0:
+        after = seg[5, s]
+        if seg[0, s] < upto:
+            cut = min(seg[1, s], upto)
+            taken += cut - seg[0, s]
+            seg[0, s] = cut
+            if cut == seg[1, s]:
+                _run_drop(pst, seg, fh, head, tail, r, p, prev, s)
+                s = after
+                continue
+        prev = s
+        s = after
+    return taken
+
+
+def _run_pin(pst, seg, rec, fh, head, tail, n_free, n_pinned, run_next, r: int, p: int, rid: int, L: int, n: int,
+             block_size: int) -> None:
+    """``_pin``: blocks 0..L-1 in use; those free leave the LRU runs, those past the pinned prefix are pinned now."""
+    top = pst[0, p]
+    if L > top:
+        n_free[r] -= _run_trim(pst, seg, fh, head, tail, r, p, L)
+        n_pinned[r] += L - top
+        if n < L * block_size:   # the prompt's last block is partial: its tokens, held while it stays pinned
+            a = fh[1]
+            fh[1] = rec[2, a]
+            rec[0, a], rec[1, a], rec[2, a] = L - 1, n - (L - 1) * block_size, pst[3, p]
+            pst[3, p] = a
+        pst[0, p] = L
+    run_next[rid] = pst[1, p]
+    pst[1, p] = rid
+
+
+def _run_release(pst, seg, rec, fh, head, tail, n_free, n_pinned, run_next, look_len, r: int, p: int, rid: int,
+                 L: int, K: int, block_size: int) -> int:
+    """``_release``: blocks no other running turn of the pair pins leave the pool; blocks 0..K-1 not pinned are
+    the newest run of the replica's LRU list. Returns the tokens the unpinned blocks held."""
+    longest = 0   # the longest prompt among the pair's other running turns: what stays pinned
+    prev = -1
+    q = pst[1, p]
+    while q >= 0:
+        after = run_next[q]
+        if q == rid:
+            if prev >= 0:
+                run_next[prev] = after
+            else:
+                pst[1, p] = after
+        else:
+            longest = max(longest, look_len[q])
+            prev = q
+        q = after
+    freed = 0
+    if L > longest:
+        n_pinned[r] -= L - longest
+        freed = (L - longest) * block_size
+        prev = -1
+        a = pst[3, p]
+        while a >= 0:
+            after = rec[2, a]
+            if rec[0, a] >= longest:
+                freed -= block_size - rec[1, a]
+                if prev >= 0:
+                    rec[2, prev] = after
+                else:
+                    pst[3, p] = after
+                rec[2, a] = fh[1]
+                fh[1] = a
+            else:
+                prev = a
+            a = after
+        pst[0, p] = longest
+    top = pst[0, p]
+    if K > top:
+        n_free[r] += (K - top) - _run_trim(pst, seg, fh, head, tail, r, p, K)
+        s = fh[0]
+        fh[0] = seg[5, s]
+        seg[0, s], seg[1, s], seg[2, s] = top, K, p
+        seg[5, s] = pst[2, p]
+        pst[2, p] = s
+        _lru_append(seg[3], seg[4], head, tail, r, s)
+    return freed
+
+
+def _run_fit(pst, seg, fh, head, tail, n_free, evicted, r: int, room: int, block_size: int) -> None:
+    """``_fit``: evict from the low end of the replica's least recently used runs until the free blocks fit."""
+    limit = max(room, 0) // block_size
+    while n_free[r] > limit:
+        s = head[r]
+        e = min(n_free[r] - limit, seg[1, s] - seg[0, s])
+        seg[0, s] += e
+        n_free[r] -= e
+        evicted[r] += e
+        if seg[0, s] == seg[1, s]:
+            p = seg[2, s]
+            prev = -1
+            q = pst[2, p]
+            while q != s:
+                prev = q
+                q = seg[5, q]
+            _run_drop(pst, seg, fh, head, tail, r, p, prev, s)
+
+
 def _prefix_pick(state, base, in_flight, outstanding, serving: int, ids: np.ndarray, lo: int, hi: int, n: int,
-                 block_size: int, thresholds: np.ndarray) -> int:
+                 block_size: int, thresholds: np.ndarray, runs: bool, pst, seg, pbase, pair: int) -> int:
     """``routers.PrefixAware.pick`` over the first ``serving`` replicas: the least loaded when the fleet is
     imbalanced, else the longest cached prefix when it covers enough of the prompt, else the fewest tokens."""
     most, fewest, fewest_at = in_flight[0], in_flight[0], 0
@@ -475,7 +647,7 @@ def _prefix_pick(state, base, in_flight, outstanding, serving: int, ids: np.ndar
         return least
     best, best_blocks = least, -1
     for j in range(serving):   # the longest cached prefix; among equals the one with fewer outstanding tokens
-        hit = _match(state, base[j], ids, lo, hi)
+        hit = _run_hit(pst, seg, pbase[j] + pair, hi - lo) if runs else _match(state, base[j], ids, lo, hi)
         if hit > best_blocks or (hit == best_blocks and outstanding[j] < outstanding[best]):
             best, best_blocks = j, hit
     rate = min(best_blocks * block_size, n) / max(n, 1)
@@ -486,7 +658,7 @@ def _prefix_pick(state, base, in_flight, outstanding, serving: int, ids: np.ndar
 def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S, budget_max, scheduler, router,
           kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving,
           words, cached, block_size, n_blocks, per_replica_ids, look_ptr, look_ids, look_first, keep_ptr, keep_ids,
-          picks, thresholds, admission, watermark):
+          picks, thresholds, admission, watermark, runs, pair, n_pairs, look_len, keep_len):
     size = n_in.size
     inf = math.inf
     nan = math.nan
@@ -560,6 +732,16 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     n_free = np.zeros(K, dtype=np.int64)
     n_pinned = np.zeros(K, dtype=np.int64)
     evicted = np.zeros(K, dtype=np.int64)
+    # session runs (``runs``): per pair its pinned prefix and the heads of its lists (running turns, runs, partial
+    # blocks); the pools of runs and records start small and double when a release or pin finds none free
+    pbase = np.zeros(K, dtype=np.int64) if per_replica_ids else np.arange(K, dtype=np.int64) * n_pairs
+    pst = np.full((4, (n_pairs if per_replica_ids else K * n_pairs) if runs else 0), -1, dtype=np.int32)
+    pst[0] = 0
+    run_next = np.full(size if runs else 0, -1, dtype=np.int64)
+    fh = np.full(2, -1, dtype=np.int64)
+    seg = np.full((6, 1), -1, dtype=np.int64)
+    rec = np.full((3, 1), -1, dtype=np.int64)
+    fh[0], fh[1] = 0, 0
     own = np.zeros(size if cached else 0, dtype=np.int64)        # a running request's prompt blocks' tokens
     hit_blocks = np.zeros(size if cached else 0, dtype=np.int64)  # leading blocks found at admission
     own_all = np.full(size if cached else 0, -1, dtype=np.int64)  # tokens of a request's distinct blocks, once known
@@ -626,7 +808,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 turn += 1
             elif router == 4:
                 r = _prefix_pick(state, base, in_flight, outstanding, serving, look_ids, look_ptr[rid], look_ptr[rid + 1],
-                                 n_in[rid], block_size, thresholds)
+                                 n_in[rid], block_size, thresholds, runs, pst, seg, pbase, pair[rid])
             else:
                 r = 0
                 for j in range(1, serving):
@@ -636,7 +818,10 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             replica[rid] = r
             in_flight[r] += 1
             if cached:   # what this cache holds now; exact at admission
-                hit = _match(state, base[r], look_ids, look_ptr[rid], look_ptr[rid + 1])
+                if runs:
+                    hit = 0 if pair[rid] < 0 else _run_hit(pst, seg, pbase[r] + pair[rid], look_len[rid])
+                else:
+                    hit = _match(state, base[r], look_ids, look_ptr[rid], look_ptr[rid + 1])
                 n_cached[rid] = max(min(hit * block_size, n_in[rid] - 1), 0)
             n = qn[r]
             if n == qk1[r].size:
@@ -696,7 +881,9 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                         b += 1
                 kv_used[k] += b * steps_done
                 outstanding[k] -= b * steps_done
-                if cached:
+                if cached and runs:
+                    _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+                elif cached:
                     _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
             else:
                 processed = 0
@@ -716,7 +903,9 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                         grow += 1
                 outstanding[k] -= processed
                 kv_used[k] += grow
-                if cached:
+                if cached and runs:
+                    _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+                elif cached:
                     _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
             clock[k] = end
             plan[k] = 0
@@ -750,11 +939,22 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             if cached:   # their blocks stay cached, in the order they left the batch
                 for g in range(n_gone):
                     rid = gone[g]
-                    back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids, look_ptr[rid],
-                                    look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
+                    if runs:
+                        back = 0
+                        if pair[rid] >= 0:
+                            if fh[0] < 0:
+                                seg = _grow_pool(seg, fh, 0, 5)
+                            back = _run_release(pst, seg, rec, fh, head, tail, n_free, n_pinned, run_next, look_len, k,
+                                                pbase[k] + pair[rid], rid, look_len[rid], keep_len[rid], block_size)
+                    else:
+                        back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids,
+                                        look_ptr[rid], look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
                     kv_used[k] += own[rid] - back
                     own[rid] = 0
-                    _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+                    if runs:
+                        _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+                    else:
+                        _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
 
         # -- plan replica k's next iteration (a mixed step) or run of decode-only iterations --
         while True:
@@ -779,11 +979,22 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 outstanding[k] += resume_total[rid] - (pre_total[k, i] - pre_done[k, i])
                 count[k] = m - 1
                 if cached:
-                    back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids, look_ptr[rid],
-                                    look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
+                    if runs:
+                        back = 0
+                        if pair[rid] >= 0:
+                            if fh[0] < 0:
+                                seg = _grow_pool(seg, fh, 0, 5)
+                            back = _run_release(pst, seg, rec, fh, head, tail, n_free, n_pinned, run_next, look_len, k,
+                                                pbase[k] + pair[rid], rid, look_len[rid], keep_len[rid], block_size)
+                    else:
+                        back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids,
+                                        look_ptr[rid], look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
                     kv_used[k] += own[rid] - back
                     own[rid] = 0
-                    _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+                    if runs:
+                        _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+                    else:
+                        _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
                 n = qn[k]
                 if n == qk1[k].size:
                     _grow_queue(qk1, qk2, qv, k, n)
@@ -832,13 +1043,26 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 # prompt always has a token to compute), or its tokens beyond its own blocks do not fit
                 if budget <= 0:
                     break
-                if own_all[rid] < 0:
-                    own_all[rid] = _shared_and_own(state, base[k], look_ids, look_first, lo, hi, n_in[rid], block_size)[1]
-                if total - own_all[rid] > free:
-                    break
-                hit = _match(state, base[k], look_ids, lo, hi)
-                done = max(min(hit * block_size, total - 1), 0)
-                shared, own_tokens = _shared_and_own(state, base[k], look_ids, look_first, lo, hi, n_in[rid], block_size)
+                if runs:   # the turn's blocks are 0..L-1 of its session: tokens in closed form
+                    L = look_len[rid]
+                    if total - max(min(L * block_size, n_in[rid]), 0) > free:
+                        break
+                    p = pbase[k] + pair[rid]
+                    hit = 0 if pair[rid] < 0 else _run_hit(pst, seg, p, L)
+                    done = max(min(hit * block_size, total - 1), 0)
+                    top = 0 if pair[rid] < 0 else pst[0, p]
+                    shared = max(min(min(L, top) * block_size, n_in[rid]), 0)
+                    own_tokens = max(min(L * block_size, n_in[rid]), 0)
+                else:
+                    if own_all[rid] < 0:
+                        own_all[rid] = _shared_and_own(state, base[k], look_ids, look_first, lo, hi, n_in[rid],
+                                                       block_size)[1]
+                    if total - own_all[rid] > free:
+                        break
+                    hit = _match(state, base[k], look_ids, lo, hi)
+                    done = max(min(hit * block_size, total - 1), 0)
+                    shared, own_tokens = _shared_and_own(state, base[k], look_ids, look_first, lo, hi, n_in[rid],
+                                                         block_size)
                 charge = total - shared
             need = charge + left if admission == 2 else charge
             # the watermark keeps a share of the pool free, except for a request that would run alone
@@ -860,8 +1084,15 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                     outstanding[k] += n_cached[rid] - done
                     n_cached[rid] = done
                     hit_blocks[rid] = hit
-                _pin(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids, look_ptr[rid],
-                     look_ptr[rid + 1], n_in[rid], block_size)
+                if runs:
+                    if pair[rid] >= 0:
+                        if fh[1] < 0:
+                            rec = _grow_pool(rec, fh, 1, 2)
+                        _run_pin(pst, seg, rec, fh, head, tail, n_free, n_pinned, run_next, k, pbase[k] + pair[rid],
+                                 rid, look_len[rid], n_in[rid], block_size)
+                else:
+                    _pin(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids, look_ptr[rid],
+                         look_ptr[rid + 1], n_in[rid], block_size)
                 own[rid] = own_tokens
             resumed[rid] = False
             admitted = True
@@ -878,7 +1109,10 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 b += 1
             count[k] = i + 1
         if cached and admitted:   # the admitted sequences take room from the cached blocks
-            _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+            if runs:
+                _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+            else:
+                _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
         if kv_used[k] > kv_peak[k]:
             kv_peak[k] = kv_used[k]
         m = count[k]

@@ -799,7 +799,7 @@ def simulate(
             f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
             f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
     # the compiled loop's view of the prompt blocks (a fixed-capacity validation cache is the Python loop's)
-    caches = (_caches(req.blocks, replicas, router, replica_schedule, arrivals == "closed")
+    caches = (_caches(req.blocks, replicas, router, replica_schedule, arrivals == "closed", req.input_tokens)
               if req.blocks is not None and prefix_cache_blocks is None and split is None and COMPILED else None)
     compiled = _compiled(dep, int(max_num_seqs), split, req, router, caches, replicas)
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
@@ -1037,7 +1037,8 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
 
 
 def _caches(blocks: PrefixBlocks, replicas: int, router: str,
-            schedule: tuple[np.ndarray, np.ndarray] | None, closed: bool = False) -> sim_core.Caches:
+            schedule: tuple[np.ndarray, np.ndarray] | None, closed: bool = False,
+            n_in: np.ndarray | None = None) -> sim_core.Caches:
     """The prompt blocks as the compiled loop takes them, with the prefix router's thresholds.
 
     Round-robin and session affinity in an open loop without a replica schedule route every request where it
@@ -1047,6 +1048,9 @@ def _caches(blocks: PrefixBlocks, replicas: int, router: str,
     times blocks). A ``closed`` loop routes its requests in the order clients send them, which is not their index
     order (a client whose request finishes early sends the next before another client's first): "in turn" is
     then the loop's own.
+
+    Blocks built from sessions (``PrefixBlocks.in_runs``, every prompt ``n_in`` tokens filling its blocks but the
+    last) go as session runs (``_session_runs``): no block ids, no renumbering per replay.
     """
     picks = np.empty(0, dtype=np.int64)
     if router == "session":
@@ -1058,11 +1062,37 @@ def _caches(blocks: PrefixBlocks, replicas: int, router: str,
         keyless = picks < 0
         picks = picks.copy()
         picks[keyless] = np.arange(int(keyless.sum()), dtype=np.int64) % replicas
+    if n_in is not None and blocks.in_runs:
+        look_len, keep_len = np.diff(blocks.look_ptr), np.diff(blocks.keep_ptr)
+        # a block past the prompt's end would hold no tokens: the runs' closed forms count every block but the last full
+        if not np.any((look_len > 0) & (np.asarray(n_in) <= (look_len - 1) * int(blocks.block_size))):
+            return _session_runs(blocks, picks, static, look_len, keep_len)
     look, keep, first, distinct = blocks.dense(picks if static else None)
     return sim_core.Caches(int(blocks.block_size), distinct, static,
                            np.ascontiguousarray(blocks.look_ptr, dtype=np.int64), look, first,
                            np.ascontiguousarray(blocks.keep_ptr, dtype=np.int64), keep,
                            np.ascontiguousarray(picks, dtype=np.int64), prefix_thresholds())
+
+
+def _session_runs(blocks: PrefixBlocks, picks: np.ndarray, static: bool, look_len: np.ndarray,
+                  keep_len: np.ndarray) -> sim_core.Caches:
+    """``Caches`` as session runs: each request's (replica, session) pair, numbered per replica with static routing
+    (only the pairs a replica meets take state), else its session's code; per request its blocks' counts."""
+    has = (look_len > 0) | (keep_len > 0)
+    key = np.asarray(blocks.key, dtype=np.int64)
+    pair = np.full(len(blocks), -1, dtype=np.int64)
+    if static:
+        codes, pair[has] = np.unique(picks[has] * (int(key.max(initial=0)) + 1) + key[has], return_inverse=True)
+        n_pairs = int(codes.size)
+    else:
+        pair[has] = key[has]
+        n_pairs = int(key.max(initial=-1)) + 1
+    empty = np.empty(0, dtype=np.int64)
+    return sim_core.Caches(int(blocks.block_size), 0, static,
+                           np.ascontiguousarray(blocks.look_ptr, dtype=np.int64), empty, np.empty(0, dtype=np.bool_),
+                           np.ascontiguousarray(blocks.keep_ptr, dtype=np.int64), empty,
+                           np.ascontiguousarray(picks, dtype=np.int64), prefix_thresholds(), True, pair, n_pairs,
+                           np.ascontiguousarray(look_len, dtype=np.int64), np.ascontiguousarray(keep_len, dtype=np.int64))
 
 
 def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: str, whatif: WhatIf) -> dict[str, Any]:
@@ -1108,7 +1138,7 @@ def _prefix_summary(req: Requests, pool: _Pool, fleet: list[_Replica], router: s
                   else f"per replica, {pool.cache_blocks:g} blocks (validation)"),
         "requests": int(hit.size),
         "hit_ratio_tokens": float(hit.sum() / inp.sum()) if hit.size else None,
-        "hit_ratio_blocks": (float(pool.hit_blocks.sum() / max(blocks.look_ids.size, 1)) if blocks is not None
+        "hit_ratio_blocks": (float(pool.hit_blocks.sum() / max(int(blocks.look_ptr[-1]), 1)) if blocks is not None
                              else None),
         "hit_ratio_requests": float(np.count_nonzero(hit) / hit.size) if hit.size else None,
         "per_replica": per_replica,
@@ -1168,7 +1198,8 @@ def _one_request_s(dep: Deployment, req: Requests, concurrency: int) -> float:
 def _utilization(fleet: list[_Replica], makespan: float, buckets: int = 60) -> pd.DataFrame:
     """Busy share of each replica over ``buckets`` equal time buckets (stepping = busy)."""
     edges = np.linspace(0.0, max(makespan, 1e-9), buckets + 1)
-    rows = []
+    width = np.diff(edges)
+    shares = []
     for r in fleet:
         if len(r.busy_log):
             spans = np.asarray(r.busy_log)
@@ -1180,6 +1211,8 @@ def _utilization(fleet: list[_Replica], makespan: float, buckets: int = 60) -> p
                 busy += (hi - lo).sum(axis=0)
         else:
             busy = np.zeros(buckets)
-        width = np.diff(edges)
-        rows.append(pd.DataFrame({"time_s": edges[:-1], "replica": r.index, "busy": np.clip(busy / width, 0, 1)}))
-    return pd.concat(rows, ignore_index=True)
+        shares.append(np.clip(busy / width, 0, 1))
+    # one frame for the fleet (a frame per replica was a third of a big fleet's replay outside the loop)
+    return pd.DataFrame({"time_s": np.tile(edges[:-1], len(fleet)),
+                         "replica": np.repeat(np.array([r.index for r in fleet], dtype=np.int64), buckets),
+                         "busy": np.concatenate(shares) if shares else np.empty(0)})
