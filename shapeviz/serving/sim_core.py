@@ -69,7 +69,8 @@ def supports(dep: Deployment, max_num_seqs: int) -> bool:
 # the functions numba compiles, callees before callers (each caller is typed against the compiled callees)
 _COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_grow_queue", "_heap_push", "_heap_pop", "_mixed_step",
              "_match", "_lru_unlink", "_lru_append", "_fit", "_shared_and_own", "_pin", "_release", "_grow_pool",
-             "_run_hit", "_run_drop", "_run_trim", "_run_pin", "_run_release", "_run_fit", "_prefix_pick", "_loop")
+             "_run_hit", "_run_drop", "_run_trim", "_run_pin", "_run_release", "_run_fit", "_let_go",
+             "_prefix_pick", "_loop")
 
 
 _COMPILING = threading.Lock()   # replays on threads (a Dask worker's, an in-process cluster's) compile once
@@ -627,6 +628,31 @@ def _run_fit(pst, seg, fh, head, tail, n_free, evicted, r: int, room: int, block
             _run_drop(pst, seg, fh, head, tail, r, p, prev, s)
 
 
+def _let_go(runs: bool, rid: int, k: int, pair, pbase, pst, seg, rec, fh, state, nxt, prv, head, tail, n_free,
+            n_pinned, held, base, run_next, look_len, keep_len, look_ids, look_ptr, keep_ids, keep_ptr, own, kv_used,
+            evicted, kv_tokens: int, block_size: int) -> np.ndarray:
+    """Request ``rid`` leaves replica ``k``'s batch (finished or preempted): its blocks are released into the cache
+    (runs of its session's stream, or cells), its own KV is given back, and the cache is evicted down to what fits.
+    Returns the run pool, grown when a release needed a free record."""
+    if runs:
+        back = 0
+        if pair[rid] >= 0:
+            if fh[0] < 0:
+                seg = _grow_pool(seg, fh, 0, 5)
+            back = _run_release(pst, seg, rec, fh, head, tail, n_free, n_pinned, run_next, look_len, k,
+                                pbase[k] + pair[rid], rid, look_len[rid], keep_len[rid], block_size)
+    else:
+        back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids,
+                        look_ptr[rid], look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
+    kv_used[k] += own[rid] - back
+    own[rid] = 0
+    if runs:
+        _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+    else:
+        _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+    return seg
+
+
 def _prefix_pick(state, base, in_flight, outstanding, serving: int, ids: np.ndarray, lo: int, hi: int, n: int,
                  block_size: int, thresholds: np.ndarray, runs: bool, pst, seg, pbase, pair: int) -> int:
     """``routers.PrefixAware.pick`` over the first ``serving`` replicas: the least loaded when the fleet is
@@ -939,22 +965,9 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             if cached:   # their blocks stay cached, in the order they left the batch
                 for g in range(n_gone):
                     rid = gone[g]
-                    if runs:
-                        back = 0
-                        if pair[rid] >= 0:
-                            if fh[0] < 0:
-                                seg = _grow_pool(seg, fh, 0, 5)
-                            back = _run_release(pst, seg, rec, fh, head, tail, n_free, n_pinned, run_next, look_len, k,
-                                                pbase[k] + pair[rid], rid, look_len[rid], keep_len[rid], block_size)
-                    else:
-                        back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids,
-                                        look_ptr[rid], look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
-                    kv_used[k] += own[rid] - back
-                    own[rid] = 0
-                    if runs:
-                        _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
-                    else:
-                        _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+                    seg = _let_go(runs, rid, k, pair, pbase, pst, seg, rec, fh, state, nxt, prv, head, tail, n_free,
+                                  n_pinned, held, base, run_next, look_len, keep_len, look_ids, look_ptr, keep_ids,
+                                  keep_ptr, own, kv_used, evicted, kv_tokens, block_size)
 
         # -- plan replica k's next iteration (a mixed step) or run of decode-only iterations --
         while True:
@@ -979,22 +992,9 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 outstanding[k] += resume_total[rid] - (pre_total[k, i] - pre_done[k, i])
                 count[k] = m - 1
                 if cached:
-                    if runs:
-                        back = 0
-                        if pair[rid] >= 0:
-                            if fh[0] < 0:
-                                seg = _grow_pool(seg, fh, 0, 5)
-                            back = _run_release(pst, seg, rec, fh, head, tail, n_free, n_pinned, run_next, look_len, k,
-                                                pbase[k] + pair[rid], rid, look_len[rid], keep_len[rid], block_size)
-                    else:
-                        back = _release(state, nxt, prv, head, tail, n_free, n_pinned, held, k, base[k], look_ids,
-                                        look_ptr[rid], look_ptr[rid + 1], keep_ids, keep_ptr[rid], keep_ptr[rid + 1])
-                    kv_used[k] += own[rid] - back
-                    own[rid] = 0
-                    if runs:
-                        _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
-                    else:
-                        _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
+                    seg = _let_go(runs, rid, k, pair, pbase, pst, seg, rec, fh, state, nxt, prv, head, tail, n_free,
+                                  n_pinned, held, base, run_next, look_len, keep_len, look_ids, look_ptr, keep_ids,
+                                  keep_ptr, own, kv_used, evicted, kv_tokens, block_size)
                 n = qn[k]
                 if n == qk1[k].size:
                     _grow_queue(qk1, qk2, qv, k, n)
