@@ -39,6 +39,7 @@ from shapeviz.physics.steps import Deployment, Efficiency  # noqa: E402
 from shapeviz.serving.planner import Workload, load_curve  # noqa: E402
 from shapeviz.serving import simulator  # noqa: E402
 from shapeviz.serving.simulator import Requests, fixed_requests, simulate  # noqa: E402
+from shapeviz.workload.synth import shared_prefix_log  # noqa: E402
 
 
 def _err(sim: float, measured: float) -> float:
@@ -245,18 +246,6 @@ def random_router_rows() -> None:
             cells = f"{cpu_slow:.2f} | {n / cpu_slow:,.0f}"
             same = "yes" if fast.requests.equals(slow.requests) else "NO"
         print(f"| random | {n:,} | {cpu_fast:.2f} | {n / cpu_fast:,.0f} | {cells} | {same} | {_load()} |", flush=True)
-
-
-def shared_prefix_log(rate_rps: float, n: int, seed: int = 0) -> pd.DataFrame:
-    """Issue 28's shared-prefix workload: 200 prompts in 100 groups, each group's 3,584-token system prompt (56
-    blocks of 64) plus a 2-block question per prompt, 200 output tokens, prompts picked at random, Poisson."""
-    rng = np.random.default_rng(seed)
-    prompt = rng.integers(0, 200, n)
-    hashes = [np.r_[(p // 2) * 1000 + np.arange(56), 10**7 + p * 100 + np.arange(2)].astype(np.int64)
-              for p in prompt]
-    t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
-    return pd.DataFrame({"timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(t - t[0], unit="s"),
-                         "input_tokens": 58 * 64, "output_tokens": 200, "hash_ids": hashes})
 
 
 def shared_prefix_table(n: int = 2000, kv_tokens: int = 141_000) -> None:

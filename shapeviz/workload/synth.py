@@ -415,6 +415,19 @@ def generate(n_requests: int, seed: int = 0, *, days: float = 1.0, products: lis
     return _frame(parts, int(seed), float(days), with_hashes)
 
 
+def shared_prefix_log(rate_rps: float, n: int, seed: int = 0) -> pd.DataFrame:
+    """Issue 28's shared-prefix workload: 200 prompts in 100 groups, each group's 3,584-token system prompt (56
+    blocks of 64) plus a 2-block question per prompt, 200 output tokens, prompts picked at random, Poisson
+    arrivals at ``rate_rps``; a small KV pool keeps the groups' prefixes only if the router keeps them apart."""
+    rng = np.random.default_rng(seed)
+    prompt = rng.integers(0, 200, n)
+    hashes = [np.r_[(p // 2) * 1000 + np.arange(56), 10**7 + p * 100 + np.arange(2)].astype(np.int64)
+              for p in prompt]
+    t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+    return pd.DataFrame({"timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(t - t[0], unit="s"),
+                         "input_tokens": 58 * 64, "output_tokens": 200, "hash_ids": hashes})
+
+
 def scenario(name: str, n_requests: int = 5000, seed: int = 0) -> pd.DataFrame:
     """A one-click scenario of PRODUCT.md (see ``SCENARIOS``) as a canonical frame over one day."""
     cfg = load_profiles()

@@ -17,6 +17,7 @@ import pytest
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving import sim_core
 from shapeviz.serving.simulator import Requests, requests_from_frame, simulate
+from shapeviz.workload.synth import shared_prefix_log
 from tests.needs import skip_or_fail
 
 TP2 = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
@@ -38,17 +39,6 @@ def _requests(n: int, rate_rps: float, seed: int = 1) -> Requests:
     return Requests(inp, out, inp // 3, arrival - arrival[0])
 
 
-def _shared_prefixes(n: int, rate_rps: float, seed: int = 0) -> pd.DataFrame:
-    """Prompts of 100 groups, each group's 56-block system prompt then a 2-block question (prefix caches hit)."""
-    rng = np.random.default_rng(seed)
-    prompt = rng.integers(0, 200, n)
-    hashes = [np.r_[(p // 2) * 1000 + np.arange(56), 10**7 + p * 100 + np.arange(2)].astype(np.int64)
-              for p in prompt]
-    t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
-    return pd.DataFrame({"timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(t - t[0], unit="s"),
-                         "input_tokens": 58 * 64, "output_tokens": 200, "hash_ids": hashes})
-
-
 CONCURRENT = {
     "prefix-aware, prefix caches": (dict(router="prefix"), TP4, True),
     "random, prefix caches": (dict(router="random", seed=3), TP4, True),
@@ -64,7 +54,7 @@ def test_replays_at_once_on_threads_give_each_ones_results_alone(case: str) -> N
     request's cached tokens (its simulated hit, the prompt kept by a preempted one) into a copy: written into the
     shared arrays, each replay read the others'."""
     options, dep, blocks = CONCURRENT[case]
-    frame = _shared_prefixes(1_500, 20.0)
+    frame = shared_prefix_log(20.0, 1_500)
 
     def requests() -> Requests:
         return requests_from_frame(frame, block_size=64) if blocks else _requests(1_500, 9.0)

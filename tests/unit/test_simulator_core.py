@@ -15,6 +15,7 @@ from shapeviz.physics.steps import Deployment
 from shapeviz.serving import routers, simulator
 from shapeviz.serving.parallel import run_parallel
 from shapeviz.serving.simulator import Requests, simulate
+from shapeviz.workload.synth import shared_prefix_log
 
 SMALL = Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1)
 TP2 = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
@@ -106,16 +107,6 @@ def test_least_tokens_signal_counts_a_preempted_prompts_recompute(monkeypatch):
 
 
 # --- shared prefixes on a small KV pool (issue 28) ---------------------------------------------------------
-def _shared_prefix_log(rate_rps: float, n: int, seed: int = 0) -> pd.DataFrame:
-    """200 prompts in 100 groups: each group's 3,584-token system prompt (56 blocks of 64) and a 2-block question
-    per prompt; requests pick prompts at random, Poisson arrivals."""
-    rng = np.random.default_rng(seed)
-    prompt = rng.integers(0, 200, n)
-    hashes = [np.r_[(p // 2) * 1000 + np.arange(56), 10**7 + p * 100 + np.arange(2)].astype(np.int64)
-              for p in prompt]
-    t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
-    return pd.DataFrame({"timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(t - t[0], unit="s"),
-                         "input_tokens": 58 * 64, "output_tokens": 200, "hash_ids": hashes})
 
 
 def _kv_fraction(tokens: int) -> float:
@@ -127,7 +118,7 @@ def test_prefix_router_keeps_a_shared_prefix_cached_at_high_load_on_a_small_kv_p
     """Running sequences of one group share their system prompt's blocks: held once, the 141k-token pool keeps
     every group's prefix, so the prefix-aware router stays fast at 20 req/s (charged once per sequence, the pool
     overflowed: preemptions, evictions and TTFT p90 of seconds)."""
-    frame = _shared_prefix_log(20.0, 2000)
+    frame = shared_prefix_log(20.0, 2000)
     runs = {router: simulate(frame, TP4, replicas=4, router=router, block_size=64, kv_fraction=_kv_fraction(141_000))
             for router in ("prefix", "random", "round_robin", "least_tokens")}
     assert runs["prefix"].settings["kv_pool_tokens_per_replica"] == 141_000
