@@ -4,12 +4,12 @@
     python -m shapeviz summary 's3://bucket/logs/*.parquet' --engine dask --scheduler tcp://scheduler:8786
 
 Parquet is read by pyarrow on the workers (only the columns the analyses use; a task per file, or per group of
-row groups of a big file), straight into the canonical frame; every other format (CSV/TSV, JSONL, compressed) is one ``dask.delayed`` task per file, streamed
-in batches by the same reader as the embedded engine. Each partition becomes a ``WorkloadSketch`` on a
-worker; only sketches (a few hundred KB each) travel back, merged pairwise as a tree, so the client's memory
-does not grow with the data. With ``--scheduler`` the same code runs on any existing cluster (dask-kubernetes,
-dask-jobqueue, a cloud Dask); ``s3://`` / ``gs://`` URLs need the matching fsspec package (s3fs, gcsfs) on
-the client and the workers.
+row groups of a big file), straight into the canonical frame; every other format (CSV/TSV, JSONL, compressed) is
+one ``dask.delayed`` task per file, streamed in batches by the same reader as the embedded engine. Each task
+becomes a ``WorkloadSketch`` on a worker; only sketches (a few hundred KB each) travel back, merged pairwise as a
+tree, so the client's memory does not grow with the data. With ``--scheduler`` the same code runs on any existing
+cluster (dask-kubernetes, dask-jobqueue, a cloud Dask); ``s3://`` / ``gs://`` URLs need the matching fsspec
+package (s3fs, gcsfs) on the client and the workers.
 """
 from __future__ import annotations
 
