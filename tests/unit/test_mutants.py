@@ -2,6 +2,9 @@
 survives and fails the run, an anchor that moved or a test that does not exist is never counted as a kill."""
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +147,37 @@ def test_the_long_mutants_start_first_and_the_short_ones_fill_the_end() -> None:
              "page" if m.tests[0].startswith(mutants.APP_TESTS) else "other" for m in order]
     assert {"compiled", "page", "other"} <= set(kinds)
     assert kinds == sorted(kinds, key=["compiled", "page", "other"].index)
+
+
+def test_each_copy_imports_the_checkouts_bytecode_but_runs_the_mutated_text(checkout: Path, tmp_path: Path) -> None:
+    # the project's code is compiled once per check, not once per mutant; the mutated file's bytecode (copied with
+    # the rest) must be refused, or the mutant's tests would run the unmutated code and every mutant would survive
+    files = mutants.tree_files(checkout)
+    assert mutants.compile_bytecode(checkout, files, tmp_path / "bytecode") == 2    # calc.py and the test file
+    copy = tmp_path / "copy"
+    mutants._copy(checkout, files, copy, skip="calc.py", bytecode=tmp_path / "bytecode")
+    (copy / "calc.py").write_text(CALC.replace("a + b", "a - b"))
+    assert (copy / importlib.util.cache_from_source("tests/test_calc.py")).is_file()
+    probe = "import calc, sys; sys.stdout.write(str(calc.add(2, 3)))"
+    out = subprocess.run([sys.executable, "-B", "-c", probe], cwd=copy, capture_output=True, text=True, check=True)
+    assert out.stdout == "-1"
+
+
+def test_a_forked_mutant_leaves_the_preloaded_libraries_out_of_its_garbage_collections(checkout: Path) -> None:
+    # pytest collects garbage five times as it closes; walking the ~220,000 objects of the libraries a fork inherits
+    # was half a short mutant's CPU. Frozen in the fork, they are never walked (the test below sees them frozen).
+    (checkout / "tests" / "test_fork.py").write_text("import gc\n\n\ndef test_frozen():\n"
+                                                     "    assert gc.get_freeze_count() > 10_000\n")
+    mutants.use_fork_server()
+    proc = mutants._pytest(sys.executable, ["tests/test_fork.py"], checkout, checkout)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_the_slowest_mutants_are_listed_longest_first_with_their_tests() -> None:
+    def outcome(name: str, seconds: float) -> mutants.Outcome:
+        m = mutants.Mutant(name, "calc.py", "a", "b", (f"tests/test_calc.py::test_{name}",), "", "calc.toml")
+        return mutants.Outcome(m, mutants.KILLED, seconds)
+    lines = mutants.slowest([outcome("quick", 1.5), outcome("page", 90.0), outcome("mid", 7.0)], 2).splitlines()
+    assert len(lines) == 3
+    assert "page" in lines[1] and "tests/test_calc.py::test_page" in lines[1] and "90.0" in lines[1]
+    assert "mid" in lines[2]
