@@ -73,7 +73,9 @@ COMPILED = ("shapeviz/serving/sim_core.py",)
 # 30-160 s at load 15-30, against ~10-30 s for most others.
 APP_TESTS = "tests/app/"
 # One mutant's tests should take seconds; a mutant that hangs them (an endless loop) is reported, not waited on.
-TIMEOUT_S = 600
+# The longest take ~160 s at a load of 30 (a page's AppTest); a replay that spins on a bug now stops with an
+# error (the compiled loop's no-progress guards), so half the former 600 s is still twice the longest.
+TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)

@@ -566,7 +566,13 @@ def _run_release(pst, seg, rec, fh, head, tail, n_free, n_pinned, run_next, look
     longest = 0   # the longest prompt among the pair's other running turns: what stays pinned
     prev = -1
     q = pst[1, p]
+    walked = 0
     while q >= 0:
+        walked += 1
+        if walked > run_next.size:   # no-progress guard: more turns than requests, so the list loops (a bug)
+            raise RuntimeError("the replay is stuck: replica " + str(r) + "'s list of the running turns of session "
+                               "pair " + str(p) + " loops (a turn pinned again without being released; releasing "
+                               "turn " + str(rid) + ")")
         after = run_next[q]
         if q == rid:
             if prev >= 0:
@@ -614,7 +620,10 @@ def _run_fit(pst, seg, fh, head, tail, n_free, evicted, r: int, room: int, block
     limit = max(room, 0) // block_size
     while n_free[r] > limit:
         s = head[r]
-        e = min(n_free[r] - limit, seg[1, s] - seg[0, s])
+        e = min(n_free[r] - limit, seg[1, s] - seg[0, s]) if s >= 0 else 0
+        if e <= 0:   # no-progress guard: the count says free blocks, the LRU list has none to evict (a bug)
+            raise RuntimeError("the replay is stuck: replica " + str(r) + " counts " + str(n_free[r])
+                               + " free cached blocks to evict but its least recently used run holds none")
         seg[0, s] += e
         n_free[r] -= e
         evicted[r] += e
