@@ -22,7 +22,7 @@ run: deps
 # then the mutation check, last because it assumes the tests it names pass on the unmutated code: the first line
 # has just run every one of them on this checkout (make stops when one fails), so the check's own baseline run of
 # them (`make mutants`) would only repeat it. Of the compiled loop's mutants it runs six, drawn by the commit (each
-# recompiles the loop, ~30 s of CPU against ~3 s for another mutant); `make mutants` runs every one.
+# recompiles the loop, ~30 s of CPU against ~1 s for another mutant); `make mutants` runs every one.
 test: test-deps
 	$(PY) -m pytest -n 2 -m "not e2e"
 	$(PY) -m pytest -m e2e

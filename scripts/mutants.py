@@ -6,6 +6,7 @@
     python scripts/mutants.py --file tests/mutants/mutants.toml   # the mutants of one file (repeatable)
     python scripts/mutants.py --baseline      # first check that the named tests pass on the unmutated code
     python scripts/mutants.py --compiled-sample 6   # every mutant, but only 6 of the compiled loop's (`make test`)
+    python scripts/mutants.py --durations 20  # then the 20 slowest mutants, with the tests each ran
 
 A mutant file holds entries of this form (one file per branch, so that branches never conflict)::
 
@@ -19,7 +20,9 @@ A mutant file holds entries of this form (one file per branch, so that branches 
 
 Each mutant's pytest is a fork of one server process that has the third-party libraries imported (pandas, numba,
 streamlit, ...; ``PRELOAD``), never the project's own code, which each fork imports from its mutated copy: that
-halves the check's time, and ``--no-fork`` runs each in a fresh interpreter instead, with the same verdicts.
+halves the check's time, and ``--no-fork`` runs each in a fresh interpreter instead, with the same verdicts. The fork
+freezes what it inherited out of the garbage collector, and every copy gets the project's bytecode, compiled once per
+check (``compile_bytecode``): together they halve a short mutant's CPU again.
 
 Each mutant is applied to its own copy of the checkout (the files git tracks plus untracked, unignored ones, so
 uncommitted work is checked too), and only its named tests are run there with this interpreter:
@@ -33,7 +36,7 @@ The outcome, by pytest's exit code:
 - the anchor not found exactly once in the file: **no longer applies** (the code moved: fix the anchor).
 
 A mutant of the compiled simulator loop (a file numba compiles, ``COMPILED``) recompiles the whole loop in its copy:
-~30 s of CPU each, against ~3 s for a typical mutant, so its 18+ mutants alone were a third of the check's CPU.
+~30 s of CPU each, against ~1 s for a typical mutant, so its 18+ mutants alone were a third of the check's CPU.
 ``--compiled-sample N`` (what `make test`, and so CI, runs) keeps every other mutant and N of those, drawn with a
 seed taken from the checkout's commit: the same N for one commit, others on the next, every one in `make mutants`.
 The long ones start first (``schedule``: the compiled loop's, then those whose first test is one of the app's,
