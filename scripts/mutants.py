@@ -176,13 +176,20 @@ def compile_bytecode(root: Path, files: list[str], dest: Path) -> int:
     return compiled
 
 
+def _link(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:   # another file system
+        shutil.copy2(src, dst)
+
+
 def _copy(root: Path, files: list[str], dest: Path, skip: str | None = None, bytecode: Path | None = None) -> None:
     for rel in files:
         if rel != skip:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / rel, dest / rel)
-    if bytecode is not None:
-        shutil.copytree(bytecode, dest, dirs_exist_ok=True)
+    if bytecode is not None:   # linked, not copied: nothing writes bytecode in a copy (PYTHONDONTWRITEBYTECODE)
+        shutil.copytree(bytecode, dest, dirs_exist_ok=True, copy_function=_link)
     # numba's on-disk cache of the compiled simulator loop (~20 s of CPU to build) is valid for a copy whose source
     # keeps its size and mtime (copy2), so a mutant elsewhere reuses it; a mutated module compiles its own
     for cached in root.glob("shapeviz/**/__pycache__/*.nb[ic]"):
