@@ -23,10 +23,11 @@ run: deps
 # has just run every one of them on this checkout (make stops when one fails), so the check's own baseline run of
 # them (`make mutants`) would only repeat it. Of the compiled loop's mutants it runs six, drawn by the commit (each
 # recompiles the loop, ~30 s of CPU against ~1 s for another mutant); `make mutants` runs every one.
+# Each stage ends with its slowest tests (mutants), so that every CI log says where its time went.
 test: test-deps
-	$(PY) -m pytest -n 2 -m "not e2e"
-	$(PY) -m pytest -m e2e
-	$(PY) scripts/mutants.py --compiled-sample 6
+	$(PY) -m pytest -n 2 -m "not e2e" --durations=25
+	$(PY) -m pytest -m e2e --durations=10
+	$(PY) scripts/mutants.py --compiled-sample 6 --durations 25
 
 # The mutation check alone: every deliberate bug of tests/mutants/*.toml, applied to a copy of the checkout one at
 # a time (two at once), must fail the tests it names (scripts/mutants.py; ONLY=name runs one).
