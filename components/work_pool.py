@@ -6,17 +6,81 @@ step queues a sizing). Here a session's newest request (what its page shows now)
 sessions with queued work take turns, and the pool has a thread per core (capped: the replays are CPU work). A job
 several sessions asked for (the same log and settings) runs once and is cancelled only when none of them wants it.
 UI layer only: the model layer never knows who asked.
+
+``DRAWS`` is what the sizings step aside for: a what-if fragment drawing a slider step (any session) holds it, and
+a sizing's search calls ``DRAWS.pause`` between two replays (``fleet_answer(pause=...)``), which waits while a draw
+is in progress, at most ``PAUSE_BOUND_S`` (a page drawing without end never starves a sizing). The compiled replay
+holds the interpreter, so without the pause the next replay and the pandas work between replays took it from the
+draw; a replay already running is not interrupted (the draw waits for its end).
 """
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future
 from typing import Any
 
 MAX_WORKERS = 4   # a replay is CPU work: more threads than cores only interleave them
+PAUSE_BOUND_S = 0.5   # the longest a sizing waits at one pause: a step's draw takes 20-50 ms of CPU, up to ~1 s of
+                      # wall on a loaded machine; a sizing of ~15 replays is delayed by at most ~8 s however busy
+
+
+class Draws:
+    """The page draws in progress, across sessions: ``with draws.drawing():`` around one; ``pause()`` between two
+    replays waits while any is in progress, at most ``bound_s`` each time."""
+
+    def __init__(self, bound_s: float = PAUSE_BOUND_S) -> None:
+        self.bound_s = bound_s
+        self._cond = threading.Condition()
+        self._drawing = 0
+        self._mine = threading.local()   # how many of the draws in progress this thread holds
+        self.waiting = 0   # sizings paused now (read by tests and benchmarks)
+
+    @contextmanager
+    def drawing(self) -> Iterator[None]:
+        """A draw in progress: sizings pause at their next replay until it ends."""
+        self._hold(1)
+        try:
+            yield
+        finally:
+            self._hold(-1)
+
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        """This thread's draws wait for a sizing (``fleet_answer.sizing_of``): they no longer hold the sizings back."""
+        held = getattr(self._mine, "n", 0)
+        self._hold(-held)
+        try:
+            yield
+        finally:
+            self._hold(held)
+
+    def _hold(self, n: int) -> None:
+        self._mine.n = getattr(self._mine, "n", 0) + n
+        with self._cond:
+            self._drawing += n
+            if not self._drawing:
+                self._cond.notify_all()
+
+    def pause(self) -> None:
+        """Between two replays of a sizing: wait while a draw is in progress, at most ``bound_s``."""
+        deadline = time.monotonic() + self.bound_s
+        with self._cond:
+            if not self._drawing:
+                return
+            self.waiting += 1
+            try:
+                while self._drawing and (left := deadline - time.monotonic()) > 0:
+                    self._cond.wait(left)
+            finally:
+                self.waiting -= 1
+
+
+DRAWS = Draws()   # every session's what-if draws (components.sidebar.whatif_fragment) and the headline's sizings
 
 
 def default_workers() -> int:
