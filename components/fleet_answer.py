@@ -47,13 +47,13 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
            tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None,
            router: str | None = None) -> Future:
     """The sizing of ``key`` (log digest and settings): started once, kept while it is among the latest."""
-    session = _session()
+    session = current_session()
     with _LOCK:
         future = _RESULTS.get(key)
         if future is None or future.cancelled():   # cancelled: the session that queued it left before it ran
             future = _POOL.submit(session, lambda: fleet_answer(
-                w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
-                gpu_hour_usd=gpu_hour_usd, classes=classes, router=router, pause=DRAWS.pause)[1])
+                w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, pause=DRAWS.pause,
+                gpu_hour_usd=gpu_hour_usd, classes=classes, router=router)[1])
             _RESULTS[key] = future
         else:
             _POOL.claim(future, session)   # this session wants it too: its latest request, kept while it stays
@@ -63,7 +63,7 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
         return future
 
 
-def _session() -> str:
+def current_session() -> str:
     """The Streamlit session asking ("" off a script thread: a growth replay's own sizing of today's fleet)."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 

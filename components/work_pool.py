@@ -40,6 +40,12 @@ class Draws:
         self._mine = threading.local()   # how many of the draws in progress this thread holds
         self.waiting = 0   # sizings paused now (read by tests and benchmarks)
 
+    @property
+    def in_progress(self) -> int:
+        """Draws in progress now."""
+        with self._cond:
+            return self._drawing
+
     @contextmanager
     def drawing(self) -> Iterator[None]:
         """A draw in progress: sizings pause at their next replay until it ends."""

@@ -119,7 +119,7 @@ def test_a_page_that_draws_without_end_never_starves_a_sizing() -> None:
     pool = FairPool(workers=1, name="test-starve")
     with draws.drawing():   # never ends while the sizing runs
         future = pool.submit("a", lambda: [draws.pause() for _ in range(10)] and "sized")
-        assert future.result(timeout=30) == "sized"
+        assert future.result(timeout=10) == "sized"
         _wait_until(lambda: draws.waiting == 0, "a pause is still waiting")
 
 
@@ -130,10 +130,25 @@ def test_a_draw_waiting_for_a_sizing_does_not_hold_it_back() -> None:
         with draws.aside():
             done = threading.Thread(target=draws.pause)
             done.start()
-            done.join(timeout=30)
+            done.join(timeout=10)
             assert not done.is_alive()
         blocked = threading.Thread(target=draws.pause, daemon=True)   # the draw holds again after its wait
         blocked.start()
         _wait_until(lambda: draws.waiting == 1, "the draw no longer holds the sizings back after its wait")
     blocked.join(timeout=30)
     assert not blocked.is_alive()
+
+
+def test_a_session_that_left_cancels_its_queued_month_replays_and_a_session_asking_again_gets_them() -> None:
+    """"Size every month by replaying it" shares one thread among sessions as the headline's sizings share theirs: a
+    session that left takes its queued months with it, and the same months asked again by a session still there
+    are replayed, not answered with the cancelled run."""
+    from components import fleet_time
+
+    gate = threading.Event()
+    fleet_time.submit_growth(("test", "busy"), lambda: gate.wait(30), session="busy")   # the one thread is busy
+    mine = fleet_time.submit_growth(("test", "months"), lambda: "months", session="gone")
+    assert fleet_time.cancel_session("gone") == 1 and mine.cancelled()
+    again = fleet_time.submit_growth(("test", "months"), lambda: "months, asked again", session="stays")
+    gate.set()
+    assert again.result(timeout=30) == "months, asked again"
