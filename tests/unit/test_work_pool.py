@@ -123,6 +123,19 @@ def test_a_page_that_draws_without_end_never_starves_a_sizing() -> None:
         _wait_until(lambda: draws.waiting == 0, "a pause is still waiting")
 
 
+def test_a_sizing_waits_a_moment_after_a_draw_while_the_server_sends_it() -> None:
+    """Right after a step's draw the server sends what it drew: a replay started then would hold the interpreter
+    until its end, and the step would wait for it."""
+    draws = Draws(bound_s=2.0, grace_s=300.0)   # the grace outlasts the bound: the bound lets the pause go
+    with draws.drawing():
+        pass
+    after = threading.Thread(target=draws.pause, daemon=True)
+    after.start()
+    _wait_until(lambda: draws.waiting == 1, "a pause right after a draw went on at once", timeout_s=30.0)
+    after.join(timeout=30)
+    assert not after.is_alive()
+
+
 def test_a_draw_waiting_for_a_sizing_does_not_hold_it_back() -> None:
     """Compare deployments waits for a sizing inside its draw: while it waits, the sizing's pauses do not."""
     draws = Draws(bound_s=300.0)
