@@ -103,7 +103,8 @@ def test_a_sizing_steps_aside_while_a_step_is_drawn_and_then_gives_the_same_answ
 
     with draws.drawing():
         future = pool.submit("a", lambda: fleet_answer(Workload.from_frame(frame), dep, frame, pause=pause)[1])
-        _wait_until(lambda: draws.waiting == 1, "the sizing never paused for the draw in progress")
+        _wait_until(lambda: draws.waiting == 1 or future.done(), "the sizing never paused for the draw in progress")
+        assert draws.waiting == 1, "the sizing ran on through the draw in progress"
         held = len(replays)
         time.sleep(0.2)
         assert len(replays) == held and not future.done()   # no replay while the step is drawn
