@@ -12,7 +12,8 @@ round trip a browser sees (``bench_browser.py``).
 ``--replays``: during the steps, replays run without pause on a ``FairPool`` of two threads (as the headline's
 sizings run in the server: two requests of a 20,000-request demo log, each replayed on 2–5 replicas, over and over),
 and each step is timed both ways, with the replays running and then with the pool idle: what a step pays for the
-replays beside it, with the machine's load the same for both.
+replays beside it, with the machine's load the same for both. The replays call ``work_pool.DRAWS.pause()`` before
+each one, as the headline's sizings do (they step aside while a what-if fragment draws); ``--no-pause``: without it.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ os.chdir(ROOT)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from components import fleet_answer, sidebar  # noqa: E402
+from components.work_pool import DRAWS as PAGE_DRAWS  # noqa: E402
 from components.work_pool import FairPool  # noqa: E402
 from tests.app.dashboard import open_page  # noqa: E402
 
@@ -54,6 +56,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=1, help="rounds of steps (the same page)")
     parser.add_argument("--replays", action="store_true", help="steps with replays running beside them, and without")
+    parser.add_argument("--no-pause", action="store_true", help="the replays do not step aside for the page's draws")
     args = parser.parse_args()
     plain = sidebar.whatif_fragment
     sidebar.whatif_fragment = lambda draw, *a, **k: plain(_timed(draw), *a, **k)
@@ -64,7 +67,7 @@ def main() -> None:
         at.run()   # the whole page again (a step's run holds only what it reran)
     assert not at.exception, at.exception
     if args.replays:
-        _with_and_without_replays(at, args.steps, args.repeat)
+        _with_and_without_replays(at, args.steps, args.repeat, pause=not args.no_pause)
         return
     medians = []
     for _ in range(args.repeat):
@@ -94,7 +97,7 @@ def _step(at: AppTest, pct: int) -> float:
     return took
 
 
-def _with_and_without_replays(at: AppTest, steps: int, repeat: int) -> None:
+def _with_and_without_replays(at: AppTest, steps: int, repeat: int, pause: bool) -> None:
     """Each round: ``steps`` steps with two threads replaying beside them, then ``steps`` with the pool idle."""
     import threading
 
@@ -109,6 +112,8 @@ def _with_and_without_replays(at: AppTest, steps: int, repeat: int) -> None:
     pool = FairPool(workers=2, name="bench-replays")
 
     def replay(k: int) -> None:
+        if pause:
+            PAGE_DRAWS.pause()
         simulate(req, dep, replicas=k, requests=2_000)
         replayed[0] += 1
         if busy.is_set():

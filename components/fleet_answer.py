@@ -16,7 +16,7 @@ from typing import Any
 import streamlit as st
 
 from components.classes import classes_key
-from components.work_pool import FairPool
+from components.work_pool import DRAWS, FairPool
 from components.widgets import badge
 from shapeviz.fleet.sizing import (
     Sizing,
@@ -36,7 +36,8 @@ from shapeviz.text import md_literal
 MAX_ENTRIES = 16
 POLL_S = 1.0
 # every session's sizings on a thread per core, taken fairly (sessions in turn, each one's latest step first); a
-# session that left cancels what it queued (data.end_session_when_it_leaves calls cancel_session)
+# session that left cancels what it queued (data.end_session_when_it_leaves calls cancel_session); between two replays
+# a sizing steps aside while any session's what-if fragment draws (work_pool.DRAWS)
 _POOL = FairPool(name="fleet-answer")
 _LOCK = threading.Lock()
 _RESULTS: OrderedDict[tuple, Future] = OrderedDict()
@@ -46,12 +47,12 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
            tpot_slo_ms: float, gpu_hour_usd: float, classes: Mapping[str, SloClass] | None,
            router: str | None = None) -> Future:
     """The sizing of ``key`` (log digest and settings): started once, kept while it is among the latest."""
-    session = _session()
+    session = current_session()
     with _LOCK:
         future = _RESULTS.get(key)
         if future is None or future.cancelled():   # cancelled: the session that queued it left before it ran
             future = _POOL.submit(session, lambda: fleet_answer(
-                w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,
+                w, dep, frame, whatif=whatif, ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms, pause=DRAWS.pause,
                 gpu_hour_usd=gpu_hour_usd, classes=classes, router=router)[1])
             _RESULTS[key] = future
         else:
@@ -62,7 +63,7 @@ def submit(key: tuple, frame: Any, w: Workload, dep: Deployment, whatif: WhatIf,
         return future
 
 
-def _session() -> str:
+def current_session() -> str:
     """The Streamlit session asking ("" off a script thread: a growth replay's own sizing of today's fleet)."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -87,7 +88,9 @@ def sizing_of(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: Wha
     """The one sizing of ``dep`` for this log and settings, waited for: for the page's own deployment it is the
     headline's (the same key), so Compare deployments shows the headline's fleet, not a second answer."""
     key = key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
-    return submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes).result()
+    future = submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes)
+    with DRAWS.aside():   # a draw that waits for this sizing must not hold it back
+        return future.result()
 
 
 def ready(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,

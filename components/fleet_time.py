@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import pandas as pd
 import streamlit as st
@@ -14,8 +14,9 @@ import streamlit as st
 from components import data
 from components.context import workload
 from components.classes import classes_key
-from components.fleet_answer import POLL_S, ready, sizing_of
+from components.fleet_answer import POLL_S, current_session, ready, sizing_of
 from components.widgets import badge, chart, table
+from components.work_pool import FairPool
 from shapeviz.fleet.autoscale import (
     POLICIES,
     POLICY_LABELS,
@@ -37,9 +38,10 @@ from shapeviz.physics import Deployment
 from shapeviz.serving import WhatIf
 from shapeviz.text import md_literal
 
-# next quarter's replayed months run on a thread of their own (not the headline's: they wait for its sizing)
+# next quarter's replayed months run on a thread of their own (not the headline's: they wait for its sizing), shared
+# fairly by the sessions (each one's latest request first) and cancelled when no session that asked is left
 GROWTH_ENTRIES = 8
-_GROWTH_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="growth-months")
+_GROWTH_POOL = FairPool(workers=1, name="growth-months")
 _GROWTH_LOCK = threading.Lock()
 _GROWTH: OrderedDict[tuple, Future] = OrderedDict()
 _GROWTH_DONE: dict[tuple, str] = {}   # how far each replay has got, in words ("replaying month 2 of 3")
@@ -277,18 +279,27 @@ def _draw_growth(result: GrowthResult, products: list[str]) -> None:
         st.caption(md_literal(note))
 
 
-def submit_growth(key: tuple, job: Callable[[], GrowthResult]) -> Future:
-    """The replayed months of ``key`` (log digest, settings, growth): started once on a thread of their own (the
-    sliders never wait), kept while among the latest ``GROWTH_ENTRIES``."""
+def submit_growth(key: tuple, job: Callable[[], GrowthResult], session: str | None = None) -> Future:
+    """The replayed months of ``key`` (log digest, settings, growth) for ``session`` (None: the one running this
+    page): started once on a thread of their own (the sliders never wait), kept while among the latest
+    ``GROWTH_ENTRIES``; asked again by another session, it is that session's too."""
+    session = current_session() if session is None else session
     with _GROWTH_LOCK:
         future = _GROWTH.get(key)
-        if future is None:
-            future = _GROWTH_POOL.submit(job)
+        if future is None or future.cancelled():   # cancelled: every session that asked for it left before it ran
+            future = _GROWTH_POOL.submit(session, job)
             _GROWTH[key] = future
             while len(_GROWTH) > GROWTH_ENTRIES:
                 _GROWTH_DONE.pop(_GROWTH.popitem(last=False)[0], None)
+        else:
+            _GROWTH_POOL.claim(future, session)
         _GROWTH.move_to_end(key)
         return future
+
+
+def cancel_session(session_id: str) -> int:
+    """A session ended: cancel the month replays it queued that no other session wants (how many)."""
+    return _GROWTH_POOL.cancel_session(session_id)
 
 
 def wait_growth(timeout: float) -> None:

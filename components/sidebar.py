@@ -12,6 +12,7 @@ from typing import Any
 import streamlit as st
 
 from components import data, uploads
+from components.work_pool import DRAWS
 from shapeviz.analyses.shapes import Corners
 from shapeviz.fleet.sizing import checkpoint_precision_source, model_of_log
 from shapeviz.ingest import DEFAULT_LIMITS
@@ -146,7 +147,8 @@ def whatif_fragment(draw: Callable[[], bool | None], key: str = WHATIF_FRAGMENT)
     other's results: a step reruns the live ones in no particular order.
     """
     def run() -> None:
-        shown = draw() is not False
+        with DRAWS.drawing():   # the headline's sizings pause between replays while a step is drawn
+            shown = draw() is not False
         # recorded only once ``draw`` is done: a run cut short leaves the last finished run's record as it was
         draft = st.session_state.get(_DRAFT)
         record = draft if draft is not None else st.session_state.get(_LIVE)   # in a full run / a fragment rerun

@@ -6,17 +6,98 @@ step queues a sizing). Here a session's newest request (what its page shows now)
 sessions with queued work take turns, and the pool has a thread per core (capped: the replays are CPU work). A job
 several sessions asked for (the same log and settings) runs once and is cancelled only when none of them wants it.
 UI layer only: the model layer never knows who asked.
+
+``DRAWS`` is what the sizings step aside for: a what-if fragment drawing a slider step (any session) holds it, and
+a sizing's search calls ``DRAWS.pause`` between two replays (``fleet_answer(pause=...)``), which waits while a draw
+is in progress and for ``GRACE_S`` after it (the server then sends what was drawn), at most ``PAUSE_BOUND_S`` (a
+page drawing without end never starves a sizing). The compiled replay holds the interpreter, so without the pause
+the next replay and the pandas work between replays took it from the draw and from the sending; a replay already
+running is not interrupted (the draw waits for its end).
 """
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future
 from typing import Any
 
 MAX_WORKERS = 4   # a replay is CPU work: more threads than cores only interleave them
+PAUSE_BOUND_S = 0.5   # the longest a sizing waits at one pause: a step's draw takes 20-50 ms of CPU, up to ~1 s of
+                      # wall on a loaded machine; a sizing of ~15 replays is delayed by at most ~8 s however busy
+GRACE_S = 0.2   # after a draw, the server's event loop sends the fragment's elements and its end: it needs the
+                # interpreter a replay started at once would hold for the whole replay (0.1-0.3 s on the demo)
+
+
+class Draws:
+    """The page draws in progress, across sessions: ``with draws.drawing():`` around one; ``pause()`` between two
+    replays waits while any is in progress, at most ``bound_s`` each time."""
+
+    def __init__(self, bound_s: float = PAUSE_BOUND_S, grace_s: float = GRACE_S) -> None:
+        self.bound_s, self.grace_s = bound_s, grace_s
+        self._cond = threading.Condition()
+        self._drawing = 0
+        self._ended = -float("inf")   # when the last draw ended (time.monotonic)
+        self._mine = threading.local()   # how many of the draws in progress this thread holds
+        self.waiting = 0   # sizings paused now (read by tests and benchmarks)
+
+    @property
+    def in_progress(self) -> int:
+        """Draws in progress now."""
+        with self._cond:
+            return self._drawing
+
+    @contextmanager
+    def drawing(self) -> Iterator[None]:
+        """A draw in progress: sizings pause at their next replay until it ends."""
+        self._hold(1)
+        try:
+            yield
+        finally:
+            self._hold(-1, ended=True)
+
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        """This thread's draws wait for a sizing (``fleet_answer.sizing_of``): they no longer hold the sizings back."""
+        held = getattr(self._mine, "n", 0)
+        self._hold(-held)
+        try:
+            yield
+        finally:
+            self._hold(held)
+
+    def _hold(self, n: int, ended: bool = False) -> None:
+        self._mine.n = getattr(self._mine, "n", 0) + n
+        with self._cond:
+            self._drawing += n
+            if ended:
+                self._ended = time.monotonic()
+            if not self._drawing:
+                self._cond.notify_all()
+
+    def _until(self) -> float:
+        """When the sizings may go on, as things stand (now or earlier: at once; on ``time.monotonic``'s clock)."""
+        return float("inf") if self._drawing else self._ended + self.grace_s
+
+    def pause(self) -> None:
+        """Between two replays of a sizing: wait while a draw is in progress and ``grace_s`` after, at most
+        ``bound_s``."""
+        deadline = time.monotonic() + self.bound_s
+        with self._cond:
+            if self._until() <= time.monotonic():
+                return
+            self.waiting += 1
+            try:
+                while (now := time.monotonic()) < min(self._until(), deadline):
+                    self._cond.wait(min(self._until(), deadline) - now)
+            finally:
+                self.waiting -= 1
+
+
+DRAWS = Draws()   # every session's what-if draws (components.sidebar.whatif_fragment) and the headline's sizings
 
 
 def default_workers() -> int:

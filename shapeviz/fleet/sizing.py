@@ -311,8 +311,9 @@ class _Search:
     """The replays of one sizing: cached per (replicas, window or stretches)."""
 
     def __init__(self, req: Requests, dep: Deployment, classes: Mapping[str, SloClass], sim: dict[str, Any],
-                 rate_rps: float | None) -> None:
+                 rate_rps: float | None, pause: Callable[[], None] | None = None) -> None:
         self.req, self.dep, self.classes, self.sim, self.rate = req, dep, classes, sim, rate_rps
+        self.pause = pause
         self.cache: dict[tuple[int, str], Trial] = {}
         self.stretch_req: Requests | None = None
         self.stretch_count: np.ndarray | None = None   # which replayed requests are counted (not the lead-ins)
@@ -324,6 +325,8 @@ class _Search:
     def run(self, k: int, on: str = "window") -> Trial:
         key = (k, on)
         if key not in self.cache:
+            if self.pause is not None:
+                self.pause()
             req = self.req if on == "window" else self.stretch_req
             started = time.process_time()
             kwargs = dict(self.sim)
@@ -564,13 +567,15 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
                router: str = "round_robin", block_size: int | None = None, scheduler: str = "fcfs",
                default_ttft_ms: float = 1000.0, default_tpot_ms: float = 50.0,
                max_num_seqs: int | None = None,
-               grow: Callable[[Requests, float], tuple[Requests, dict[str, Any]]] | None = None) -> Sizing:
+               grow: Callable[[Requests, float], tuple[Requests, dict[str, Any]]] | None = None,
+               pause: Callable[[], None] | None = None) -> Sizing:
     """The smallest replica count of ``dep`` whose replay of ``frame``'s busiest window meets every class.
 
     ``estimate``: the analytic plan's replicas (the first replay; None starts at one). ``rate_rps``: the rate
     a log without timestamps is replayed at (Poisson). ``router``/``block_size``/``scheduler``: as ``simulate``.
     ``grow(window requests, window span s) -> (requests, words)``: the window's traffic as it will be (a month
     of growth, ``fleet.growth``), sized instead of the window itself; ``words`` join ``sized_on``.
+    ``pause()``: called before each replay (a caller's chance to let other work in; it may block a while).
     """
     started = time.process_time()
     notes: list[str] = []
@@ -594,7 +599,7 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
     if unreachable and not (set(_names(req)) - out_of_reach):   # nothing left to size: no replay is run
         return Sizing("analytic", estimate, False, estimate, sized_on, notes=notes, unreachable=unreachable,
                       cpu_s=time.process_time() - started)
-    s = _Search(req, dep, judged, sim, rate_rps)
+    s = _Search(req, dep, judged, sim, rate_rps, pause)
     k0 = max(int(estimate or 1), 1)
     hi_meet = k0 if s.run(k0).meets else None
     lo_miss = 0 if hi_meet is not None else k0
@@ -813,12 +818,13 @@ def fleet_answer(workload: Workload, dep: Deployment, frame: pd.DataFrame | None
                  classes: Mapping[str, SloClass] | None = None, gpu_hour_usd: float | None = None,
                  method: str = "simulated", slo_window_s: float = DEFAULT_SLO_WINDOW_S,
                  router: str | None = None, block_size: int | None = None,
-                 ) -> tuple[Plan, Sizing, Plan, dict[str, Any] | None]:
+                 pause: Callable[[], None] | None = None) -> tuple[Plan, Sizing, Plan, dict[str, Any] | None]:
     """The one sizing function behind every fleet size: ``(plan with the answer, sizing, analytic plan, routed)``.
 
     The analytic plan (with the reuse ``router`` keeps, when given) is the estimate and the search's start; with
     ``method="simulated"`` and the log's rows (``frame``) the answer is the smallest fleet whose replay meets
     every class (``classes``: None gives every product the TTFT/TPOT pair). ``routed``: the router's block.
+    ``pause``: ``size_fleet``'s, called before each replay.
     """
     if method not in METHODS:
         raise ValueError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -844,7 +850,7 @@ def fleet_answer(workload: Workload, dep: Deployment, frame: pd.DataFrame | None
             sizing = size_fleet(frame, dep, classes, estimate=estimate.replicas, whatif=whatif,
                                 slo_window_s=slo_window_s, rate_rps=workload.rate_rps * whatif.traffic_multiplier,
                                 router=router or "round_robin", block_size=block_size,
-                                default_ttft_ms=ttft_slo_ms, default_tpot_ms=tpot_slo_ms)
+                                default_ttft_ms=ttft_slo_ms, default_tpot_ms=tpot_slo_ms, pause=pause)
         except ValueError as exc:   # the log cannot be replayed on this deployment (a request beyond the KV pool)
             sizing = analytic_sizing(estimate.replicas, estimate.meets_slo,
                                      f"analytic estimate: the log cannot be replayed on this deployment ({exc})")

@@ -63,3 +63,30 @@ def test_a_full_run_cut_short_leaves_the_next_step_to_rerun_the_page() -> None:
     at.session_state["cut"] = True
     at.run()
     assert at.session_state[sidebar._LIVE] is None
+
+
+def test_a_whatif_step_holds_the_sizings_back_while_it_draws_and_not_after_a_cut() -> None:
+    """The headline's sizings step aside between replays while a what-if fragment draws (``work_pool.DRAWS``); a
+    run cut short lets them go on, or every sizing would pause at its bound for the rest of the server's life."""
+    from components.work_pool import DRAWS
+
+    def page() -> None:
+        import streamlit as st
+
+        from components import sidebar
+        from components.work_pool import DRAWS
+
+        def headline() -> bool:
+            st.session_state["held"] = DRAWS.in_progress
+            if st.session_state.get("cut", False):
+                raise RuntimeError("cut short by the next step")
+            return True
+
+        sidebar.whatif_fragment(headline)
+
+    at = AppTest.from_function(page, default_timeout=60)
+    at.run()
+    assert at.session_state["held"] == 1 and DRAWS.in_progress == 0
+    at.session_state["cut"] = True
+    at.run()
+    assert at.session_state["held"] == 1 and DRAWS.in_progress == 0
