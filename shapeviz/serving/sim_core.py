@@ -1,7 +1,7 @@
-"""The simulator's event loop compiled with numba: a colocated fleet, its prefix caches and routers, state in plain arrays.
+"""The simulator's event loop compiled with numba: a colocated or disaggregated fleet, its prefix caches and routers.
 
 The same scheduler, routers, prefix caches and step physics as ``simulator._Replica`` (the reference, which still
-runs disaggregated pools, speculative decoding and the fixed-capacity validation cache), written over arrays a
+runs speculative decoding and the fixed-capacity validation cache), written over arrays a
 compiler can take: the running batch of replica ``r`` is row ``r`` of ``(replicas, max_num_seqs)`` arrays, each
 waiting queue a binary heap, and the physics of ``physics.mixed_step_s`` and ``decode_step_s`` comes in as
 constants and tables computed once by the physics module itself (``constants``). Sums use numpy's pairwise order
@@ -18,6 +18,11 @@ turn looks up blocks 0..L-1 of its session's stream) are kept as runs instead (`
 session the prefix its running turns pin and the free runs of the stream in the LRU list, a few operations a turn
 rather than one per block, nothing renumbered per replay, the state following the sessions a replica meets and its
 pool rather than the blocks. The prefix-aware router reads the caches as the Python one does.
+
+Disaggregated pools (``run``'s ``settings['prefill']``): replicas 0..P-1 prefill and keep the prefix caches, the
+rest decode; a prompt that finishes leaves its prefill replica, and its KV reaches the decode pool after the
+transfer as an event on the loop's own heap (the closed loop's clients share it), where a load router places it and
+it decodes from the next iteration on, as ``simulator._Replica`` with roles "prefill" and "decode" does.
 
 Compiled on first use (``loop()``: numba is imported then, not when the simulator is) and cached on disk
 (``cache=True``): the first call in a fresh environment pays the compile (about half a minute of CPU, see
@@ -70,7 +75,7 @@ def supports(dep: Deployment, max_num_seqs: int) -> bool:
 _COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_grow_queue", "_heap_push", "_heap_pop", "_mixed_step",
              "_match", "_lru_unlink", "_lru_append", "_fit", "_shared_and_own", "_pin", "_release", "_grow_pool",
              "_run_hit", "_run_drop", "_run_trim", "_run_pin", "_run_release", "_run_fit", "_let_go",
-             "_prefix_pick", "_loop")
+             "_prefix_pick", "_load_pick", "_loop")
 
 
 _COMPILING = threading.Lock()   # replays on threads (a Dask worker's, an in-process cluster's) compile once
@@ -131,13 +136,17 @@ def constants(dep: Deployment, max_num_seqs: int, max_tokens: int, grid: np.ndar
 def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out: np.ndarray, n_cached: np.ndarray,
         ttft_target_s: np.ndarray, settings: dict[str, Any], physics: tuple[np.ndarray, ...],
         grid: np.ndarray, schedule_times: np.ndarray, schedule_serving: np.ndarray,
-        words: np.ndarray, caches: "Caches | None" = None) -> tuple[np.ndarray, ...] | None:
+        words: np.ndarray, caches: "Caches | None" = None,
+        transfer_s: np.ndarray | None = None) -> tuple[np.ndarray, ...] | None:
     """Replay the requests (arrival order) on ``settings['replicas']`` replicas; per-request and per-replica arrays.
 
     ``arrival``: open-loop arrival times (NaN for a closed loop, whose clients start at ``closed_starts``).
     ``words``: the random router's draws (``routers.random_words``, the Python router's stream); None is returned
     when the run needed more of them. ``caches``: the requests' prompt blocks (each replica then keeps a prefix
     cache in its KV pool, ``prefix_cache.PrefixCache``'s semantics) and the session router's picks.
+    Disaggregated (``settings['prefill']`` P below the replicas): replicas 0..P-1 prefill, with the prefix caches
+    and ``settings['router']``; a finished prompt's KV reaches the decode replicas P.. ``transfer_s`` (per request)
+    later, where ``settings['decode_router']`` (a load router) places it; ``replica`` is then the prefill replica.
     Returns (arrival, start, first, finish, replica, preemptions per request, preemptions per replica, KV peak per
     replica, busy spans (start, end, replica) in time order per replica, cached tokens per request, hit blocks per
     request, evicted blocks per replica, blocks cached per replica at the end).
@@ -146,6 +155,10 @@ def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out:
     c = caches if caches is not None else Caches.none(n_in.size)
     router = (ROUTER_CODES[settings["router"]] if caches is None
               else 3 if c.picks.size else CACHE_ROUTER_CODES[settings["router"]])
+    replicas = int(settings["replicas"])
+    front = int(settings.get("prefill", replicas))
+    back_router = ROUTER_CODES[settings.get("decode_router", "round_robin")]
+    transfer = np.zeros(1) if transfer_s is None else np.ascontiguousarray(transfer_s, dtype=np.float64)
     out = loop()(arrival, closed_starts, n_in, n_out, n_cached.copy(), ttft_target_s,
                  int(settings["replicas"]), int(settings["max_num_seqs"]), int(settings["budget"]),
                  SCHEDULER_CODES[settings["scheduler"]], router,
@@ -154,7 +167,7 @@ def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out:
                  caches is not None, c.block_size, c.n_blocks, c.per_replica_ids, c.look_ptr, c.look_ids,
                  c.look_first, c.keep_ptr, c.keep_ids, c.picks, c.thresholds,
                  ADMISSION_CODES[settings["admission"]], int(settings["watermark"]),
-                 c.runs, c.pair, c.n_pairs, c.look_len, c.keep_len)
+                 c.runs, c.pair, c.n_pairs, c.look_len, c.keep_len, front, transfer, back_router)
     return out[:-1] if out[-1] else None
 
 
@@ -689,12 +702,42 @@ def _prefix_pick(state, base, in_flight, outstanding, serving: int, ids: np.ndar
     return best if rate > thresholds[0] else least
 
 
+def _load_pick(code: int, lo: int, n: int, outstanding: np.ndarray, words: np.ndarray, turn_word: np.ndarray) -> int:
+    """A load router over replicas lo..lo+n-1 (a disaggregated decode pool): round-robin (code 0, its turn in
+    ``turn_word[0]``), the fewest outstanding tokens (1, the first on a tie), or random (2, ``randrange(n)`` from
+    ``words`` at ``turn_word[1]``); -1 when the random router ran out of words."""
+    if code == 0:
+        r = lo + turn_word[0] % n
+        turn_word[0] += 1
+        return r
+    if code == 1:
+        r = lo
+        for j in range(lo + 1, lo + n):
+            if outstanding[j] < outstanding[r]:
+                r = j
+        return r
+    bits = 0
+    v = n
+    while v > 0:
+        bits += 1
+        v >>= 1
+    r = n
+    while r >= n and turn_word[1] < words.size:
+        r = words[turn_word[1]] >> (32 - bits)
+        turn_word[1] += 1
+    return -1 if r >= n else lo + r
+
+
 # --- the event loop ----------------------------------------------------------------------------------------
 def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S, budget_max, scheduler, router,
           kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving,
           words, cached, block_size, n_blocks, per_replica_ids, look_ptr, look_ids, look_first, keep_ptr, keep_ids,
-          picks, thresholds, admission, watermark, runs, pair, n_pairs, look_len, keep_len):
+          picks, thresholds, admission, watermark, runs, pair, n_pairs, look_len, keep_len, n_front, transfer,
+          back_router):
     size = n_in.size
+    # disaggregated pools: replicas 0..n_front-1 prefill (they keep the prefix caches), n_front..K-1 decode
+    split = n_front < K
+    back = np.zeros(2, dtype=np.int64)            # the decode pool's router: its turn and its next random word
     inf = math.inf
     nan = math.nan
     open_loop = closed_starts.size == 0
@@ -727,10 +770,11 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     run_cum = np.zeros((K, max_run))
     run_len = np.zeros(K, dtype=np.int64)
     preemptions = np.zeros(K, dtype=np.int64)
-    # busy spans, one per busy period (at most one per request routed, plus one per replica)
-    span_lo = np.zeros(size + K)
-    span_hi = np.zeros(size + K)
-    span_rep = np.zeros(size + K, dtype=np.int64)
+    # busy spans, one per busy period (at most one per request routed, twice when disaggregated, plus one per replica)
+    spans = size * (2 if split else 1) + K
+    span_lo = np.zeros(spans)
+    span_hi = np.zeros(spans)
+    span_rep = np.zeros(spans, dtype=np.int64)
     last_span = np.full(K, -1, dtype=np.int64)
     n_spans = 0
     # waiting queues: one heap per replica, grown by doubling
@@ -740,7 +784,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     qn = np.zeros(K, dtype=np.int64)
     order = 0                                     # FCFS order of appends and of pushes to the front
     # closed loop: the clients' next requests, a heap on (time, tie); a client has at most one pending
-    clients = max(closed_starts.size, 1)
+    clients = max(closed_starts.size, 1) + (size if split else 0)   # + every prompt's KV on its way to decode
     ek1 = np.zeros(clients)
     ek2 = np.zeros(clients, dtype=np.int64)
     ev = np.zeros(clients, dtype=np.int64)
@@ -757,7 +801,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     in_flight = np.zeros(K, dtype=np.int64)       # requests routed here and not finished (the prefix router's)
     # prefix caches (``cached``): per replica and block, its state, LRU links and tokens held when pinned
     base = np.zeros(K, dtype=np.int64) if per_replica_ids else np.arange(K, dtype=np.int64) * n_blocks
-    cells = n_blocks if per_replica_ids else K * n_blocks
+    cells = n_blocks if per_replica_ids else n_front * n_blocks
     state = np.full(cells, -1, dtype=np.int32)
     nxt = np.full(cells, -1, dtype=np.int32)   # cell numbers: the simulator's bound keeps them below 2**31
     prv = np.full(cells, -1, dtype=np.int32)
@@ -770,7 +814,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
     # session runs (``runs``): per pair its pinned prefix and the heads of its lists (running turns, runs, partial
     # blocks); the pools of runs and records start small and double when a release or pin finds none free
     pbase = np.zeros(K, dtype=np.int64) if per_replica_ids else np.arange(K, dtype=np.int64) * n_pairs
-    pst = np.full((4, (n_pairs if per_replica_ids else K * n_pairs) if runs else 0), -1, dtype=np.int32)
+    pst = np.full((4, (n_pairs if per_replica_ids else n_front * n_pairs) if runs else 0), -1, dtype=np.int32)
     pst[0] = 0
     run_next = np.full(size if runs else 0, -1, dtype=np.int64)
     fh = np.full(2, -1, dtype=np.int64)
@@ -814,11 +858,20 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 now = ek1[0]
                 _heap_pop(ek1, ek2, ev, en)
                 en -= 1
-            serving = K
+            to_decode = rid >= size   # a prompt's KV reached the decode pool (its event carries rid + size)
+            if to_decode:
+                rid -= size
+            serving = n_front
             if schedule_times.size > 0:
                 pos = np.searchsorted(schedule_times, now, side="right") - 1
                 serving = schedule_serving[max(pos, 0)]
-            if router == 0:
+            if to_decode:   # the decode pool holds no prefix cache: a load router over its replicas
+                r = _load_pick(back_router, n_front, K - n_front, outstanding, words, back)
+                if r < 0:   # out of words: the caller runs again with more
+                    return (arrival, start, first, finish, replica, preempted, preemptions, kv_peak,
+                            span_lo[:0].copy(), span_hi[:0].copy(), span_rep[:0].copy(), n_cached, hit_blocks,
+                            evicted, n_free + n_pinned, False)
+            elif router == 0:
                 r = turn % serving
                 turn += 1
             elif router == 2:
@@ -849,10 +902,15 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 for j in range(1, serving):
                     if outstanding[j] < outstanding[r]:
                         r = j
-            arrival[rid] = now
-            replica[rid] = r
+            if to_decode:   # the first token came from the prefill pool: it decodes the rest, its prompt's KV here
+                resumed[rid] = True
+                resume_total[rid] = n_in[rid]
+                resume_out[rid] = n_out[rid] - 1
+            else:
+                arrival[rid] = now
+                replica[rid] = r
             in_flight[r] += 1
-            if cached:   # what this cache holds now; exact at admission
+            if cached and not to_decode:   # what this cache holds now; exact at admission
                 if runs:
                     hit = 0 if pair[rid] < 0 else _run_hit(pst, seg, pbase[r] + pair[rid], look_len[rid])
                 else:
@@ -869,7 +927,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             else:
                 _heap_push(qk1[r], qk2[r], qv[r], n, float(n_in[rid] - n_cached[rid]), rid, rid)
             qn[r] = n + 1
-            outstanding[r] += (n_in[rid] - n_cached[rid]) + n_out[rid]
+            outstanding[r] += (0 if to_decode else n_in[rid] - n_cached[rid]) + n_out[rid]
             replan = False
             if plan[r] == 0:
                 clock[r] = max(clock[r], now)
@@ -893,6 +951,8 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             commit = plan[k]
             steps_done = run_len[k]
 
+        here = cached and k < n_front   # replica k keeps a prefix cache (a decode replica holds none)
+        hand_over = split and k < n_front   # a prefill replica: a finished prompt leaves for the decode pool
         # -- finish the planned iteration or run of replica k (commit 0: nothing to finish) --
         if commit != 0:
             t0 = plan_t0[k]
@@ -916,9 +976,9 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                         b += 1
                 kv_used[k] += b * steps_done
                 outstanding[k] -= b * steps_done
-                if cached and runs:
+                if here and runs:
                     _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
-                elif cached:
+                elif here:
                     _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
             else:
                 processed = 0
@@ -938,9 +998,9 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                         grow += 1
                 outstanding[k] -= processed
                 kv_used[k] += grow
-                if cached and runs:
+                if here and runs:
                     _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
-                elif cached:
+                elif here:
                     _fit(state, nxt, prv, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
             clock[k] = end
             plan[k] = 0
@@ -949,7 +1009,27 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             freed = 0
             n_gone = 0
             for i in range(m):
-                if out_left[k, i] <= 0 and pre_done[k, i] >= pre_total[k, i]:
+                if hand_over and pre_done[k, i] >= pre_total[k, i]:
+                    # its prompt is done: the KV travels to the decode pool, and the first token is counted once
+                    # it is there, as the planner does
+                    rid = ids[k, i]
+                    there = end + transfer[rid]
+                    first[rid] = there
+                    freed += ctx[k, i]
+                    gone[n_gone] = rid
+                    n_gone += 1
+                    if n_out[rid] <= 1:
+                        finish[rid] = there
+                        if not open_loop and next_client < size:
+                            tie += 1
+                            _heap_push(ek1, ek2, ev, en, there, tie, next_client)
+                            en += 1
+                            next_client += 1
+                    else:
+                        tie += 1
+                        _heap_push(ek1, ek2, ev, en, there, tie, rid + size)
+                        en += 1
+                elif out_left[k, i] <= 0 and pre_done[k, i] >= pre_total[k, i]:
                     rid = ids[k, i]
                     finish[rid] = end
                     freed += ctx[k, i]
@@ -971,7 +1051,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             kv_used[k] -= freed
             count[k] = keep
             in_flight[k] -= n_gone
-            if cached:   # their blocks stay cached, in the order they left the batch
+            if here:   # their blocks stay cached, in the order they left the batch
                 for g in range(n_gone):
                     rid = gone[g]
                     seg = _let_go(runs, rid, k, pair, pbase, pst, seg, rec, fh, state, nxt, prv, head, tail, n_free,
@@ -1000,7 +1080,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 # the router's signal gets back the prompt to recompute (it had lost what was prefilled)
                 outstanding[k] += resume_total[rid] - (pre_total[k, i] - pre_done[k, i])
                 count[k] = m - 1
-                if cached:
+                if here:
                     seg = _let_go(runs, rid, k, pair, pbase, pst, seg, rec, fh, state, nxt, prv, head, tail, n_free,
                                   n_pinned, held, base, run_next, look_len, keep_len, look_ids, look_ptr, keep_ids,
                                   keep_ptr, own, kv_used, evicted, kv_tokens, block_size)
@@ -1045,7 +1125,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             charge = total   # what admitting it takes from the pool: blocks running sequences hold are not taken twice
             hit = 0
             own_tokens = 0
-            if cached:   # the replica's cache at admission (a preempted prompt may hit its own blocks)
+            if here:   # the replica's cache at admission (a preempted prompt may hit its own blocks)
                 lo, hi = look_ptr[rid], look_ptr[rid + 1]
                 # two ways the head cannot be admitted, known without walking its blocks (the walk is the cost
                 # of a long prompt waiting for room, tried again every iteration): no token budget left (a cached
@@ -1073,6 +1153,8 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                     shared, own_tokens = _shared_and_own(state, base[k], look_ids, look_first, lo, hi, n_in[rid],
                                                          block_size)
                 charge = total - shared
+            if split and k >= n_front:
+                done = total   # the prompt's KV arrived from the prefill pool
             need = charge + left if admission == 2 else charge
             # the watermark keeps a share of the pool free, except for a request that would run alone
             if need > free - (watermark if count[k] > 0 else 0):
@@ -1086,10 +1168,10 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 c = total - done
             _heap_pop(qk1[k], qk2[k], qv[k], qn[k])
             qn[k] -= 1
-            if cached:
-                if resumed[rid]:   # a recompute skips what its cache hit covers
-                    outstanding[k] -= done
-                else:              # the counted hit, and the router's estimate made exact
+            if resumed[rid]:   # a recompute skips what its cache hit (or the KV it holds) covers
+                outstanding[k] -= done
+            if here:
+                if not resumed[rid]:   # the counted hit, and the router's estimate made exact
                     outstanding[k] += n_cached[rid] - done
                     n_cached[rid] = done
                     hit_blocks[rid] = hit
@@ -1117,7 +1199,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             if decoding[k, i]:
                 b += 1
             count[k] = i + 1
-        if cached and admitted:   # the admitted sequences take room from the cached blocks
+        if here and admitted:   # the admitted sequences take room from the cached blocks
             if runs:
                 _run_fit(pst, seg, fh, head, tail, n_free, evicted, k, kv_tokens - kv_used[k], block_size)
             else:

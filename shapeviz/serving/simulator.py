@@ -16,10 +16,10 @@ Disaggregated mode runs a prefill pool and a decode pool with the KV transfer in
 Step times come from the calibrated physics (``physics.mixed_step_s`` and ``decode_step_s``), so the simulator
 and the analytic planner share one source of truth. Speed: iterations that only decode, with nothing arriving
 and nothing finishing, are advanced together as one vectorised run; an arrival cuts a run at the iteration in
-progress, so the result is the same as stepping one iteration at a time. Colocated runs, their prefix caches and
-every router included, take the same loop compiled with numba (``sim_core``, tens to hundreds of times faster, the
-same results bit for bit); disaggregated pools, speculative decoding, the fixed-capacity validation cache and
-caches whose state would pass ``MAX_CACHE_STATE_BYTES`` run the Python loop here.
+progress, so the result is the same as stepping one iteration at a time. Colocated runs and disaggregated pools,
+their prefix caches and every router included, take the same loop compiled with numba (``sim_core``, tens to
+hundreds of times faster, the same results bit for bit); speculative decoding, the fixed-capacity validation cache
+and caches whose state would pass ``MAX_CACHE_STATE_BYTES`` run the Python loop here.
 """
 from __future__ import annotations
 
@@ -798,10 +798,12 @@ def simulate(
         raise ValueError(
             f"a request of {longest:,} tokens (input + output) does not fit one replica's KV pool "
             f"({kv_tokens:,} tokens on {dep.describe()}): raise TP, or trim or drop the longest requests")
-    # the compiled loop's view of the prompt blocks (a fixed-capacity validation cache is the Python loop's)
-    caches = (_caches(req.blocks, replicas, router, replica_schedule, arrivals == "closed", req.input_tokens)
-              if req.blocks is not None and prefix_cache_blocks is None and split is None and COMPILED else None)
-    compiled = _compiled(dep, int(max_num_seqs), split, req, router, caches, replicas)
+    # the compiled loop's view of the prompt blocks (a fixed-capacity validation cache is the Python loop's); the
+    # caches are the front replicas' (a disaggregated fleet's prefill pool)
+    front = replicas if split is None else split[0]
+    caches = (_caches(req.blocks, front, router, replica_schedule, arrivals == "closed", req.input_tokens)
+              if req.blocks is not None and prefix_cache_blocks is None and COMPILED else None)
+    compiled = _compiled(dep, int(max_num_seqs), split, req, router, caches, front)
     pool = _Pool(dep, req, int(max_num_seqs), int(max_num_batched_tokens), scheduler, kv_tokens, chunked_prefill,
                  prefix_cache_blocks, outputs=not compiled, admission=admission)
     pool.default_ttft_s = float(ttft_slo_ms) / 1000.0
@@ -813,7 +815,7 @@ def simulate(
         starts = np.sort(rng.uniform(0.0, _one_request_s(dep, req, c), size=c)) if ramp else np.zeros(c)
     if compiled:
         fleet = _replay_compiled(pool, dep, arrival if arrivals != "closed" else np.empty(0), starts, replicas, router,
-                                 replica_schedule, seed, caches)
+                                 replica_schedule, seed, caches, split)
         if progress is not None:
             progress(1.0)
     else:
@@ -879,7 +881,11 @@ def _replay(pool: _Pool, dep: Deployment, req: Requests, arrival: np.ndarray, ar
             split: tuple[int, int] | None, replicas: int, router: str,
             serving_at: Callable[[float], int] | None, progress: Callable[[float], None] | None,
             seed: int) -> list[_Replica]:
-    """The reference event loop (Python): every mode (prefix caches, disaggregated pools, speculative decoding)."""
+    """The reference event loop (Python): every mode (prefix caches, disaggregated pools, speculative decoding).
+
+    The oracle the compiled loop is tested against (tests/unit/test_loops_agree.py and the pinned cases), and the
+    loop of the modes the compiled one does not take (``_compiled``).
+    """
     size = len(req)
     heap: list[tuple[float, int, int, int]] = []   # (time, tie, request, target pool: 0 front, 1 decode pool)
     tie = 0
@@ -890,7 +896,7 @@ def _replay(pool: _Pool, dep: Deployment, req: Requests, arrival: np.ndarray, ar
         r = fleet[replica]
         if r.role == "prefill":
             # KV travels to the decode pool; the first token is counted once it is there, as the planner does
-            transfer = float(dep.kv_bytes_per_gpu(float(pool.n_in[rid]))) * dep.tp / (dep.eff.kv_transfer_gbps * 1e9)
+            transfer = kv_transfer_s(dep, int(pool.n_in[rid]))
             pool.first[rid] = now + transfer
             if pool.n_out[rid] <= 1:
                 pool.finish[rid] = now + transfer
@@ -989,9 +995,10 @@ class _Served:
 
 def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None, req: Requests, router: str,
               caches: sim_core.Caches | None = None, replicas: int = 1) -> bool:
-    """Whether this run takes the compiled loop: colocated, no speculative decoding, numba present; prompt blocks
-    only with their ``caches`` (``_caches``: prefix caches in the KV pool) within ``MAX_CACHE_STATE_BYTES``."""
-    if not COMPILED or split is not None:
+    """Whether this run takes the compiled loop: colocated or disaggregated (``split``), no speculative decoding,
+    numba present; prompt blocks only with their ``caches`` (``_caches``: prefix caches in the KV pool of the
+    ``replicas`` that keep them) within ``MAX_CACHE_STATE_BYTES``."""
+    if not COMPILED:
         return False
     if req.blocks is not None and (caches is None or caches.state_bytes(replicas) > MAX_CACHE_STATE_BYTES):
         return False
@@ -1001,8 +1008,16 @@ def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None,
 
 def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: np.ndarray, replicas: int,
                      router: str, schedule: tuple[np.ndarray, np.ndarray] | None, seed: int = 0,
-                     caches: sim_core.Caches | None = None) -> list[_Served]:
-    """The compiled loop (``sim_core``): fills the pool's per-request arrays, returns what each replica did."""
+                     caches: sim_core.Caches | None = None, split: tuple[int, int] | None = None) -> list[_Served]:
+    """The compiled loop (``sim_core``): fills the pool's per-request arrays, returns what each replica did.
+
+    ``split=(P, D)``: P prefill and D decode replicas (``replicas`` is then not read), the KV transfer between them
+    at the deployment's ``kv_transfer_gbps``, the decode pool balanced by a load router (SGLang's PD router).
+    """
+    transfer = None
+    if split is not None:
+        replicas = split[0] + split[1]
+        transfer = _transfer_s(dep, pool.n_in)
     longest = int(np.max(pool.n_in + pool.n_out))
     physics = sim_core.constants(dep, pool.max_num_seqs, max(pool.budget, longest) + pool.max_num_seqs,
                                  pool.context_grid)
@@ -1015,6 +1030,8 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
                 "scheduler": pool.scheduler, "router": router,
                 "kv_tokens": pool.kv_tokens, "chunked": pool.chunked, "max_run_steps": MAX_RUN_STEPS,
                 "admission": pool.admission, "watermark": pool.watermark}
+    if split is not None:
+        settings.update(prefill=split[0], decode_router=router if router in LOAD_ROUTERS else "least_tokens")
     as_int = np.ascontiguousarray
     # the random router's draws: a draw takes one word, or more when it falls above the replica count (under half
     # the time), so a few per request almost never run out; a run that does is run again with twice as many
@@ -1023,7 +1040,7 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
         out = sim_core.run(np.asarray(arrival, dtype=np.float64), np.asarray(starts, dtype=np.float64),
                            as_int(pool.n_in, dtype=np.int64), as_int(pool.n_out, dtype=np.int64),
                            as_int(pool.n_cached, dtype=np.int64), target, settings, physics,
-                           pool.context_grid, times, serving, random_words(seed, n_words), caches)
+                           pool.context_grid, times, serving, random_words(seed, n_words), caches, transfer)
         if out is not None:
             break
         n_words *= 2
@@ -1031,9 +1048,23 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
      lo, hi, rep, n_cached, hit_blocks, evicted, cached_blocks) = out
     if caches is not None:
         pool.n_cached, pool.hit_blocks = n_cached, hit_blocks
+    front = replicas if split is None else split[0]
     return [_Served(k, np.column_stack([lo[rep == k], hi[rep == k]]), int(preemptions[k]), int(kv_peak[k]),
-                    cache=None if caches is None else _CacheTally(int(evicted[k]), int(cached_blocks[k])))
+                    role="colocated" if split is None else "prefill" if k < front else "decode",
+                    cache=None if caches is None or k >= front else _CacheTally(int(evicted[k]), int(cached_blocks[k])))
             for k in range(replicas)]
+
+
+def kv_transfer_s(dep: Deployment, prompt_tokens: int) -> float:
+    """Seconds a prompt's KV takes from a prefill replica to a decode replica (all its GPUs' shares, over the
+    deployment's ``kv_transfer_gbps``)."""
+    return float(dep.kv_bytes_per_gpu(float(prompt_tokens))) * dep.tp / (dep.eff.kv_transfer_gbps * 1e9)
+
+
+def _transfer_s(dep: Deployment, n_in: np.ndarray) -> np.ndarray:
+    """``kv_transfer_s`` of each request, computed once per distinct prompt length."""
+    lengths, where = np.unique(n_in, return_inverse=True)
+    return np.array([kv_transfer_s(dep, int(n)) for n in lengths], dtype=np.float64)[where]
 
 
 def _caches(blocks: PrefixBlocks, replicas: int, router: str,

@@ -3,8 +3,9 @@
 The pinned cases of ``test_simulator_core.py`` and ``test_sim_core_prefix.py`` each take a few branches at once;
 here every example draws its own mix (reported cached tokens, a KV pool small enough to preempt, every router and
 scheduler, prefix caches on block hashes or sessions, closed loops, replica schedules, ``duration_s`` / ``requests``
-windows, whole-prompt scheduling, a mixture-of-experts deployment with windowed attention), so a bug on a path the
-pinned cases never combine gives different frames here.
+windows, whole-prompt scheduling, a mixture-of-experts deployment with windowed attention, disaggregated prefill and
+decode pools with a fast or a slow KV link), so a bug on a path the pinned cases never combine gives different
+frames here.
 
 CI runs a bounded, derandomised profile (the same 300 examples per test on every run, so a mutant is killed or not
 the same way each time, and CI never fails on a case nobody changed code for), and reports a failing example
@@ -30,11 +31,15 @@ from shapeviz.serving.simulator import Requests, SimResult, simulate
 SMALL = Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1)
 # experts (weights read per active expert), attention-DP and sliding-window layers: other rows of the physics tables
 MOE = Deployment("gpt-oss-120b", "h100-sxm", "mxfp4", None, 2, attention_dp=True)
-DEPLOYMENTS = {"small": SMALL, "moe": MOE}
+# a KV link 50x slower than the calibrated one: a disaggregated pool's transfers take longer than its prefills
+SLOW_LINK = Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1,
+                       efficiency=SMALL.eff.replace(kv_transfer_gbps=SMALL.eff.kv_transfer_gbps / 50))
+DEPLOYMENTS = {"small": SMALL, "moe": MOE, "slow link": SLOW_LINK}
 
 RANDOM = os.environ.get("SHAPEVIZ_FUZZ_RANDOM") == "1"
+EXAMPLES = int(os.environ.get("SHAPEVIZ_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(
-    max_examples=int(os.environ.get("SHAPEVIZ_FUZZ_EXAMPLES", "300")),
+    max_examples=EXAMPLES,
     deadline=None,   # the first example of a kind may wait for the compiled loop to load from numba's cache
     derandomize=not RANDOM,
     # CI reports the first failing example as found: shrinking one can take minutes of replays (five, on the bug
@@ -54,10 +59,12 @@ ROW = st.tuples(
 
 
 @st.composite
-def runs(draw: st.DrawFn, blocks: str) -> tuple[Requests, str, dict]:
-    """One log (``blocks``: "none", "sessions" or "hashes") and the simulate() settings it is replayed with."""
+def runs(draw: st.DrawFn, blocks: str, split: bool = False) -> tuple[Requests, str, dict]:
+    """One log (``blocks``: "none", "sessions" or "hashes") and the simulate() settings it is replayed with
+    (``split``: on P prefill and D decode replicas instead of colocated ones)."""
     rows = draw(st.lists(ROW, min_size=2, max_size=40))   # two timestamps at least: a timeline
-    name = draw(st.sampled_from(["small", "small", "moe"]))   # a name: a falsifying example prints short
+    # a name: a falsifying example prints short
+    name = draw(st.sampled_from(["small", "small", "moe"] + (["slow link"] if split else [])))
     dep = DEPLOYMENTS[name]
     n_in = np.array([r[0] for r in rows], dtype=np.int64)
     frame = pd.DataFrame({
@@ -111,7 +118,9 @@ def runs(draw: st.DrawFn, blocks: str) -> tuple[Requests, str, dict]:
             kwargs["requests"] = draw(st.integers(1, len(req)))
     # how a replica admits into its KV pool (vLLM's watermark is the default engine's; TensorRT-LLM's two others)
     kwargs["admission"] = draw(st.sampled_from([None, None, "guaranteed_no_evict", "max_utilization"]))
-    if replicas > 1 and draw(st.booleans()):
+    if split:   # the prefill pool keeps the prefix caches and takes the router; the decode pool a load router
+        kwargs["disaggregate"] = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    elif replicas > 1 and draw(st.booleans()):
         times = np.cumsum([0.0] + draw(st.lists(st.sampled_from([0.0, 0.01, 0.1, 1.0]), min_size=1, max_size=3)))
         kwargs["replica_schedule"] = (times, np.array(draw(st.lists(st.integers(1, replicas), min_size=times.size,
                                                                     max_size=times.size))))
@@ -168,6 +177,14 @@ def test_the_loops_agree_with_session_prefix_caches(run):
 @FUZZ
 @given(runs("hashes"))
 def test_the_loops_agree_with_block_hash_prefix_caches(run):
+    _assert_same(*reversed(_both(*run)))
+
+
+@settings(FUZZ, max_examples=max(EXAMPLES // 3, 1))   # a third: the pinned cases cover each branch once already
+@given(st.sampled_from(["none", "sessions", "hashes"]).flatmap(lambda blocks: runs(blocks, split=True)))
+def test_the_loops_agree_on_disaggregated_pools(run):
+    """Prefill then decode pools: the KV transfer, the decode pool's router and preemption, prefix caches on the
+    prefill replicas."""
     _assert_same(*reversed(_both(*run)))
 
 

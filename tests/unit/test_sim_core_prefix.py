@@ -84,6 +84,25 @@ def test_compiled_session_router_matches_the_python_loop_on_burstgpt_sessions(tr
     _assert_same(compiled, reference)
 
 
+@pytest.mark.parametrize("router", ["session", "prefix"])
+def test_compiled_prefill_pool_caches_match_the_python_loop_disaggregated(demo_sessions, router):
+    """Two prefill replicas keep the prefix caches and take the router; three decode replicas, no cache, a load
+    router; the prompt's KV crosses between them. The decode pool preempts, the prefill pool evicts."""
+    req = simulator.requests_from_frame(demo_sessions, WhatIf(traffic_multiplier=200.0))
+    caches = simulator._caches(req.blocks, 2, router, None)
+    assert simulator._compiled(SMALL, int(SMALL.eff.max_batch), (2, 3), req, router, caches, 2)
+    kwargs = dict(disaggregate="2:3", router=router, kv_fraction=0.02, whatif=WhatIf(traffic_multiplier=200.0))
+    simulator.COMPILED = False
+    try:
+        reference = simulate(demo_sessions, SMALL, **kwargs)
+    finally:
+        simulator.COMPILED = True
+    compiled = simulate(demo_sessions, SMALL, **kwargs)
+    assert [r["replica"] for r in reference.prefix["per_replica"]] == [0, 1]   # the prefill pool's caches only
+    assert set(reference.requests["replica"]) == {0, 1}
+    _assert_same(compiled, reference)
+
+
 def test_session_affinity_spreads_sessions_over_every_replica():
     """The first sessions of a log (codes 0, 1, 2, ...) are spread over the ring, not all sent to replica 0."""
     share = np.bincount(routers.session_owners(np.arange(400), range(4)), minlength=4) / 400

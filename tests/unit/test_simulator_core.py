@@ -56,6 +56,12 @@ CASES = {
     "random, 7 replicas": (dict(replicas=7, router="random", seed=3), 28.0),
     "random, preempting, replicas joining": (dict(replicas=3, router="random", kv_fraction=0.01, replica_schedule=(
         np.array([0.0, 20.0, 40.0]), np.array([1, 3, 2]))), 9.0),
+    # prefill then decode pools: the KV transfer, the decode pool's own router and its preemptions
+    "disaggregated 2:3, least tokens": (dict(disaggregate="2:3", router="least_tokens"), 20.0),
+    "disaggregated 1:2, random, preempting in the decode pool": (dict(disaggregate=(1, 2), router="random",
+                                                                      kv_fraction=0.01, seed=2), 9.0),
+    "disaggregated 2:2, closed loop, shortest prompt first": (dict(disaggregate="2:2", concurrency=48,
+                                                                   scheduler="priority"), 9.0),
 }
 
 
