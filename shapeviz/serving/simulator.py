@@ -1178,23 +1178,28 @@ def _one_request_s(dep: Deployment, req: Requests, concurrency: int) -> float:
 
 
 def _utilization(fleet: list[_Replica], makespan: float, buckets: int = 60) -> pd.DataFrame:
-    """Busy share of each replica over ``buckets`` equal time buckets (stepping = busy)."""
+    """Busy share of each replica over ``buckets`` equal time buckets (stepping = busy).
+
+    Every replica's busy spans at once: each span is cut at the bucket edges it crosses (most cross none) and its
+    pieces summed per (replica, bucket); a loop over replicas with a span × bucket matrix each was a twentieth of a
+    big fleet's sizing."""
     edges = np.linspace(0.0, max(makespan, 1e-9), buckets + 1)
     width = np.diff(edges)
-    shares = []
-    for r in fleet:
-        if len(r.busy_log):
-            spans = np.asarray(r.busy_log)
-            busy = np.zeros(buckets)
-            for lo_span in range(0, spans.shape[0], 50_000):  # the overlap matrix in slices: bounded memory
-                part = spans[lo_span:lo_span + 50_000]
-                lo = np.clip(part[:, 0][:, None], edges[:-1][None, :], edges[1:][None, :])
-                hi = np.clip(part[:, 1][:, None], edges[:-1][None, :], edges[1:][None, :])
-                busy += (hi - lo).sum(axis=0)
-        else:
-            busy = np.zeros(buckets)
-        shares.append(np.clip(busy / width, 0, 1))
+    counts = np.array([len(r.busy_log) for r in fleet], dtype=np.int64)
+    busy = np.zeros(len(fleet) * buckets)
+    if counts.sum():
+        spans = np.concatenate([np.asarray(r.busy_log, dtype=np.float64).reshape(-1, 2) for r in fleet if len(r.busy_log)])
+        owner = np.repeat(np.arange(len(fleet), dtype=np.int64), counts)
+        first = np.clip(np.searchsorted(edges, spans[:, 0], side="right") - 1, 0, buckets - 1)
+        last = np.clip(np.searchsorted(edges, spans[:, 1], side="left") - 1, 0, buckets - 1)
+        pieces = np.maximum(last - first, 0) + 1
+        span = np.repeat(np.arange(spans.shape[0], dtype=np.int64), pieces)
+        bucket = first[span] + (np.arange(span.size, dtype=np.int64) - np.repeat(np.cumsum(pieces) - pieces, pieces))
+        lo_edge, hi_edge = edges[bucket], edges[bucket + 1]
+        piece = np.clip(spans[span, 1], lo_edge, hi_edge) - np.clip(spans[span, 0], lo_edge, hi_edge)
+        busy = np.bincount(owner[span] * buckets + bucket, weights=piece, minlength=len(fleet) * buckets)
+    shares = np.clip(busy.reshape(len(fleet), buckets) / width, 0, 1).reshape(-1)
     # one frame for the fleet (a frame per replica was a third of a big fleet's replay outside the loop)
     return pd.DataFrame({"time_s": np.tile(edges[:-1], len(fleet)),
                          "replica": np.repeat(np.array([r.index for r in fleet], dtype=np.int64), buckets),
-                         "busy": np.concatenate(shares) if shares else np.empty(0)})
+                         "busy": shares})
