@@ -24,7 +24,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from shapeviz.analyses.prefix import has_hashes
+from shapeviz.analyses.sessions import has_sessions
 from shapeviz.fleet.routing import plan_with_router
+from shapeviz.workload.requests import RequestTable
 from shapeviz.physics.catalogue import get_gpu, get_model, hosted_stand_in
 from shapeviz.physics.steps import (
     TP_CHOICES,
@@ -45,8 +48,7 @@ from shapeviz.serving.products import (
     ttft_targets_ms,
 )
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
-from shapeviz.serving.simulator import latency_stats, requests_from_frame, simulate
-from shapeviz.workload.requests import RequestTable, Requests, has_hashes, has_sessions
+from shapeviz.serving.simulator import Requests, latency_stats, requests_from_frame, simulate
 
 METHODS = ("simulated", "analytic")
 DEFAULT_MODEL = "llama-3.1-70b"  # when neither the user nor the log's model column names a catalogue model
