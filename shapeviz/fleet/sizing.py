@@ -286,6 +286,16 @@ def pressure_reason(sizing: Sizing, prefill_pressure: float, decode_pressure: fl
             "(priced beside the plan)")
 
 
+def _window_requests(frame: pd.DataFrame, whatif: WhatIf, block_size: int | None, lo: float, hi: float,
+                     whole: bool) -> Requests:
+    """The requests arriving in ``[lo, hi]`` (seconds from the first, after the traffic lever), with their prompt
+    blocks, arrivals from the window's start: the rows sliced from the log's request table (a sizing builds its
+    table once, ``slo_window``; this builds one for a caller that has none)."""
+    table = RequestTable.build(frame, whatif, block_size=block_size)
+    t = table.arrival_s
+    return table.requests(None if whole or t is None else np.flatnonzero((t >= lo) & (t <= hi)))
+
+
 class _Search:
     """The replays of one sizing: cached per (replicas, window or stretches)."""
 
