@@ -40,11 +40,14 @@ from shapeviz.analyses.sessions import (
     has_sessions,
     session_turns,
 )
+from shapeviz.workload.requests import (  # noqa: F401  (the block helpers are the request table's, named here too)
+    _CANDIDATE_BLOCK_SIZES,
+    DEFAULT_BLOCK_SIZE,
+    has_hashes,
+    infer_block_size,
+    row_blocks,
+)
 from shapeviz.workload.view import WorkloadView
-
-# The Mooncake traces' block size ("hash_ids use a block size of 512", FAST'25 appendix A.2); a parameter
-# everywhere, this is only its default.
-DEFAULT_BLOCK_SIZE = 512
 
 # Above this many block accesses the capacity curve is estimated from a sample of the block ids (SHARDS)
 # instead of computed exactly: exact costs O(N log N) numpy passes, about a second per million accesses
@@ -108,56 +111,6 @@ def _product_codes(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     return codes, names
 
 
-# Block sizes a log's hashes are tried against when none is given: powers of two from 1 to 1,048,576 tokens
-# (engines use 16, 32, 64; Mooncake 512).
-_CANDIDATE_BLOCK_SIZES = 2 ** np.arange(0, 21, dtype=np.int64)
-
-
-def has_hashes(frame: pd.DataFrame) -> bool:
-    """True when the frame carries at least one request with ``hash_ids`` blocks."""
-    return _has_hashes(frame)
-
-
-def row_blocks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of a ``hash_ids`` object array, its number of blocks, and every id flattened in row order."""
-    present = ~pd.isna(pd.Series(values, dtype=object)).to_numpy()
-    lengths = np.zeros(len(values), dtype=np.int64)
-    try:
-        lengths[present] = np.fromiter(map(len, values[present]), dtype=np.int64, count=int(present.sum()))
-        ids = (np.concatenate(values[present]).astype(np.int64, copy=False) if lengths.sum()
-               else np.empty(0, np.int64))
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ValueError(
-            f"hash_ids must hold one list of integer block ids per request ({exc}); "
-            "map the log's prefix-hash column, or drop it"
-        ) from None
-    return lengths, ids
-
-
-def infer_block_size(frame: pd.DataFrame) -> tuple[int, float]:
-    """The block size of the log's hashes, and the share of requests it explains.
-
-    A request of ``n`` tokens with ``L`` hashes of ``B``-token blocks has ``L = ceil(n / B)`` (every block hashed,
-    the last one partial, as Mooncake does) or ``L = floor(n / B)`` (only full blocks, as engines hash). The
-    answer is the power of two that explains the most requests either way (the smallest among equals); where
-    none explains even half of them, the median of ``n / L``.
-    """
-    lengths, _ = row_blocks(frame["hash_ids"].to_numpy(dtype=object))
-    rows = lengths > 0
-    if not rows.any():
-        return DEFAULT_BLOCK_SIZE, 0.0
-    n = frame["input_tokens"].to_numpy(dtype=np.int64)[rows][None, :]
-    blocks = lengths[rows][None, :]
-    sizes = _CANDIDATE_BLOCK_SIZES[:, None]
-    ceil_ok = (-(-n // sizes) == blocks).mean(axis=1)
-    floor_ok = ((n // sizes) == blocks).mean(axis=1)
-    share = np.maximum(ceil_ok, floor_ok)
-    best = int(np.argmax(share))
-    if share[best] >= 0.5:
-        return int(_CANDIDATE_BLOCK_SIZES[best]), float(share[best])
-    return max(int(round(float(np.median(n / blocks)))), 1), float(share[best])
-
-
 def infer_block_size_from_totals(input_tokens: int, blocks: int, requests: int) -> int:
     """The block size from totals only (a workload sketch): Σ input tokens, Σ hashes and the requests holding them.
 
@@ -175,20 +128,6 @@ def infer_block_size_from_totals(input_tokens: int, blocks: int, requests: int) 
         if inside.size:
             return int(inside[0])
     return int(_CANDIDATE_BLOCK_SIZES[np.argmin(np.abs(np.log2(_CANDIDATE_BLOCK_SIZES) - np.log2(lo)))])
-
-
-def _has_hashes(frame: pd.DataFrame) -> bool:
-    if "hash_ids" not in frame.columns or len(frame) == 0:
-        return False
-    col = frame["hash_ids"]
-    try:
-        # stops at the first request with blocks: no pass over a million rows when the column is full
-        return any(len(v) for v in col[~col.isna()])
-    except TypeError:
-        raise ValueError(
-            f"hash_ids must hold one list of integer block ids per request, got {type(col.dropna().iloc[0]).__name__} "
-            "values; map the log's prefix-hash column, or drop it"
-        ) from None
 
 
 def _block_stream(frame: pd.DataFrame) -> _Blocks:
@@ -532,7 +471,7 @@ def block_reuse(
     """
     kv_bytes_per_token = check_kv_bytes_per_token(kv_bytes_per_token)
     caps = _check_capacities(capacities)
-    if not _has_hashes(frame):
+    if not has_hashes(frame):
         raise ValueError("the frame has no hash_ids blocks; block reuse needs a Mooncake-style hash_ids column")
     block_size = infer_block_size(frame)[0] if block_size is None else _check_block_size(block_size)
     blocks = _block_stream(frame)
@@ -704,7 +643,7 @@ def prefix_reuse(
     """
     if block_size is not None:
         block_size = _check_block_size(block_size)
-    if _has_hashes(frame):
+    if has_hashes(frame):
         if block_size is None:
             block_size, agree = infer_block_size(frame)
             size_source = f"inferred from input length / number of hashes ({agree:.0%} of requests agree)"

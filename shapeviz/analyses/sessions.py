@@ -25,6 +25,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from shapeviz.workload.requests import has_sessions  # noqa: F401  (the request table's, named here too)
+
 GB = 1e9
 
 PrefillMs = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -40,11 +42,6 @@ MIN_AGENT_TURNS = 3
 MIN_GROWING_STEP_SHARE = 0.7
 MIN_AGENT_SESSION_SHARE = 0.5
 MIN_GROWTH_TOKENS = 0.0
-
-
-def has_sessions(frame: pd.DataFrame) -> bool:
-    """True when the frame carries at least one session id."""
-    return "session_id" in frame.columns and bool(frame["session_id"].notna().any())
 
 
 def check_kv_bytes_per_token(kv_bytes_per_token: float | None) -> float | None:

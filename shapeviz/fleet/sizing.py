@@ -27,6 +27,7 @@ import pandas as pd
 from shapeviz.analyses.prefix import has_hashes
 from shapeviz.analyses.sessions import has_sessions
 from shapeviz.fleet.routing import plan_with_router
+from shapeviz.workload.requests import RequestTable
 from shapeviz.physics.catalogue import get_gpu, get_model, hosted_stand_in
 from shapeviz.physics.steps import (
     TP_CHOICES,
@@ -249,10 +250,6 @@ def busiest_window(req: Requests, dep: Deployment, window_s: float) -> tuple[flo
     return float(t[best]), float(t[best] + window_s)
 
 
-def _shift(req: Requests, start_s: float) -> Requests:
-    return replace(req, arrival_s=np.asarray(req.arrival_s) - start_s)
-
-
 BURST_S = 10.0             # the burst a fleet is sized for: the busiest ten seconds of arrivals
 BURSTY = 3.0               # ...at this many times the window's mean rate or more, the answer says so
 LOW_PRESSURE = 0.35        # an answer whose busier phase is under this pressure on average explains itself
@@ -292,19 +289,11 @@ def pressure_reason(sizing: Sizing, prefill_pressure: float, decode_pressure: fl
 def _window_requests(frame: pd.DataFrame, whatif: WhatIf, block_size: int | None, lo: float, hi: float,
                      whole: bool) -> Requests:
     """The requests arriving in ``[lo, hi]`` (seconds from the first, after the traffic lever), with their prompt
-    blocks, arrivals from the window's start. Blocks are row-local (a session's or the hashes' ids), so a row's
-    are the same whether built from the window's rows or the whole log's; a log whose block size is inferred from
-    its hashes is read whole, so that the inference sees every row."""
-    if whole or (block_size is None and "hash_ids" in frame.columns):
-        req = requests_from_frame(frame, whatif, block_size=block_size)
-        t = np.asarray(req.arrival_s)
-        return _shift(req.take(np.flatnonzero((t >= lo) & (t <= hi))), lo)
-    ts = frame["timestamp"]
-    # the same arithmetic as ``requests_from_frame``'s arrivals, so the window holds the same rows
-    seconds = ((ts - ts.min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64) / whatif.traffic_multiplier
-    rows = np.flatnonzero((seconds >= lo) & (seconds <= hi))
-    req = requests_from_frame(frame.iloc[rows], whatif, block_size=block_size)
-    return _shift(req, float(np.asarray(req.arrival_s)[0]) if len(req) else 0.0)
+    blocks, arrivals from the window's start: the rows sliced from the log's request table (a sizing builds its
+    table once, ``slo_window``; this builds one for a caller that has none)."""
+    table = RequestTable.build(frame, whatif, block_size=block_size)
+    t = table.arrival_s
+    return table.requests(None if whole or t is None else np.flatnonzero((t >= lo) & (t <= hi)))
 
 
 class _Search:
@@ -530,18 +519,20 @@ def slo_window(frame: pd.DataFrame, dep: Deployment, *, whatif: WhatIf = WhatIf(
     """The requests "meets" is judged on, and ``sized_on`` (the window in words and seconds): the ``slo_window_s``
     of ``frame`` holding the most GPU-work on ``dep`` (the whole log when shorter), arrivals from its start; a log
     without timestamps: its first ``POISSON_REQUESTS`` requests, to be replayed at ``rate_rps`` (Poisson).
-    ``size_fleet`` and the fleet designer both judge on it."""
+    ``size_fleet`` and the fleet designer both judge on it. The log's request table is built once
+    (``workload.requests.RequestTable``: tokens, products, prompt blocks as pointers) and the window sliced from it."""
     if not (math.isfinite(slo_window_s) and slo_window_s > 0):
         raise ValueError(f"--slo-window must be a positive number of seconds, got {slo_window_s!r}")
-    # the window is chosen on the requests without their prompt blocks; only its rows get blocks (a big log's
-    # blocks are gigabytes: a session's growing context is one block id per 16 tokens of every prompt)
-    quick = requests_from_frame(frame, whatif, reuse=False)
+    table = RequestTable.build(frame, whatif, block_size=block_size)
+    # the window is chosen on the requests without their prompt blocks; only its rows' blocks are sliced
+    quick = table.requests(blocks=False)
     if quick.arrival_s is not None:
         # the window is an hour of the log's own clock: with the traffic lever it is replayed compressed
         lo, hi = busiest_window(quick, dep, slo_window_s / whatif.traffic_multiplier)
-        t = np.asarray(quick.arrival_s)
-        whole = bool(((t >= lo) & (t <= hi)).all())
-        req = _window_requests(frame, whatif, block_size, lo, hi, whole)
+        t = table.arrival_s
+        rows = np.flatnonzero((t >= lo) & (t <= hi))
+        whole = bool(rows.size == len(table))
+        req = table.requests(None if whole else rows)
         span_s = (hi - lo) * whatif.traffic_multiplier
         sized_on = {"window": (f"the whole log ({span_s / 60:,.0f} min of arrivals)" if whole else
                                f"the log's busiest {slo_window_s / 3600:g} h (the most GPU-work), "
@@ -555,7 +546,7 @@ def slo_window(frame: pd.DataFrame, dep: Deployment, *, whatif: WhatIf = WhatIf(
     else:
         if rate_rps is None or not rate_rps > 0:
             raise ValueError("a log without timestamps is replayed at a rate: give --rate R")
-        req = requests_from_frame(frame.iloc[:POISSON_REQUESTS], whatif, block_size=block_size)
+        req = table.requests(np.arange(min(len(table), POISSON_REQUESTS)))
         sized_on = {"window": f"the log's first {len(req):,} requests at {rate_rps:,.3g} req/s (Poisson: the log "
                               "has no timestamps)", "requests": len(req), "slo_window_s": slo_window_s,
                     "arrivals": "poisson"}

@@ -35,6 +35,9 @@ from shapeviz.physics.steps import (
 )
 from shapeviz.plain import json_safe
 from shapeviz.workload.binning import N_BINS
+# the what-if and the log's tokens per request are the request table's (``workload.requests``), named here too
+from shapeviz.workload.requests import WhatIf  # noqa: F401
+from shapeviz.workload.requests import log_tokens as request_tokens  # noqa: F401
 from shapeviz.workload.sketch import WorkloadSketch
 from shapeviz.workload.view import WorkloadView, as_view
 
@@ -47,39 +50,6 @@ DOMINANT_SHARE = 0.6            # a phase "dominates" above this share of the GP
 FALLBACK_UTILIZATION = 0.8      # when an SLO cannot be met at any size, size the pools for this utilisation
 IDLE_PRESSURE = 0.5             # below this on both phases a plan says why it buys more replicas than the load needs
 MAX_REPLICAS = 1_000_000
-
-
-# --- what-if -----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class WhatIf:
-    """The levers of the sidebar: trim input/output (fractions), prefix-cache hit rate, traffic multiplier.
-
-    ``cache_hit=None`` keeps the cached tokens the log reports (none if it reports none). A number is the
-    share of all input tokens served from the prefix cache: when the log reports cached tokens, each request's
-    are scaled so the total reaches that share (so the split between long agent contexts and short one-off
-    prompts is kept, and the log's own share changes nothing); otherwise every prompt gets that fraction.
-    """
-
-    trim_input: float = 0.0
-    trim_output: float = 0.0
-    cache_hit: float | None = None
-    traffic_multiplier: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("trim_input", "trim_output", "cache_hit"):
-            value = getattr(self, name)
-            if value is None and name == "cache_hit":
-                continue
-            if not isinstance(value, (int, float, np.floating, np.integer)) or not (0.0 <= float(value) < 1.0):
-                raise ValueError(f"{name}={value!r} must be a fraction in [0, 1), e.g. 0.3 for 30%")
-        m = self.traffic_multiplier
-        if not isinstance(m, (int, float, np.floating, np.integer)) or not (math.isfinite(float(m)) and float(m) > 0):
-            raise ValueError(f"traffic_multiplier={m!r} must be a positive number, e.g. 2 for twice the traffic")
-
-    @property
-    def is_identity(self) -> bool:
-        """True when the what-if changes nothing."""
-        return self.trim_input == 0 and self.trim_output == 0 and self.cache_hit is None and self.traffic_multiplier == 1
 
 
 # --- workload ----------------------------------------------------------------------------------------------
@@ -209,21 +179,6 @@ class Workload:
     def mean_cached(self) -> float:
         """Mean cached (prefix-hit) input tokens per request."""
         return self.mean(self.cached_tokens)
-
-
-def request_tokens(frame: pd.DataFrame, purpose: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Input, output and cached tokens per request as floats (cached clipped to the input; 0 when not logged)."""
-    for column in ("input_tokens", "output_tokens"):
-        if column not in frame.columns:
-            raise ValueError(f"the frame has no {column!r} column; load it with shapeviz.ingest.load_log")
-    if len(frame) == 0:
-        raise ValueError(f"the log has no requests to {purpose}")
-    n = frame["input_tokens"].to_numpy(dtype=np.float64)
-    m = frame["output_tokens"].to_numpy(dtype=np.float64)
-    if "cached_tokens" not in frame.columns:
-        return n, m, np.zeros_like(n)
-    p = frame["cached_tokens"].astype("Float64").fillna(0.0).to_numpy(dtype=np.float64)
-    return n, m, np.clip(p, 0.0, n)
 
 
 def _check_rate(rate_rps: float) -> None:

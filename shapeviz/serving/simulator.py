@@ -44,10 +44,9 @@ from shapeviz.serving.planner import (
     DEFAULT_TTFT_SLO_MS,
     WhatIf,
     Workload,
-    request_tokens,
 )
 from shapeviz.serving import sim_core
-from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache, blocks_from_frame
+from shapeviz.serving.prefix_cache import PrefixBlocks, PrefixCache
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
 from shapeviz.serving.routers import (
     LOAD_ROUTERS,
@@ -58,6 +57,7 @@ from shapeviz.serving.routers import (
     session_owners,
 )
 from shapeviz.serving.stages import saturated_stages
+from shapeviz.workload.requests import RequestTable, Requests, replayed_tokens
 
 ARRIVALS = ("trace", "poisson", "closed", "all_at_once")
 SCHEDULERS = ("fcfs", "priority", "deadline")
@@ -86,31 +86,6 @@ COMPILED = True                    # colocated runs take the compiled loop (sim_
 # meets, with static routing): above this bound (which also keeps cell numbers in int32) the run takes the Python
 # loop, whose caches hold only what they cache
 MAX_CACHE_STATE_BYTES = 1 << 30
-
-
-@dataclass(frozen=True)
-class Requests:
-    """Per-request arrays fed to the simulator: arrival (s, open loop only), input, output and cached tokens."""
-
-    input_tokens: np.ndarray
-    output_tokens: np.ndarray
-    cached_tokens: np.ndarray
-    arrival_s: np.ndarray | None = None
-    product: np.ndarray | None = None
-    blocks: PrefixBlocks | None = None   # prompt blocks per request (hashes or sessions): per-replica caches
-    ttft_target_ms: np.ndarray | None = None   # per request (its product's class): the deadline scheduler's order
-
-    def __len__(self) -> int:
-        return int(self.input_tokens.size)
-
-    def take(self, index: np.ndarray) -> "Requests":
-        """The requests at ``index`` (a boolean mask or positions), in that order, every array kept in step."""
-        def sub(a: np.ndarray | None) -> np.ndarray | None:
-            return None if a is None else a[index]
-        return Requests(self.input_tokens[index], self.output_tokens[index], self.cached_tokens[index],
-                        sub(self.arrival_s), sub(self.product),
-                        None if self.blocks is None else self.blocks.take(index), sub(self.ttft_target_ms))
-
 
 
 def latency_stats(values: np.ndarray) -> dict[str, float | None]:
@@ -213,45 +188,15 @@ class SimResult:
 # --- inputs ----------------------------------------------------------------------------------------------
 def requests_from_frame(frame: pd.DataFrame, whatif: WhatIf = WhatIf(), *, reuse: bool = True,
                         block_size: int | None = None) -> Requests:
-    """Per-request arrays of a canonical frame after the what-if (arrival from ``timestamp`` when present).
+    """Per-request arrays of a canonical frame after the what-if (arrival from ``timestamp`` when present): every
+    row of its request table (``workload.requests.RequestTable``; a sizing builds the table once and slices it).
 
     The what-if uses the planner's own semantics (``Workload.apply``) with one point per request, and the
     traffic lever compresses the timeline (twice the traffic: arrivals twice as close). With ``reuse`` the
     requests carry their prompt blocks when the log has block hashes or sessions (``block_size``: the hashes'
     block size, inferred when None), so the replicas' prefix caches decide each request's hit.
     """
-    n, m, p = request_tokens(frame, "simulate")
-    trimmed = None
-    if whatif.trim_input or whatif.trim_output:   # the rows' tokens after the trim, as _apply_whatif rounds them
-        trimmed = (np.maximum(np.round(n * (1.0 - whatif.trim_input)), 1).astype(np.int64),
-                   np.maximum(np.round(m * (1.0 - whatif.trim_output)), 1).astype(np.int64))
-    blocks = blocks_from_frame(frame, block_size, trimmed) if reuse else None
-    arrival = None
-    keep = None
-    if "timestamp" in frame.columns and frame["timestamp"].notna().sum() >= 2:
-        ts = frame["timestamp"]
-        keep = ts.notna().to_numpy()
-        n, m, p = n[keep], m[keep], p[keep]
-        arrival = ((ts[keep] - ts[keep].min()) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64)
-        arrival = arrival / whatif.traffic_multiplier
-    product = frame["product"].astype(str).to_numpy() if "product" in frame.columns else None
-    if keep is not None and not keep.all():
-        product = None if product is None else product[keep]
-        blocks = None if blocks is None else blocks.take(keep)
-    return _apply_whatif(n, m, p, whatif, arrival, product, blocks)
-
-
-def _apply_whatif(n: np.ndarray, m: np.ndarray, p: np.ndarray, whatif: WhatIf,
-                  arrival: np.ndarray | None, product: np.ndarray | None,
-                  blocks: PrefixBlocks | None = None) -> Requests:
-    w = Workload(n, m, np.minimum(p, n), np.full(n.size, 1.0 / n.size), 1.0).apply(whatif)
-    inp = np.maximum(np.round(w.input_tokens), 1).astype(np.int64)
-    out = np.maximum(np.round(w.output_tokens), 1).astype(np.int64)
-    cached = np.minimum(np.round(w.cached_tokens), inp - 1).clip(min=0).astype(np.int64)
-    req = Requests(inp, out, cached, arrival, product, blocks)
-    if arrival is None or not np.any(np.diff(arrival) < 0):   # already in arrival order: no copy of the blocks
-        return req
-    return req.take(np.argsort(arrival, kind="stable"))
+    return RequestTable.build(frame, whatif, reuse=reuse, block_size=block_size).requests()
 
 
 def requests_from_workload(workload: Workload, n: int, seed: int = 0, whatif: WhatIf = WhatIf()) -> Requests:
@@ -259,7 +204,8 @@ def requests_from_workload(workload: Workload, n: int, seed: int = 0, whatif: Wh
     w = workload.apply(whatif)
     rng = np.random.default_rng(seed)
     pick = rng.choice(w.weight.size, size=int(n), p=w.weight) if w.weight.size > 1 else np.zeros(int(n), dtype=np.int64)
-    return _apply_whatif(w.input_tokens[pick], w.output_tokens[pick], w.cached_tokens[pick], WhatIf(), None, None)
+    n_in, n_out, n_cached = w.input_tokens[pick], w.output_tokens[pick], w.cached_tokens[pick]
+    return Requests(*replayed_tokens(n_in, n_out, np.minimum(n_cached, n_in), WhatIf()))
 
 
 def fixed_requests(isl: int, osl: int, n: int, cached_tokens: int = 0) -> Requests:
@@ -716,79 +662,17 @@ def simulate(
     import time
 
     started = time.process_time()
-    if scheduler not in SCHEDULERS:
-        raise ValueError(f"scheduler={scheduler!r} must be one of {SCHEDULERS}")
-    if router not in ROUTERS:
-        raise ValueError(f"router={router!r} must be one of {ROUTERS}")
-    admission = admission_policy(dep, admission)
-    if not (isinstance(replicas, (int, np.integer)) and replicas >= 1):
-        raise ValueError(f"replicas={replicas!r} must be a whole number ≥ 1")
-    if max_num_seqs is None:
-        max_num_seqs = dep.engine_max_seqs
-    if max_num_seqs < 1 or max_num_batched_tokens < 1:
-        raise ValueError("max_num_seqs and max_num_batched_tokens must be ≥ 1")
-    for name, v in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)):
-        if not (math.isfinite(v) and v > 0):
-            raise ValueError(f"{name}={v!r} must be a positive number of milliseconds")
+    admission, max_num_seqs, arrivals = _checked(dep, scheduler, router, admission, replicas, max_num_seqs,
+                                                 max_num_batched_tokens, ttft_slo_ms, tpot_slo_ms, all_at_once,
+                                                 arrivals, rate_rps, concurrency, requests)
     split = _parse_disaggregate(disaggregate)
     serving_at = _serving_schedule(replica_schedule, replicas, split)
-    if all_at_once:
-        if arrivals not in (None, "all_at_once") or rate_rps is not None or concurrency is not None:
-            raise ValueError("all at once offers every request at time 0: give no rate, concurrency or arrivals")
-        arrivals = "all_at_once"
-    if arrivals is None:
-        arrivals = "closed" if concurrency is not None else "poisson" if rate_rps is not None else "trace"
-    if arrivals not in ARRIVALS:
-        raise ValueError(f"arrivals={arrivals!r} must be one of {ARRIVALS}")
-    if arrivals == "closed" and not (concurrency is not None and concurrency >= 1):
-        raise ValueError("a closed loop needs concurrency ≥ 1 (--concurrency C)")
-    if requests is not None and requests < 1:
-        raise ValueError(f"requests={requests!r} must be ≥ 1")
     rng = np.random.default_rng(seed)
-
-    # -- the requests --
-    if isinstance(workload_or_requests, pd.DataFrame):
-        req = requests_from_frame(workload_or_requests, whatif, block_size=block_size)
-    elif isinstance(workload_or_requests, Workload):
-        n_draw = requests or (max(500, 8 * int(concurrency or 0)) if arrivals == "closed"
-                              else 500 if arrivals == "all_at_once" else None)
-        if n_draw is None:
-            span = duration_s if duration_s is not None else 500 / (rate_rps or workload_or_requests.rate_rps)
-            n_draw = max(int(math.ceil(span * (rate_rps or workload_or_requests.rate_rps * whatif.traffic_multiplier))), 1)
-        req = requests_from_workload(workload_or_requests, n_draw, seed, whatif)
-        if rate_rps is None and arrivals == "poisson":
-            rate_rps = workload_or_requests.rate_rps * whatif.traffic_multiplier
-    elif isinstance(workload_or_requests, Requests):
-        req = workload_or_requests
-    else:
-        raise ValueError("simulate needs a Workload, a Requests set or a canonical frame")
-    if arrivals == "trace":
-        if req.arrival_s is None:
-            if rate_rps is None:
-                raise ValueError("the log has no timestamps: give a rate (--rate R) or a concurrency (--concurrency C)")
-            arrivals = "poisson"
-    if arrivals == "poisson" and not (rate_rps is not None and math.isfinite(rate_rps) and rate_rps > 0):
-        raise ValueError("Poisson arrivals need a positive rate (--rate R, requests per second)")
-    if arrivals == "trace":
-        arrival = np.asarray(req.arrival_s, dtype=np.float64)
-    elif arrivals == "poisson":
-        arrival = np.cumsum(rng.exponential(1.0 / float(rate_rps), size=len(req)))  # type: ignore[arg-type]
-        arrival -= arrival[0]
-    elif arrivals == "all_at_once":
-        arrival = np.zeros(len(req))
-    else:
-        arrival = np.full(len(req), np.nan)
-    keep = np.ones(len(req), dtype=bool)
-    if duration_s is not None and arrivals != "closed":
-        keep &= arrival <= duration_s
-    if requests is not None:
-        keep &= np.cumsum(keep) <= requests
-    if not keep.all():
-        req = req.take(keep)
-        arrival = arrival[keep]
+    req, arrivals, rate_rps = _requests_of(workload_or_requests, arrivals, rate_rps, concurrency, requests,
+                                           duration_s, seed, whatif, block_size)
+    arrival = _arrival_times(req, arrivals, rate_rps, rng)
+    req, arrival = _kept(req, arrival, arrivals, requests, duration_s)
     size = len(req)
-    if size == 0:
-        raise ValueError("no requests left to simulate (check --requests / --duration)")
 
     # -- the fleet --
     per_gpu_token = float(dep.kv_bytes_per_gpu(1.0))
@@ -824,8 +708,128 @@ def simulate(
     unfinished = int(np.isnan(pool.finish).sum())
     if unfinished:
         raise RuntimeError(f"simulation ended with {unfinished} unfinished requests (a scheduler bug)")
+    settings = {
+        "deployment": dep.describe(), "arrivals": arrivals, "rate_rps": rate_rps, "concurrency": concurrency,
+        "replicas": replicas if split is None else None, "disaggregate": list(split) if split else None,
+        "scheduler": scheduler, "router": router, "router_rule": ROUTER_LABELS[router],
+        "max_num_seqs": int(max_num_seqs),
+        "max_num_batched_tokens": int(max_num_batched_tokens), "kv_pool_tokens_per_replica": kv_tokens,
+        "chunked_prefill": bool(chunked_prefill), "admission": admission,
+        "seed": seed, "whatif": {k: getattr(whatif, k) for k in ("trim_input", "trim_output", "cache_hit",
+                                                                   "traffic_multiplier")},
+    }
+    offered = None  # the realised offered rate of an open loop (a closed loop offers what it is served)
+    if arrivals != "closed" and size > 1 and float(arrival[-1] - arrival[0]) > 0:
+        offered = (size - 1) / float(arrival[-1] - arrival[0])
+    util = _utilization(fleet, float(np.nanmax(pool.finish)))
+    result = SimResult(_per_request(pool, req), util, settings,
+                       float(ttft_slo_ms), float(tpot_slo_ms), offered, int(sum(r.preemptions for r in fleet)),
+                       max(r.kv_peak for r in fleet) / max(kv_tokens, 1))
+    if result.preemptions:
+        result.notes.append(f"{result.preemptions} preemption(s): the KV pool ran out and sequences were recomputed")
+    result.prefix = _prefix_summary(req, pool, fleet, router, whatif)
+    result.notes.extend(_router_notes(req, router, whatif))
+    result.sim_seconds = time.process_time() - started
+    return result
 
-    makespan = float(np.nanmax(pool.finish))
+
+def _checked(dep: Deployment, scheduler: str, router: str, admission: str | None, replicas: int,
+             max_num_seqs: int | None, max_num_batched_tokens: int, ttft_slo_ms: float, tpot_slo_ms: float,
+             all_at_once: bool, arrivals: str | None, rate_rps: float | None, concurrency: int | None,
+             requests: int | None) -> tuple[str, int, str]:
+    """``simulate``'s settings checked, each bad one named: ``(admission, max_num_seqs, arrivals)`` resolved."""
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler={scheduler!r} must be one of {SCHEDULERS}")
+    if router not in ROUTERS:
+        raise ValueError(f"router={router!r} must be one of {ROUTERS}")
+    admission = admission_policy(dep, admission)
+    if not (isinstance(replicas, (int, np.integer)) and replicas >= 1):
+        raise ValueError(f"replicas={replicas!r} must be a whole number ≥ 1")
+    if max_num_seqs is None:
+        max_num_seqs = dep.engine_max_seqs
+    if max_num_seqs < 1 or max_num_batched_tokens < 1:
+        raise ValueError("max_num_seqs and max_num_batched_tokens must be ≥ 1")
+    for name, v in (("ttft_slo_ms", ttft_slo_ms), ("tpot_slo_ms", tpot_slo_ms)):
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(f"{name}={v!r} must be a positive number of milliseconds")
+    if all_at_once:
+        if arrivals not in (None, "all_at_once") or rate_rps is not None or concurrency is not None:
+            raise ValueError("all at once offers every request at time 0: give no rate, concurrency or arrivals")
+        arrivals = "all_at_once"
+    if arrivals is None:
+        arrivals = "closed" if concurrency is not None else "poisson" if rate_rps is not None else "trace"
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"arrivals={arrivals!r} must be one of {ARRIVALS}")
+    if arrivals == "closed" and not (concurrency is not None and concurrency >= 1):
+        raise ValueError("a closed loop needs concurrency ≥ 1 (--concurrency C)")
+    if requests is not None and requests < 1:
+        raise ValueError(f"requests={requests!r} must be ≥ 1")
+    return admission, max_num_seqs, arrivals
+
+
+def _requests_of(source: Workload | Requests | RequestTable | pd.DataFrame, arrivals: str, rate_rps: float | None,
+                 concurrency: int | None, requests: int | None, duration_s: float | None, seed: int, whatif: WhatIf,
+                 block_size: int | None) -> tuple[Requests, str, float | None]:
+    """The requests to replay, and the arrivals and rate they take: a request table's rows (a frame's, built here),
+    ``Requests`` as given, or a Workload's points drawn (Poisson at its rate unless one is given)."""
+    if isinstance(source, pd.DataFrame):
+        req = RequestTable.build(source, whatif, block_size=block_size).requests()
+    elif isinstance(source, RequestTable):
+        req = source.requests()
+    elif isinstance(source, Workload):
+        n_draw = requests or (max(500, 8 * int(concurrency or 0)) if arrivals == "closed"
+                              else 500 if arrivals == "all_at_once" else None)
+        if n_draw is None:
+            span = duration_s if duration_s is not None else 500 / (rate_rps or source.rate_rps)
+            n_draw = max(int(math.ceil(span * (rate_rps or source.rate_rps * whatif.traffic_multiplier))), 1)
+        req = requests_from_workload(source, n_draw, seed, whatif)
+        if rate_rps is None and arrivals == "poisson":
+            rate_rps = source.rate_rps * whatif.traffic_multiplier
+    elif isinstance(source, Requests):
+        req = source
+    else:
+        raise ValueError("simulate needs a Workload, a Requests set, a request table or a canonical frame")
+    if arrivals == "trace":
+        if req.arrival_s is None:
+            if rate_rps is None:
+                raise ValueError("the log has no timestamps: give a rate (--rate R) or a concurrency (--concurrency C)")
+            arrivals = "poisson"
+    if arrivals == "poisson" and not (rate_rps is not None and math.isfinite(rate_rps) and rate_rps > 0):
+        raise ValueError("Poisson arrivals need a positive rate (--rate R, requests per second)")
+    return req, arrivals, rate_rps
+
+
+def _arrival_times(req: Requests, arrivals: str, rate_rps: float | None, rng: np.random.Generator) -> np.ndarray:
+    """Each request's arrival in seconds: the log's, a Poisson stream's, all at 0, or NaN (a closed loop sets them)."""
+    if arrivals == "trace":
+        return np.asarray(req.arrival_s, dtype=np.float64)
+    if arrivals == "poisson":
+        arrival = np.cumsum(rng.exponential(1.0 / float(rate_rps), size=len(req)))  # type: ignore[arg-type]
+        arrival -= arrival[0]
+        return arrival
+    if arrivals == "all_at_once":
+        return np.zeros(len(req))
+    return np.full(len(req), np.nan)
+
+
+def _kept(req: Requests, arrival: np.ndarray, arrivals: str, requests: int | None,
+          duration_s: float | None) -> tuple[Requests, np.ndarray]:
+    """The first ``requests`` arrivals, those within ``duration_s`` (open loop); an error when none is left."""
+    keep = np.ones(len(req), dtype=bool)
+    if duration_s is not None and arrivals != "closed":
+        keep &= arrival <= duration_s
+    if requests is not None:
+        keep &= np.cumsum(keep) <= requests
+    if not keep.all():
+        req = req.take(keep)
+        arrival = arrival[keep]
+    if len(req) == 0:
+        raise ValueError("no requests left to simulate (check --requests / --duration)")
+    return req, arrival
+
+
+def _per_request(pool: _Pool, req: Requests) -> pd.DataFrame:
+    """``SimResult.requests``: one row per request, its latencies in ms (the pool's instants become its columns)."""
     out = req.output_tokens
     tpot = np.where(out > 1, (pool.finish - pool.first) / np.maximum(out - 1, 1) * 1000.0, np.nan)
     # The result columns, one array each and each the frame's own: the times since arrival are computed in the
@@ -851,29 +855,7 @@ def simulate(
     pool.start = pool.first = pool.finish = np.empty(0)   # those are result columns now, no longer instants
     if req.product is not None:
         frame["product"] = req.product
-    util = _utilization(fleet, makespan)
-    offered = None  # the realised offered rate of an open loop (a closed loop offers what it is served)
-    if arrivals != "closed" and size > 1 and float(arrival[-1] - arrival[0]) > 0:
-        offered = (size - 1) / float(arrival[-1] - arrival[0])
-    settings = {
-        "deployment": dep.describe(), "arrivals": arrivals, "rate_rps": rate_rps, "concurrency": concurrency,
-        "replicas": replicas if split is None else None, "disaggregate": list(split) if split else None,
-        "scheduler": scheduler, "router": router, "router_rule": ROUTER_LABELS[router],
-        "max_num_seqs": int(max_num_seqs),
-        "max_num_batched_tokens": int(max_num_batched_tokens), "kv_pool_tokens_per_replica": kv_tokens,
-        "chunked_prefill": bool(chunked_prefill), "admission": admission,
-        "seed": seed, "whatif": {k: getattr(whatif, k) for k in ("trim_input", "trim_output", "cache_hit",
-                                                                   "traffic_multiplier")},
-    }
-    result = SimResult(frame, util, settings, float(ttft_slo_ms), float(tpot_slo_ms), offered,
-                       int(sum(r.preemptions for r in fleet)),
-                       max(r.kv_peak for r in fleet) / max(kv_tokens, 1),
-                       sim_seconds=time.process_time() - started)
-    if result.preemptions:
-        result.notes.append(f"{result.preemptions} preemption(s): the KV pool ran out and sequences were recomputed")
-    result.prefix = _prefix_summary(req, pool, fleet, router, whatif)
-    result.notes.extend(_router_notes(req, router, whatif))
-    return result
+    return frame
 
 
 
@@ -1094,7 +1076,7 @@ def _caches(blocks: PrefixBlocks, replicas: int, router: str,
         picks = picks.copy()
         picks[keyless] = np.arange(int(keyless.sum()), dtype=np.int64) % replicas
     if n_in is not None and blocks.in_runs:
-        look_len, keep_len = np.diff(blocks.look_ptr), np.diff(blocks.keep_ptr)
+        look_len, keep_len = blocks.look_len, blocks.keep_len
         # a block past the prompt's end would hold no tokens: the runs' closed forms count every block but the last full
         if not np.any((look_len > 0) & (np.asarray(n_in) <= (look_len - 1) * int(blocks.block_size))):
             return _session_runs(blocks, picks, static, look_len, keep_len)
@@ -1227,23 +1209,28 @@ def _one_request_s(dep: Deployment, req: Requests, concurrency: int) -> float:
 
 
 def _utilization(fleet: list[_Replica], makespan: float, buckets: int = 60) -> pd.DataFrame:
-    """Busy share of each replica over ``buckets`` equal time buckets (stepping = busy)."""
+    """Busy share of each replica over ``buckets`` equal time buckets (stepping = busy).
+
+    Every replica's busy spans at once: each span is cut at the bucket edges it crosses (most cross none) and its
+    pieces summed per (replica, bucket); a loop over replicas with a span × bucket matrix each was a twentieth of a
+    big fleet's sizing."""
     edges = np.linspace(0.0, max(makespan, 1e-9), buckets + 1)
     width = np.diff(edges)
-    shares = []
-    for r in fleet:
-        if len(r.busy_log):
-            spans = np.asarray(r.busy_log)
-            busy = np.zeros(buckets)
-            for lo_span in range(0, spans.shape[0], 50_000):  # the overlap matrix in slices: bounded memory
-                part = spans[lo_span:lo_span + 50_000]
-                lo = np.clip(part[:, 0][:, None], edges[:-1][None, :], edges[1:][None, :])
-                hi = np.clip(part[:, 1][:, None], edges[:-1][None, :], edges[1:][None, :])
-                busy += (hi - lo).sum(axis=0)
-        else:
-            busy = np.zeros(buckets)
-        shares.append(np.clip(busy / width, 0, 1))
+    counts = np.array([len(r.busy_log) for r in fleet], dtype=np.int64)
+    busy = np.zeros(len(fleet) * buckets)
+    if counts.sum():
+        spans = np.concatenate([np.asarray(r.busy_log, dtype=np.float64).reshape(-1, 2) for r in fleet if len(r.busy_log)])
+        owner = np.repeat(np.arange(len(fleet), dtype=np.int64), counts)
+        first = np.clip(np.searchsorted(edges, spans[:, 0], side="right") - 1, 0, buckets - 1)
+        last = np.clip(np.searchsorted(edges, spans[:, 1], side="left") - 1, 0, buckets - 1)
+        pieces = np.maximum(last - first, 0) + 1
+        span = np.repeat(np.arange(spans.shape[0], dtype=np.int64), pieces)
+        bucket = first[span] + (np.arange(span.size, dtype=np.int64) - np.repeat(np.cumsum(pieces) - pieces, pieces))
+        lo_edge, hi_edge = edges[bucket], edges[bucket + 1]
+        piece = np.clip(spans[span, 1], lo_edge, hi_edge) - np.clip(spans[span, 0], lo_edge, hi_edge)
+        busy = np.bincount(owner[span] * buckets + bucket, weights=piece, minlength=len(fleet) * buckets)
+    shares = np.clip(busy.reshape(len(fleet), buckets) / width, 0, 1).reshape(-1)
     # one frame for the fleet (a frame per replica was a third of a big fleet's replay outside the loop)
     return pd.DataFrame({"time_s": np.tile(edges[:-1], len(fleet)),
                          "replica": np.repeat(np.array([r.index for r in fleet], dtype=np.int64), buckets),
-                         "busy": np.concatenate(shares) if shares else np.empty(0)})
+                         "busy": shares})
