@@ -40,6 +40,13 @@ COVERING: dict[str, list[str]] = {
     "shapeviz/ingest/limits.py": ["tests/unit/test_limits_edges.py", "tests/unit/test_ingest_corpus.py"],
     "components/disk_cache.py": ["tests/security/test_cache_binding.py", "tests/app/test_disk_cache.py",
                                  "tests/security/test_hostile_disk_cache.py", "tests/unit/test_tool_survivors.py"],
+    # the loops' shared helpers (the routers and prefix caches both loops read) and the growth path
+    "shapeviz/serving/routers.py": ["tests/unit/test_router_random.py", "tests/unit/test_sim_core_prefix.py",
+                                    "tests/unit/test_loops_agree.py"],
+    "shapeviz/serving/prefix_cache.py": ["tests/unit/test_prefix.py", "tests/unit/test_sim_core_prefix.py",
+                                         "tests/unit/test_loops_agree.py"],
+    "shapeviz/fleet/growth.py": ["tests/unit/test_growth.py", "tests/unit/test_answer_branches.py",
+                                 "tests/unit/test_tool_survivors.py"],
 }
 RESULT = re.compile(r"^\s*(\S+__mutmut_\d+): (.+)$")
 
