@@ -1,0 +1,72 @@
+"""What mutmut's sample with seed 3907 changed and no test saw (tests/README.md lists each survivor and its verdict).
+
+The sizing's own survivors are killed in ``test_sizing_stand_in.py`` (a real search on a stand-in replay); these
+are the others: the plan a replayed answer rewrites, the page's comparison of deployments, and the growth path's
+analytic months and refusal. Each runs in well under a second (analytic plans, stand-in sizings).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shapeviz.fleet import growth, sizing
+from shapeviz.physics import default_deployment
+from shapeviz.serving.compare import compare_deployments
+from shapeviz.serving.planner import Workload, plan
+
+
+def _frame(outputs: dict[str, tuple[int, int]]) -> pd.DataFrame:
+    """An hour of requests, ``outputs[product] = (requests, output tokens of each)``, 500-token prompts."""
+    products = [p for p, (n, _) in outputs.items() for _ in range(n)]
+    out = [m for _, (n, m) in outputs.items() for _ in range(n)]
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({
+        "timestamp": pd.Timestamp("2025-01-01", tz="UTC") + pd.to_timedelta(np.sort(rng.random(len(out))) * 3600, "s"),
+        "input_tokens": np.full(len(out), 500, dtype=np.int32), "output_tokens": np.asarray(out, dtype=np.int32),
+        "product": pd.Categorical(products)})
+
+
+def _answer(replicas: int, estimate: int) -> sizing.Sizing:
+    """A replayed answer of ``replicas`` (its replay's p90s 300 and 30 ms), the estimate's ``estimate``."""
+    trial = sizing.Trial(replicas, "window", True, {}, {"p50": 200.0, "p90": 300.0}, {"p50": 20.0, "p90": 30.0},
+                         0.5, 0.1)
+    return sizing.Sizing("simulated", replicas, True, estimate, {"window": "the whole log"}, trial, None, [trial])
+
+
+def test_a_replayed_answer_rewrites_the_plans_fleet_and_spreads_each_phases_pressure_over_it():
+    dep = default_deployment()
+    planned = plan(Workload.from_frame(_frame({"chat": (600, 200)})), dep)
+    k0 = planned.replicas
+    sized = sizing.sized_plan(planned, _answer(2 * k0, k0), dep.tp)
+    assert sized.replicas == 2 * k0 and sized.gpus["colocated"] == 2 * k0 * dep.tp
+    assert (sized.ttft_ms.p90, sized.tpot_ms.p90) == (300.0, 30.0)
+    # twice the replicas: each replica carries half the prefill and decode the estimate's did
+    assert sized.prefill.utilization == pytest.approx(planned.prefill.utilization / 2)
+    assert sized.decode.utilization == pytest.approx(planned.decode.utilization / 2)
+    assert sized.cost["usd_per_hour"] == pytest.approx(2 * planned.cost["usd_per_hour"])
+
+
+def test_the_deployments_compared_keep_the_estimates_gpus_beside_the_replayed_ones():
+    w = Workload.from_frame(_frame({"chat": (600, 200)}))
+    table = compare_deployments(w, "llama-3.1-70b", gpus=["h100-sxm"], precisions=["fp8"], tps=[4, 8])
+    out = sizing.size_comparison(table, "llama-3.1-70b", lambda dep: _answer(3, 1), keep=2)
+    replayed = out[out["method"] == "simulated"]
+    assert len(replayed) == 2
+    assert replayed["estimate_gpus"].tolist() == table.loc[replayed.index, "gpus"].tolist()
+    assert replayed["gpus"].tolist() == (3 * replayed["tp"]).tolist()
+
+
+def test_a_product_that_grows_faster_weighs_more_in_each_months_mix():
+    # 90 chat requests of 100 output tokens, 10 code requests of 1,000; code doubles every month
+    frame = _frame({"chat": (90, 100), "code": (10, 1_000)})
+    result = growth.project(frame, default_deployment(), growth.Growth({"code": 1.0}, {}, 2), peak_rps=1.0)
+    means = result.months["mean_output_tokens"].tolist()
+    expected = [(90 * 100 + 10 * 2**m * 1_000) / (90 + 10 * 2**m) for m in range(3)]
+    assert means == pytest.approx(expected, rel=1e-6)
+
+
+def test_growth_from_a_fleet_of_no_replicas_is_refused_by_name():
+    frame = _frame({"chat": (100, 100)})
+    with pytest.raises(ValueError, match=r"^replicas today must be ≥ 1, got 0$"):
+        growth.project(frame, default_deployment(), growth.Growth({"*": 0.1}, {}, 2), peak_rps=1.0, replicas_now=0)
