@@ -117,3 +117,29 @@ def test_the_answer_and_its_proof_give_each_products_attainment(sized):
     assert {p: o["attainment"] for p, o in doc["answer"]["products"].items()} == {"chat": 1.0, "code": 1.0}
     assert {p: o["attainment"] for p, o in doc["one_fewer"]["products"].items()} == \
         {"chat": pytest.approx(150 / 180), "code": pytest.approx(150 / 180)}
+
+
+def test_an_answer_of_two_replicas_is_proven_by_one_replica_missing(sized):
+    # prompts of 150 tokens: 1,500 ms at one replica, 750 at two
+    doc = sized(_log().assign(input_tokens=np.int32(150)))
+    assert doc["replicas"] == 2 and doc["meets"]
+    assert (doc["one_fewer"]["replicas"], doc["one_fewer"]["meets"]) == (1, False)
+    assert not any("no smaller fleet" in note for note in doc["notes"])
+
+
+def test_an_answer_of_one_replica_says_there_is_no_smaller_fleet_to_replay(sized):
+    doc = sized(_log().assign(input_tokens=np.int32(50)))
+    assert doc["replicas"] == 1 and doc["meets"] and doc["one_fewer"] is None
+    assert "one replica meets every class: there is no smaller fleet to replay" in doc["notes"]
+
+
+def test_a_product_no_size_serves_leaves_the_others_sized_by_replay(monkeypatch):
+    monkeypatch.setattr(sizing, "simulate", _stand_in)
+    frame = _log(["chat", "code"])
+    classes = sizing.pair_classes(frame, 1000.0, 5000.0, overrides={"code": (0.01, 5000.0)})   # no prefill is 0.01 ms
+    doc = sizing.size_fleet(frame, default_deployment(), classes, estimate=2).to_dict()
+    assert [u["product"] for u in doc["unreachable"]] == ["code"]
+    # chat is sized on the replays as if alone in its class (code's requests still load the fleet)
+    assert doc["method"] == "simulated" and doc["replicas"] == 6 and doc["simulations"]
+    assert doc["meets"] is False and doc["meets_others"] is True
+    assert doc["answer"]["products"]["chat"]["meets"] and not doc["answer"]["products"]["code"]["meets"]
