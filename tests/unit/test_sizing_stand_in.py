@@ -142,4 +142,4 @@ def test_a_product_no_size_serves_leaves_the_others_sized_by_replay(monkeypatch)
     # chat is sized on the replays as if alone in its class (code's requests still load the fleet)
     assert doc["method"] == "simulated" and doc["replicas"] == 6 and doc["simulations"]
     assert doc["meets"] is False and doc["meets_others"] is True
-    assert doc["answer"]["products"]["chat"]["meets"] and not doc["answer"]["products"]["code"]["meets"]
+    assert doc["answer"]["products"]["chat"]["meets"] is True and doc["answer"]["products"]["code"]["meets"] is False

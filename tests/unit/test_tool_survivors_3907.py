@@ -86,3 +86,14 @@ def test_typed_tuples_read_back_from_the_disk_caches_plain_form_as_the_tuples_st
         frames: list = []
         back = from_plain(hint, to_plain(hint, value, frames), frames)
         assert type(back) is tuple and back == value
+
+
+@pytest.mark.parametrize("hint, wrong", [(int, True), (int, 1.0), (float, "1.5"), (str, 3), (bool, 1)])
+def test_a_stored_scalar_of_another_type_is_refused_not_converted(hint, wrong):
+    # JSON's true is not the integer 1: a typed field holding the wrong scalar is a bad entry (deleted, recomputed),
+    # never converted into a value nobody computed
+    from shapeviz.plain import from_plain
+
+    with pytest.raises(ValueError, match=rf"^not a stored {hint.__name__}: expected {hint.__name__}, got "
+                                         rf"{type(wrong).__name__}$"):
+        from_plain(hint, wrong, [])
