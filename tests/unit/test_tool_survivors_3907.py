@@ -97,3 +97,20 @@ def test_a_stored_scalar_of_another_type_is_refused_not_converted(hint, wrong):
     with pytest.raises(ValueError, match=rf"^not a stored {hint.__name__}: expected {hint.__name__}, got "
                                          rf"{type(wrong).__name__}$"):
         from_plain(hint, wrong, [])
+
+
+def test_a_month_no_fleet_meets_shows_no_p90s_of_the_searchs_last_candidate(traces):
+    # a bug of our own the tests missed (an unreachable growth month, item 3): the month is neither shown as a plan
+    # nor priced, and its p90s are not the last candidate's either (they would read as that fleet's figures).
+    # The case of test_growth.py: a TPOT class of 22 ms, doubled traffic with answers four times longer.
+    from shapeviz.fleet.sizing import default_deployment_for
+    from shapeviz.ingest import load_log
+
+    frame = load_log(traces / "azure_llm_2023/AzureLLMInferenceTrace_code.csv").frame
+    frame = frame[frame["timestamp"] < frame["timestamp"].min() + pd.Timedelta(minutes=10)].reset_index(drop=True)
+    dep, _, _ = default_deployment_for(frame, "h100")
+    months = growth.project(frame, dep, growth.Growth({"*": 1.0}, {"*": 3.0}, 1), method="simulated",
+                            tpot_slo_ms=22.0).months.to_dict(orient="records")
+    assert months[0]["ttft_p90_ms"] > 0 and months[0]["tpot_p90_ms"] > 0
+    assert months[1]["replicas"] is None and months[1]["unreachable"]
+    assert pd.isna(months[1]["ttft_p90_ms"]) and pd.isna(months[1]["tpot_p90_ms"])
