@@ -114,3 +114,32 @@ def test_a_month_no_fleet_meets_shows_no_p90s_of_the_searchs_last_candidate(trac
     assert months[0]["ttft_p90_ms"] > 0 and months[0]["tpot_p90_ms"] > 0
     assert months[1]["replicas"] is None and months[1]["unreachable"]
     assert pd.isna(months[1]["ttft_p90_ms"]) and pd.isna(months[1]["tpot_p90_ms"])
+
+
+def test_every_setting_of_a_queue_policys_json_says_where_it_comes_from():
+    from shapeviz.fleet.autoscale import Policy
+
+    sources = Policy("queue", queue_down=1.0).to_dict()["sources"]
+    assert set(sources) == {"cooloff_s", "min_replicas", "max_replicas", "initial_replicas", "scale_down_per_min",
+                            "queue_up", "queue_down"}
+    assert sources["queue_down"] == "set by user" and sources["queue_up"].startswith("assumed: ")
+    assert sources["scale_down_per_min"] == ("assumed: no limit (the HPA's default scale-down policy drains 100% of "
+                                             "the pods per 15 s)")
+
+
+def test_a_sketched_logs_windows_are_sized_for_the_one_class_every_product_shares():
+    # a log above the full-frame limit is planned from its sketch: one class for every product (the sidebar's pair,
+    # or --slo '*=…') is each window's target, as on the rows
+    from shapeviz.fleet.autoscale import traffic_windows
+    from shapeviz.workload import synth
+    from shapeviz.workload.sketch import WorkloadSketch
+
+    frame = synth.generate(1_000, seed=0, with_hashes=False)
+    frame = frame[frame["timestamp"] < frame["timestamp"].min() + pd.Timedelta(hours=2)]   # 24 five-minute windows
+    classes = sizing.pair_classes(frame, 700.0, 45.0)
+    dep = default_deployment()
+    rows = traffic_windows(frame, dep, classes=classes)
+    sketched = traffic_windows(WorkloadSketch.from_frame(frame), dep, classes=classes)
+    assert sketched.n_windows == rows.n_windows > 1
+    assert set(sketched.window_ttft_ms) == {700.0} and set(sketched.window_tpot_ms) == {45.0}
+    assert np.allclose(sketched.window_rps, rows.window_rps)
