@@ -99,20 +99,24 @@ def test_a_stored_scalar_of_another_type_is_refused_not_converted(hint, wrong):
         from_plain(hint, wrong, [])
 
 
-def test_a_month_no_fleet_meets_shows_no_p90s_of_the_searchs_last_candidate(traces):
+def test_a_month_no_fleet_meets_shows_no_p90s_of_the_searchs_last_candidate(monkeypatch):
     # a bug of our own the tests missed (an unreachable growth month, item 3): the month is neither shown as a plan
-    # nor priced, and its p90s are not the last candidate's either (they would read as that fleet's figures).
-    # The case of test_growth.py: a TPOT class of 22 ms, doubled traffic with answers four times longer.
-    from shapeviz.fleet.sizing import default_deployment_for
-    from shapeviz.ingest import load_log
+    # nor priced, and its p90s are not the last candidate's either (they would read as that fleet's figures). Month
+    # 1's search is a stand-in that ends, as on test_growth.py's real case, on 12 replicas that still miss.
+    def trial(k: int, meets: bool, ttft: float) -> sizing.Trial:
+        products = {"chat": {"requests": 100, "ttft_p90_ms": ttft, "tpot_p90_ms": 30.0, "meets": meets}}
+        return sizing.Trial(k, "window", meets, products, {"p50": ttft / 2, "p90": ttft}, {"p50": 20.0, "p90": 30.0},
+                            0.5 if meets else 3.0, 0.1)
 
-    frame = load_log(traces / "azure_llm_2023/AzureLLMInferenceTrace_code.csv").frame
-    frame = frame[frame["timestamp"] < frame["timestamp"].min() + pd.Timedelta(minutes=10)].reset_index(drop=True)
-    dep, _, _ = default_deployment_for(frame, "h100")
-    months = growth.project(frame, dep, growth.Growth({"*": 1.0}, {"*": 3.0}, 1), method="simulated",
-                            tpot_slo_ms=22.0).months.to_dict(orient="records")
-    assert months[0]["ttft_p90_ms"] > 0 and months[0]["tpot_p90_ms"] > 0
-    assert months[1]["replicas"] is None and months[1]["unreachable"]
+    today = sizing.Sizing("simulated", 3, True, 3, {"window": "the whole log"}, trial(3, True, 400.0))
+    last = sizing.Sizing("simulated", 12, False, 6, {"window": "the whole log"}, trial(12, False, 3_000.0))
+    monkeypatch.setattr(growth, "size_fleet", lambda *args, **kwargs: last)
+    frame = _frame({"chat": (100, 100)})
+    months = growth.project(frame, default_deployment(), growth.Growth({"*": 1.0}, {}, 1), method="simulated",
+                            today=today).months.to_dict(orient="records")
+    assert (months[0]["replicas"], months[0]["ttft_p90_ms"], months[0]["tpot_p90_ms"]) == (3, 400.0, 30.0)
+    assert months[1]["replicas"] is None and months[1]["usd_per_month"] is None
+    assert "12 replicas still give TTFT p90 3,000 ms" in months[1]["unreachable"]
     assert pd.isna(months[1]["ttft_p90_ms"]) and pd.isna(months[1]["tpot_p90_ms"])
 
 
