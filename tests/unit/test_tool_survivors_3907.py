@@ -147,3 +147,32 @@ def test_a_sketched_logs_windows_are_sized_for_the_one_class_every_product_share
     assert sketched.n_windows == rows.n_windows > 1
     assert set(sketched.window_ttft_ms) == {700.0} and set(sketched.window_tpot_ms) == {45.0}
     assert np.allclose(sketched.window_rps, rows.window_rps)
+
+
+def _replayed(product: bool = True) -> pd.DataFrame:
+    """Four replayed requests: TTFT 100, 200, 300, 900 ms; TPOT 10, none (one token), 20, 30 ms; one a second."""
+    frame = pd.DataFrame({"arrival_s": [0.0, 1.0, 2.0, 3.0], "ttft_ms": [100.0, 200.0, 300.0, 900.0],
+                          "tpot_ms": [10.0, np.nan, 20.0, 30.0], "e2e_ms": [1000.0] * 4})
+    if product:
+        frame["product"] = "chat"
+    return frame
+
+
+def test_simulates_line_per_product_gives_its_p90s_against_its_class_attainment_and_goodput():
+    from shapeviz.cli.simulate import product_lines
+    from shapeviz.serving.products import SloClass, outcomes_table, product_outcomes
+
+    outcomes = product_outcomes(_replayed(), {"chat": SloClass("chat", 500.0, 25.0, 90, "chat", "set by user")})
+    # p90s 720 and 28 ms over 500 and 25; three of four requests within both (the one-token one has no TPOT to
+    # miss); those three over the 4 s from the first arrival to the last finish: 0.75 req/s
+    assert product_lines(outcomes) == ["  chat (chat): TTFT p90 720 / 500 ms, TPOT p90 28.0 / 25 ms: MISSES its class; "
+                                       "75% of its requests within both, goodput 0.75 req/s"]
+    row = outcomes_table(outcomes).iloc[0]
+    assert (row["attainment"], row["goodput_rps"]) == (0.75, 0.75)
+
+
+def test_the_replays_outcomes_of_a_log_without_products_are_judged_by_its_class_named_all():
+    from shapeviz.serving.products import SloClass, product_outcomes
+
+    outcomes = product_outcomes(_replayed(product=False), {"all": SloClass("all", 1000.0, 40.0)})
+    assert list(outcomes) == ["all"] and outcomes["all"]["meets"] is True and outcomes["all"]["attainment"] == 1.0
