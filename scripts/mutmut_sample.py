@@ -29,17 +29,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutants import ROOT, _copy, _env, tree_files  # noqa: E402 - the same copy of the checkout as the mutation check
 
 # module -> the tests that cover it (fast ones: a mutant runs those of its function that mutmut saw covering it)
-# (unit/test_tool_survivors.py holds the tests written for the tool's earlier survivors: they are in each selection)
+# (unit/test_tool_survivors*.py hold the tests written for the tool's earlier survivors: they are in each selection;
+# unit/test_sizing_stand_in.py is a real sizing search on a stand-in replay, in milliseconds)
+SURVIVORS = ["tests/unit/test_tool_survivors.py", "tests/unit/test_tool_survivors_3907.py"]
 COVERING: dict[str, list[str]] = {
-    "shapeviz/fleet/sizing.py": ["tests/unit/test_answer_branches.py", "tests/unit/test_tool_survivors.py"],
+    "shapeviz/fleet/sizing.py": ["tests/unit/test_answer_branches.py", "tests/unit/test_sizing_stand_in.py",
+                                 *SURVIVORS],
     "shapeviz/fleet/autoscale.py": ["tests/unit/test_answer_branches.py", "tests/unit/test_autoscale_engine.py",
-                                    "tests/unit/test_tool_survivors.py"],
-    "shapeviz/serving/products.py": ["tests/unit/test_plan_products.py", "tests/unit/test_tool_survivors.py"],
+                                    *SURVIVORS],
+    "shapeviz/serving/products.py": ["tests/unit/test_plan_products.py", "tests/unit/test_sizing_stand_in.py",
+                                     *SURVIVORS],
     "shapeviz/plain.py": ["tests/security/test_cache_binding.py", "tests/app/test_disk_cache.py",
-                          "tests/security/test_hostile_disk_cache.py"],
-    "shapeviz/ingest/limits.py": ["tests/unit/test_limits_edges.py", "tests/unit/test_ingest_corpus.py"],
+                          "tests/security/test_hostile_disk_cache.py", *SURVIVORS],
+    "shapeviz/ingest/limits.py": ["tests/unit/test_limits_edges.py", "tests/unit/test_ingest_corpus.py",
+                                  "tests/unit/test_caps_at_edge.py"],
     "components/disk_cache.py": ["tests/security/test_cache_binding.py", "tests/app/test_disk_cache.py",
-                                 "tests/security/test_hostile_disk_cache.py", "tests/unit/test_tool_survivors.py"],
+                                 "tests/security/test_hostile_disk_cache.py", *SURVIVORS],
+    # the loops' shared helpers (the routers and prefix caches both loops read) and the growth path
+    "shapeviz/serving/routers.py": ["tests/unit/test_router_random.py", "tests/unit/test_sim_core_prefix.py",
+                                    "tests/unit/test_loops_agree.py"],
+    "shapeviz/serving/prefix_cache.py": ["tests/unit/test_prefix.py", "tests/unit/test_sim_core_prefix.py",
+                                         "tests/unit/test_loops_agree.py"],
+    "shapeviz/fleet/growth.py": ["tests/unit/test_growth.py", "tests/unit/test_answer_branches.py", *SURVIVORS],
 }
 RESULT = re.compile(r"^\s*(\S+__mutmut_\d+): (.+)$")
 
