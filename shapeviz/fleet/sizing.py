@@ -503,7 +503,10 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
     product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
     n_in = np.asarray(req.input_tokens, dtype=np.float64)
     n_out = np.asarray(req.output_tokens, dtype=np.float64)
-    prefill_ms = prefill_alone_s(dep, n_in, np.asarray(req.cached_tokens, dtype=np.float64)) * 1000.0
+    cached = np.asarray(req.cached_tokens, dtype=np.float64)
+    if req.blocks is not None:   # the replay credits reuse through prompt blocks only: a row without any is uncached
+        cached = np.where(np.diff(req.blocks.look_ptr) > 0, cached, 0.0)
+    prefill_ms = prefill_alone_s(dep, n_in, cached) * 1000.0
     over = beyond_context(req, dep)
     out = []
     for name in sorted(set(product.tolist())):
@@ -568,13 +571,13 @@ def auto_tp(frame: pd.DataFrame | None, fits: Deployment, build: Callable[[int],
             dep = fits if tp == fits.tp else build(tp)
         except ValueError:
             continue
-        req = quick
-        if quick.arrival_s is not None:   # the window the headline judges on, as slo_window picks it
+        # the window the headline judges on, as slo_window picks it, with the prompt blocks its replay looks up
+        if quick.arrival_s is not None:
             lo, hi = busiest_window(quick, dep, slo_window_s / whatif.traffic_multiplier)
             t = np.asarray(quick.arrival_s)
-            req = quick.take((t >= lo) & (t <= hi))
+            req = _window_requests(frame, whatif, None, lo, hi, bool(((t >= lo) & (t <= hi)).all()))
         else:
-            req = quick.take(np.arange(min(len(quick), POISSON_REQUESTS)))
+            req = requests_from_frame(frame.iloc[:POISSON_REQUESTS], whatif)
         found = unreachable_classes(req, dep, classes)
         # a product beyond the model's context window is out of reach on every TP: the TP is chosen for the others
         left = [u for u in found if u.get("cause") != "context"]
