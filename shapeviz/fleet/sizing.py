@@ -1058,8 +1058,8 @@ def router_lever_line(lever: dict[str, Any], tp: int) -> str:
     router = LEVER_ROUTER_WORDS[lever["router"]]
     if not (lever["meets"] or lever["meets_others"]):   # its search stopped short too: no fleet to compare
         return (f"Lever (simulated, not the plan): {router}, which sends each request to the replica holding its "
-                f"cached prefix, meets no fleet's worth of every class either: {fleet} still miss, where more "
-                "replicas stopped helping")
+                f"cached prefix, does not meet every class either: {fleet} still miss, and more "
+                "replicas stopped helping there")
     every = "every" if lever["meets"] else "every other"
     saved = lever["gpus_saved"]
     what = (f"{saved} fewer than routing round-robin, as the answer above does" if saved > 0
