@@ -48,7 +48,13 @@ from shapeviz.serving.products import (
     ttft_targets_ms,
 )
 from shapeviz.serving.routers import LABELS as ROUTER_LABELS
-from shapeviz.serving.simulator import Requests, latency_stats, requests_from_frame, simulate
+from shapeviz.serving.simulator import (
+    DEFAULT_MAX_BATCHED_TOKENS,
+    Requests,
+    latency_stats,
+    requests_from_frame,
+    simulate,
+)
 
 METHODS = ("simulated", "analytic")
 DEFAULT_MODEL = "llama-3.1-70b"  # when neither the user nor the log's model column names a catalogue model
@@ -335,6 +341,16 @@ class _Search:
                 self.frames[key] = result.requests
         return self.cache[key]
 
+    def judge(self, classes: Mapping[str, SloClass]) -> None:
+        """Judge on ``classes`` from now on: the window replays kept are judged again (no replay), the stretches
+        are picked again."""
+        self.classes = classes
+        for key in list(self.cache):
+            if key[1] == "window":
+                self.cache[key] = window_trial(key[0], self.frames[key], classes, self.cache[key].cpu_s)
+            else:
+                del self.cache[key]
+
     def _over(self, frame: pd.DataFrame, name: str, cls: SloClass) -> tuple[int, int]:
         """Requests of ``name`` in ``frame`` over its TTFT and over its TPOT target."""
         product = frame["product"].astype(str).to_numpy() if "product" in frame.columns else np.full(len(frame), "all")
@@ -434,14 +450,56 @@ def _p5090(values: pd.Series) -> dict[str, float | None]:
     return {"p50": stats["p50"], "p90": stats["p90"]}
 
 
+def beyond_context(req: Requests, dep: Deployment) -> np.ndarray:
+    """Which requests do not fit the model's context window (prompt and answer over the checkpoint's
+    ``max_position_embeddings``): an engine refuses them, on any number of replicas and any TP, so they are never
+    replayed as if served (a log planned on another model than its own: 256k-token agent contexts on a 128k
+    model)."""
+    limit = dep.model.max_context_tokens
+    if not limit:
+        return np.zeros(len(req), dtype=bool)
+    return (np.asarray(req.input_tokens, dtype=np.int64) + np.asarray(req.output_tokens, dtype=np.int64)) > limit
+
+
+def refused_words(req: Requests, dep: Deployment, over: np.ndarray) -> str:
+    """The requests ``beyond_context`` refuses, in one sentence: how many, of which products, and why."""
+    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+    names, counts = np.unique(product[over], return_counts=True)
+    return (f"{int(over.sum()):,} of the window's {len(req):,} requests ("
+            + ", ".join(f"{n} {c:,}" for n, c in zip(names, counts))
+            + f") are longer than {dep.model.name}'s context window of {dep.model.max_context_tokens:,} tokens "
+            "(prompt and answer): an engine refuses them, so they are not replayed")
+
+
+def prefill_alone_s(dep: Deployment, input_tokens: np.ndarray, cached_tokens: np.ndarray,
+                    budget: int = DEFAULT_MAX_BATCHED_TOKENS) -> np.ndarray:
+    """A prompt's prefill alone on an idle replica as the replay runs it: in chunks of the engine's token budget
+    per step (``budget``), each chunk a step over the prefix before it (one pass over the whole prompt skips the
+    steps' fixed costs and weight reads: 4% under the replay at the p90 of a 24k-token prompt on TP16)."""
+    n = np.asarray(input_tokens, dtype=np.float64)
+    done = np.minimum(np.asarray(cached_tokens, dtype=np.float64), n)
+    total = np.zeros_like(n)
+    while (left := n > done).any():
+        end = np.minimum(done[left] + budget, n[left])
+        total[left] += prefill_time_s(dep, end, done[left])
+        done[left] = end
+    return total
+
+
 def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, SloClass]) -> list[dict[str, Any]]:
-    """Products whose class no number of replicas meets on ``dep``: the class percentile of a request's own
-    latency, alone on an idle replica (its prefill for TTFT, a decode step at batch one for TPOT), is above the
-    target. More replicas shorten queues, never one prompt's prefill."""
+    """Products whose class no number of replicas meets on ``dep``: more of its requests than its class
+    percentile allows are beyond the model's context window (``beyond_context``, ``cause`` "context": no TP
+    helps either), or the class percentile of a request's own latency, alone on an idle replica (its prefill for
+    TTFT, a decode step at batch one for TPOT), is above the target (``cause`` "alone"). More replicas shorten
+    queues, never one prompt's prefill."""
     product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
     n_in = np.asarray(req.input_tokens, dtype=np.float64)
     n_out = np.asarray(req.output_tokens, dtype=np.float64)
-    prefill_ms = prefill_time_s(dep, n_in, np.asarray(req.cached_tokens, dtype=np.float64)) * 1000.0
+    cached = np.asarray(req.cached_tokens, dtype=np.float64)
+    if req.blocks is not None:   # the replay credits reuse through prompt blocks only: a row without any is uncached
+        cached = np.where(np.diff(req.blocks.look_ptr) > 0, cached, 0.0)
+    prefill_ms = prefill_alone_s(dep, n_in, cached) * 1000.0
+    over = beyond_context(req, dep)
     out = []
     for name in sorted(set(product.tolist())):
         cls = classes.get(name) or classes.get(ALL_PRODUCTS)
@@ -449,12 +507,24 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
             continue
         mine = product == name
         q = cls.percentile
-        alone = float(np.percentile(prefill_ms[mine], q))
         prompt = float(np.percentile(n_in[mine], q))
+        refused = float(over[mine].mean())
+        if refused > 1.0 - q / 100.0:
+            out.append({"product": name, "metric": "ttft", "percentile": q, "target_ms": cls.ttft_ms,
+                        "alone_ms": None, "input_tokens": prompt, "cause": "context", "refused_share": refused,
+                        "why": (f"{refused:.0%} of its requests (p{q} prompt {prompt:,.0f} tokens) are longer than "
+                                f"{dep.model.name}'s context window of {dep.model.max_context_tokens:,} tokens, "
+                                "which an engine refuses on any number of replicas or GPUs per replica"),
+                        "levers": "a pool of its own on a model with a longer context window (the model its log "
+                                  "names), or shorter contexts (compaction)"})
+            continue
+        alone = float(np.percentile(prefill_ms[mine], q))
         if alone > cls.ttft_ms:
             out.append({"product": name, "metric": "ttft", "percentile": q, "target_ms": cls.ttft_ms,
+                        "cause": "alone",
                         "alone_ms": alone, "input_tokens": prompt,
-                        "why": (f"its p{q} prefill alone takes {alone:,.0f} ms (p{q} prompt {prompt:,.0f} tokens) on "
+                        "why": (f"its p{q} prefill alone takes {alone:,.0f} ms (p{q} prompt {prompt:,.0f} tokens, "
+                                f"in steps of {DEFAULT_MAX_BATCHED_TOKENS:,} tokens) on "
                                 f"{dep.describe()}, above its TTFT class of {cls.ttft_ms:,.0f} ms: more replicas "
                                 "shorten the queue, never one prompt's prefill"),
                         "levers": "more GPUs per replica (TP), trimmed or cached prompts, or a looser TTFT class"})
@@ -464,6 +534,7 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
             alone = float(np.percentile(decode_step_s(dep, 1.0, n_in[decoding] + n_out[decoding] / 2.0) * 1000.0, q))
             if alone > cls.tpot_ms:
                 out.append({"product": name, "metric": "tpot", "percentile": q, "target_ms": cls.tpot_ms,
+                            "cause": "alone",
                             "alone_ms": alone, "input_tokens": prompt,
                             "why": (f"its p{q} decode step alone (batch one) takes {alone:,.1f} ms on "
                                     f"{dep.describe()}, above its TPOT class of {cls.tpot_ms:,.0f} ms"),
@@ -492,22 +563,28 @@ def auto_tp(frame: pd.DataFrame | None, fits: Deployment, build: Callable[[int],
             dep = fits if tp == fits.tp else build(tp)
         except ValueError:
             continue
-        req = quick
-        if quick.arrival_s is not None:   # the window the headline judges on, as slo_window picks it
+        # the window the headline judges on, as slo_window picks it, with the prompt blocks its replay looks up
+        if quick.arrival_s is not None:
             lo, hi = busiest_window(quick, dep, slo_window_s / whatif.traffic_multiplier)
             t = np.asarray(quick.arrival_s)
-            req = quick.take((t >= lo) & (t <= hi))
+            req = _window_requests(frame, whatif, None, lo, hi, bool(((t >= lo) & (t <= hi)).all()))
         else:
-            req = quick.take(np.arange(min(len(quick), POISSON_REQUESTS)))
-        left = unreachable_classes(req, dep, classes)
+            req = requests_from_frame(frame.iloc[:POISSON_REQUESTS], whatif)
+        found = unreachable_classes(req, dep, classes)
+        # a product beyond the model's context window is out of reach on every TP: the TP is chosen for the others
+        left = [u for u in found if u.get("cause") != "context"]
+        beyond = sorted({u["product"] for u in found if u.get("cause") == "context"})
         if first is None:
-            first = left
+            first = found
         if not left:
+            also = ("" if not beyond else f"; {', '.join(beyond)} no TP serves ({dep.model.name}'s context window "
+                    "is shorter than its prompts)")
             if tp == fits.tp:
-                return dep, FITS_WORDS, []
-            return dep, (f"the smallest TP that reaches every product's class: TP{fits.tp} (the {FITS_WORDS}) "
-                         "leaves " + ", ".join(sorted({u["product"] for u in first})) + " out of its class (one "
-                         "request alone is over it)"), []
+                return dep, FITS_WORDS + also, found
+            slow = sorted({u["product"] for u in first if u.get("cause") != "context"})
+            return dep, (f"the smallest TP that reaches every product's class{' it can' if beyond else ''}: "
+                         f"TP{fits.tp} (the {FITS_WORDS}) leaves " + ", ".join(slow) + " out of its class (one "
+                         "request alone is over it)" + also), found
     names = ", ".join(sorted({u["product"] for u in first or []}))
     return fits, (f"{FITS_WORDS}; no TP up to {TP_CHOICES[-1]} reaches every product's class, so the fleet "
                   f"leaves out {names}"), first or []
@@ -590,26 +667,25 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
     if unreachable and not (set(_names(req)) - out_of_reach):   # nothing left to size: no replay is run
         return Sizing("analytic", estimate, False, estimate, sized_on, notes=notes, unreachable=unreachable,
                       cpu_s=time.process_time() - started)
+    refused = beyond_context(req, dep)
+    if refused.any():   # refused by the engine at once: they load no replica
+        notes.append(refused_words(req, dep, refused))
+        req = req.take(np.flatnonzero(~refused))
+        sized_on.update(refused=int(refused.sum()), requests=len(req))
     s = _Search(req, dep, judged, sim, rate_rps, pause)
     k0 = max(int(estimate or 1), 1)
-    hi_meet = k0 if s.run(k0).meets else None
-    lo_miss = 0 if hi_meet is not None else k0
-    on = "stretches" if s.pick_stretches(k0) else "window"
-    while True:
-        # the smallest count the stretches do not prove short (a stretch miss is a window miss), then the window
-        if hi_meet is not None and hi_meet - lo_miss <= 2:
-            break   # one count left between a miss and a meet: the window decides it below
-        candidate = _smallest(s, on, lo_miss, hi_meet, k0)
-        if candidate is None:
+    while (found := _upward(s, k0)) is None:
+        # no count met: the products whose replayed p90 more replicas no longer lower are named, as those no size
+        # serves, and the search runs again for the others (their requests still load the fleet)
+        flat = _flat_products(s)
+        if not flat or not set(s.classes) - {u["product"] for u in flat}:
             return _infeasible(s, estimate, sized_on, notes, started, classes, unreachable)
-        if hi_meet is not None and candidate >= hi_meet - 1:
-            break
-        if s.run(candidate).meets:
-            hi_meet = candidate
-            break
-        # the stretches passed a count the whole window misses: they do not stand for this window (on a log whose
-        # hour is evenly loaded, re-picked stretches kept passing one count more, one window replay per replica)
-        lo_miss, on = candidate, "window"
+        for u in flat:
+            notes.append(f"no fleet size meets {u['product']}'s class: {u['why']}; sized for the other products "
+                         f"({u['levers']})")
+        unreachable = [*unreachable, *flat]
+        s.judge({name: cls for name, cls in s.classes.items() if name not in {u["product"] for u in flat}})
+    lo_miss, hi_meet = found
     # the stretches may overshoot (they are judged pessimistically): bisect on the whole window down to the
     # largest count it has seen miss, so one replica fewer is a whole-window replay that misses (the proof)
     lo_miss = max([lo_miss] + [t.replicas for (k, on), t in s.cache.items()
@@ -634,6 +710,87 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
                               "the window's p90 allows), every candidate confirmed on the whole window")
     return Sizing("simulated", hi_meet, not unreachable, estimate, sized_on, answer, one_fewer,
                   list(s.cache.values()), time.process_time() - started, notes, unreachable)
+
+
+def _upward(s: _Search, k0: int) -> tuple[int, int] | None:
+    """From the estimate ``k0``, a count that meets on the whole window and the largest seen to miss below it
+    (the stretches searched first, every candidate confirmed on the window); None when more replicas stop
+    helping before any count meets."""
+    hi_meet = k0 if s.run(k0).meets else None
+    lo_miss = 0 if hi_meet is not None else k0
+    on = "stretches" if s.pick_stretches(k0) else "window"
+    while True:
+        # the smallest count the stretches do not prove short (a stretch miss is a window miss), then the window
+        if hi_meet is not None and hi_meet - lo_miss <= 2:
+            break   # one count left between a miss and a meet: the window decides it below
+        candidate = _smallest(s, on, lo_miss, hi_meet, k0)
+        if candidate is None:
+            return None
+        if hi_meet is not None and candidate >= hi_meet - 1:
+            break
+        if s.run(candidate).meets:
+            hi_meet = candidate
+            break
+        # the stretches passed a count the whole window misses: they do not stand for this window (on a log whose
+        # hour is evenly loaded, re-picked stretches kept passing one count more, one window replay per replica)
+        lo_miss, on = candidate, "window"
+    return lo_miss, hi_meet
+
+
+FLAT = 0.98   # a product's p90 over its target that falls by less than this share as replicas grow by GROWTH: flat
+
+
+def _flat_products(s: _Search) -> list[dict[str, Any]]:
+    """The products whose class the replays show no fleet size meets: at the largest count replayed on the whole
+    window and at that count over ``GROWTH`` (replayed when it was not), their p90 stays above the class and
+    falls by less than 2%. Each as ``unreachable_classes`` says one, ``cause`` "measured", with what the replays
+    gave and, when the replicas' caches kept less of its prompts than the log reports, how much less."""
+    top = max(k for k, _ in s.cache)
+    below = max(1, int(round(top / GROWTH)))
+    if below >= top:
+        return []
+    hi, lo = s.run(top), s.run(below)
+    out = []
+    for name, cls in s.classes.items():
+        a, b = lo.products.get(name, {}), hi.products.get(name, {})
+        q = cls.percentile
+        for metric, target in (("ttft", cls.ttft_ms), ("tpot", cls.tpot_ms)):
+            was, now = a.get(f"{metric}_p{q}_ms"), b.get(f"{metric}_p{q}_ms")
+            if was is None or now is None or now <= target or now < FLAT * was:
+                continue
+            why = (f"its {metric.upper()} p{q} stays at {now:,.0f} ms on {top} replicas ({was:,.0f} ms on {below}), "
+                   f"above its class of {target:,.0f} ms: more replicas no longer lower it (measured by replaying "
+                   "the window)")
+            cache = _cache_kept(s, top, name)
+            out.append({"product": name, "metric": metric, "percentile": q, "target_ms": target, "alone_ms": None,
+                        "input_tokens": None, "cause": "measured",
+                        "why": why + ("" if cache is None else "; " + cache[0]),
+                        "levers": (cache[1] if cache else "more GPUs per replica (TP), trimmed or cached prompts, a "
+                                   "looser class, or a pool of its own")})
+            break
+    return out
+
+
+def _cache_kept(s: _Search, k: int, name: str) -> tuple[str, str] | None:
+    """Why the replay at ``k`` served ``name`` less of its prompts from cache than the log reports (under two
+    thirds of it), and the lever, in words; None when it did not (or the log reports nothing, or has no blocks)."""
+    frame = s.frames.get((k, "window"))
+    blocks = s.req.blocks
+    if frame is None or blocks is None or "product" not in frame.columns:
+        return None
+    mine = frame["product"].astype(str).to_numpy() == name
+    prompt = float(frame["input_tokens"].to_numpy()[mine].sum())
+    said = float(np.asarray(s.req.cached_tokens)[mine].sum()) / prompt if prompt else 0.0
+    kept = float(frame["cached_tokens"].to_numpy()[mine].sum()) / prompt if prompt else 0.0
+    if not said or kept >= said * 2.0 / 3.0:
+        return None
+    if (np.diff(blocks.look_ptr)[mine] > 0).mean() < 0.5:   # most of its rows carry no blocks to look up
+        return (f"its requests carry no prompt blocks (no session, no block hashes), so the replicas' caches serve "
+                f"{kept:.0%} of its prompt tokens where the log reports {said:.0%} cached (the replay credits "
+                "reuse through blocks only)", "more GPUs per replica (TP), trimmed prompts, or a looser class")
+    return (f"the replicas' caches serve {kept:.0%} of its prompt tokens where the log reports {said:.0%} cached: "
+            f"routing {s.sim['router'].replace('_', '-')} sends its turns away from the replica holding their "
+            "prefix", "a router that keeps its reuse (--router session, or prefix on block hashes)")
 
 
 def _names(req: Requests) -> list[str]:
@@ -895,11 +1052,15 @@ def lever_of(sizing: Sizing, routed: Sizing, router: str, tp: int) -> dict[str, 
 def router_lever_line(lever: dict[str, Any], tp: int) -> str:
     """The lever in one sentence (plain text: the page escapes it), as ``plan`` prints it and the page shows it."""
     fleet = f"{lever['replicas']} × TP{tp} = {lever['gpus']} GPUs"
+    router = LEVER_ROUTER_WORDS[lever["router"]]
+    if not (lever["meets"] or lever["meets_others"]):   # its search stopped short too: no fleet to compare
+        return (f"Lever (simulated, not the plan): {router}, which sends each request to the replica holding its "
+                f"cached prefix, does not meet every class either: {fleet} still miss, and more "
+                "replicas stopped helping there")
     every = "every" if lever["meets"] else "every other"
     saved = lever["gpus_saved"]
     what = (f"{saved} fewer than routing round-robin, as the answer above does" if saved > 0
             else "no fewer than routing round-robin" if saved == 0 else f"{-saved} more than routing round-robin")
-    router = LEVER_ROUTER_WORDS[lever["router"]]
     return (f"Lever (simulated, not the plan): {router}, which sends each request to the replica holding its cached "
             f"prefix, meets {every} product's class on {fleet}, {what}")
 

@@ -33,6 +33,13 @@ def test_headline_shows_the_estimate_then_the_simulated_fleet() -> None:
     with fleet_answer._LOCK:   # a first visit: no sizing of the demo kept from an earlier test in this process
         fleet_answer._RESULTS.clear()
     at = open_page()
+    # five times the demo's traffic: its busiest hour then needs several replicas, so a router has a choice (at ×1
+    # one replica serves the three products a Llama-3.1-70B serves, once swe-agent's prompts beyond its context
+    # window are refused instead of replayed, and there is no router lever to show)
+    fleet_answer.wait_all(timeout=900)
+    with fleet_answer._LOCK:   # only the sizings of the settings below are kept
+        fleet_answer._RESULTS.clear()
+    at.slider(key="traffic").set_value(5.0).run()
     assert "GPUs colocated (estimate)" in [m.label for m in at.metric]
     fleet_answer.wait_all(timeout=900)   # the page never waits; the test does, then reruns as the poll would
     sizing = headline_sizing()   # the settings the page drew last
