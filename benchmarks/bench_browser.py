@@ -14,7 +14,9 @@ through playwright), and prints, per run:
   state back to "not running", seen by the page's own JavaScript after it rendered what came first), on the Shape
   and Capacity pages at 20k requests (the demo) and at ``--rows`` (an upload);
 - upload to plane: from handing the file to the uploader until the Shape page's plane shows all its requests;
-- the same slider step on the bare page, measured in the same run: the floor every ratio is taken against.
+- the same slider step on the bare page, measured in the same run: the floor every ratio is taken against;
+- per step, the server's CPU and the browser tab's main thread (busy in tasks, in script, in layout and style: Chrome's
+  Performance metrics over the steps, divided by their number).
 
 The machine is shared: quote medians over runs and the ratio to the floor of the same run.
 """
@@ -146,10 +148,22 @@ def _plane_drawn(page: Page, requests: str) -> None:
     _settled(page)
 
 
-def _steps(page: Page, steps: int, server: Server) -> tuple[list[float], float]:
-    """Time ``steps`` arrow-key steps of the Trim input slider: seconds to the rerun's end, server CPU s/step."""
+def _browser_busy(cdp) -> dict[str, float]:  # noqa: ANN001 - a CDP session with the Performance domain enabled
+    """The page's renderer main thread since the domain was enabled, from Chrome's Performance metrics: seconds busy
+    in tasks, in script, in layout and style."""
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    return {"tasks": metrics["TaskDuration"], "script": metrics["ScriptDuration"],
+            "layout and style": metrics["LayoutDuration"] + metrics["RecalcStyleDuration"]}
+
+
+def _steps(page: Page, steps: int, server: Server) -> tuple[list[float], float, dict[str, float]]:
+    """Time ``steps`` arrow-key steps of the Trim input slider: seconds to the rerun's end, server CPU s/step, and
+    the browser's main thread per step (``_browser_busy``)."""
     page.bring_to_front()  # a page behind another has its timers throttled, the slider's debounce among them
     page.evaluate(OBSERVE_JS)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")   # counts from here: one session for the steps (enabling again resets)
+    busy0 = _browser_busy(cdp)
     slider = page.get_by_test_id("stSidebar").get_by_role("slider", name="Trim input %")
     ends = []
     cpu0 = server.cpu_s()
@@ -165,7 +179,9 @@ def _steps(page: Page, steps: int, server: Server) -> tuple[list[float], float]:
                   file=sys.stderr, flush=True)
             continue  # rare (a key press that started no run): the step is left out of the median
         ends.append(page.evaluate(END_JS, t0) / 1000)
-    return ends, (server.cpu_s() - cpu0) / steps
+    busy = {k: (v - busy0[k]) / steps for k, v in _browser_busy(cdp).items()}
+    cdp.detach()
+    return ends, (server.cpu_s() - cpu0) / steps, busy
 
 
 def _go(page: Page, link: str, title: str) -> None:
@@ -216,9 +232,11 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa
 
         def measure(name: str, pg: Page, server: Server) -> None:
             print(f"  measuring {name}", file=sys.stderr, flush=True)
-            ends, cpu = _steps(pg, steps, server)
+            ends, cpu, busy = _steps(pg, steps, server)
             out[f"{name}: step to rerun end (s)"] = statistics.median(ends) if ends else float("nan")
             out[f"{name}: server CPU per step (s)"] = cpu
+            for part, seconds in busy.items():
+                out[f"{name}: browser main thread per step, {part} (s)"] = seconds
 
         measure("floor", fpage, floor)
         measure("Shape 20k", page, app)

@@ -132,7 +132,8 @@ def test_a_sizing_waits_a_moment_after_a_draw_while_the_server_sends_it() -> Non
         pass
     after = threading.Thread(target=draws.pause, daemon=True)
     after.start()
-    _wait_until(lambda: draws.waiting == 1, "a pause right after a draw went on at once", timeout_s=30.0)
+    _wait_until(lambda: draws.waiting == 1 or not after.is_alive(), "the pause neither waited nor ended")
+    assert draws.waiting == 1, "a pause right after a draw went on at once"
     after.join(timeout=30)
     assert not after.is_alive()
 
