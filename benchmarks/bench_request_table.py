@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
     frame = generate(args.rows, seed=0, with_hashes=False)
     dep = Deployment("llama-3.1-70b", "h100", None, None, smallest_tp("llama-3.1-70b", "h100", None))
     req, _ = slo_window(frame, dep)
-    simulator.simulate(req.take(np.arange(min(len(req), 500))), dep, replicas=2)   # compiled once before anything is timed
+    # compiled once before anything is timed
+    simulator.simulate(req.take(np.arange(min(len(req), 500))), dep, replicas=2)
     print(f"seeded day of {args.rows:,} requests, busiest hour {len(req):,} requests, {args.replicas} replicas")
     print("| step | CPU (median of runs) | peak traced memory | load |")
     print("|---|---:|---:|---:|")
