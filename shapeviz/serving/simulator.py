@@ -1219,7 +1219,8 @@ def _utilization(fleet: list[_Replica], makespan: float, buckets: int = 60) -> p
     counts = np.array([len(r.busy_log) for r in fleet], dtype=np.int64)
     busy = np.zeros(len(fleet) * buckets)
     if counts.sum():
-        spans = np.concatenate([np.asarray(r.busy_log, dtype=np.float64).reshape(-1, 2) for r in fleet if len(r.busy_log)])
+        spans = np.concatenate([np.asarray(r.busy_log, dtype=np.float64).reshape(-1, 2)
+                                for r in fleet if len(r.busy_log)])
         owner = np.repeat(np.arange(len(fleet), dtype=np.int64), counts)
         first = np.clip(np.searchsorted(edges, spans[:, 0], side="right") - 1, 0, buckets - 1)
         last = np.clip(np.searchsorted(edges, spans[:, 1], side="left") - 1, 0, buckets - 1)

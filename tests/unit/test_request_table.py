@@ -31,7 +31,7 @@ def test_a_sizing_reads_the_log_into_its_request_table_once(sessions: pd.DataFra
     assert table.builds() - before == 1
 
 
-def test_the_window_is_the_logs_own_rows_with_their_sessions_blocks(traces: Path) -> None:
+def test_the_window_is_the_logs_own_rows_with_their_prompt_blocks(traces: Path) -> None:
     frame = load_log(traces / "mooncake_fast25" / "conversation_trace.jsonl.gz").frame
     dep = default_deployment()
     whatif = WhatIf(trim_input=0.2)
