@@ -185,7 +185,8 @@ def test_a_trimmed_hashed_log_keeps_its_blocks_each_shorter_by_the_trim():
     frame = pd.DataFrame({"input_tokens": [64, 64], "output_tokens": [8, 8],
                           "hash_ids": [[1, 2, 3, 4], [1, 2, 5, 6]]})   # 16 tokens a block
     blocks = blocks_from_frame(frame, tokens=(np.array([32, 32]), np.array([8, 8])))   # a 50% trim
-    assert blocks.block_size == 8 and blocks.block_size_source.endswith("16 × 0.50 = 8 tokens per block after the trim")
+    assert blocks.block_size == 8
+    assert blocks.block_size_source.endswith("16 × 0.50 = 8 tokens per block after the trim")
     assert blocks.look_ids.tolist() == [1, 2, 3, 4, 1, 2, 5, 6]   # the same blocks, each shorter
 
 
