@@ -1,4 +1,4 @@
-"""Every cap outside the ingest limits at its edge: the value at the cap is accepted, one past it refused with its message.
+"""Every cap outside the ingest limits at its edge: the value at the cap accepted, one past it refused with its message.
 
 ``unit/test_limits_edges.py`` holds the ingest caps (``Limits``) lowered to the smallest log that reaches them. Here
 are the caps a user meets at their real values: a fleet file's (pools, replicas, tensor parallelism, batch sizes,

@@ -176,3 +176,38 @@ def test_the_replays_outcomes_of_a_log_without_products_are_judged_by_its_class_
 
     outcomes = product_outcomes(_replayed(product=False), {"all": SloClass("all", 1000.0, 40.0)})
     assert list(outcomes) == ["all"] and outcomes["all"]["meets"] is True and outcomes["all"]["attainment"] == 1.0
+
+
+# --- the prefix caches both loops read (serving/prefix_cache.py, mutmut seed 3907) ---------------------------------
+def test_a_trimmed_hashed_log_keeps_its_blocks_each_shorter_by_the_trim():
+    from shapeviz.serving.prefix_cache import blocks_from_frame
+
+    frame = pd.DataFrame({"input_tokens": [64, 64], "output_tokens": [8, 8],
+                          "hash_ids": [[1, 2, 3, 4], [1, 2, 5, 6]]})   # 16 tokens a block
+    blocks = blocks_from_frame(frame, tokens=(np.array([32, 32]), np.array([8, 8])))   # a 50% trim
+    assert blocks.block_size == 8
+    assert blocks.block_size_source.endswith("16 × 0.50 = 8 tokens per block after the trim")
+    assert blocks.look_ids.tolist() == [1, 2, 3, 4, 1, 2, 5, 6]   # the same blocks, each shorter
+
+
+def test_a_trimmed_session_log_builds_its_stream_from_the_trimmed_turns():
+    from shapeviz.serving.prefix_cache import blocks_from_frame
+
+    frame = pd.DataFrame({"session_id": ["a", "a"], "turn": [1, 2], "input_tokens": [160, 320],
+                          "output_tokens": [32, 32]})
+    whole = blocks_from_frame(frame, block_size=16)
+    trimmed = blocks_from_frame(frame, block_size=16, tokens=(np.array([80, 160]), np.array([32, 32])))
+    assert np.diff(whole.look_ptr).tolist() == [10, 20] and np.diff(whole.keep_ptr).tolist() == [12, 22]
+    assert np.diff(trimmed.look_ptr).tolist() == [5, 10] and np.diff(trimmed.keep_ptr).tolist() == [7, 12]
+
+
+def test_a_fixed_size_cache_holds_its_capacity_in_all_with_the_blocks_in_use_counted():
+    # the validation cache (a fixed capacity outside the KV pool) holds at most its capacity, blocks that running
+    # sequences pin included: with 2 of 4 pinned, 2 cached blocks stay, the least recently used go
+    from shapeviz.serving.prefix_cache import PrefixCache
+
+    cache = PrefixCache(16, capacity_blocks=4)
+    cache.pin([1, 2, 3, 4, 5, 6])
+    cache.release([1, 2, 3, 4], [1, 2, 3, 4])   # 1..4 cached (1 least recent), 5 and 6 still in use
+    cache.fit(0)
+    assert list(cache.free) == [3, 4] and cache.evicted == 2 and cache.cached_blocks == 4
