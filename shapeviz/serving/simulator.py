@@ -81,7 +81,7 @@ CONTEXT_GRID = 48                  # contexts the decode-step table is evaluated
 SATURATION_SERVED = 0.9            # served/offered rate below this: the queue grows without bound
 QUANTILES = (50, 90, 99)
 RANDOM_WORDS_PER_REQUEST = 3       # the random router's draws handed to the compiled loop per request (more if short)
-COMPILED = True                    # colocated runs take the compiled loop (sim_core) when numba is present
+COMPILED = True                    # runs take the compiled loop (sim_core) when numba is present (``_compiled``)
 # the compiled loop's prefix caches keep 16 bytes per replica per distinct block of the window (per block a replica
 # meets, with static routing): above this bound (which also keeps cell numbers in int32) the run takes the Python
 # loop, whose caches hold only what they cache
