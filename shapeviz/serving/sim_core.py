@@ -1,7 +1,7 @@
 """The simulator's event loop compiled with numba: a colocated or disaggregated fleet, its prefix caches and routers.
 
 The same scheduler, routers, prefix caches and step physics as ``simulator._Replica`` (the reference, which still
-runs speculative decoding and the fixed-capacity validation cache), written over arrays a
+runs the fixed-capacity validation cache), written over arrays a
 compiler can take: the running batch of replica ``r`` is row ``r`` of ``(replicas, max_num_seqs)`` arrays, each
 waiting queue a binary heap, and the physics of ``physics.mixed_step_s`` and ``decode_step_s`` comes in as
 constants and tables computed once by the physics module itself (``constants``). Sums use numpy's pairwise order
@@ -24,6 +24,13 @@ rest decode; a prompt that finishes leaves its prefill replica, and its KV reach
 transfer as an event on the loop's own heap (the closed loop's clients share it), where a load router places it and
 it decodes from the next iteration on, as ``simulator._Replica`` with roles "prefill" and "decode" does.
 
+Speculative decoding (``dep.speculative``): decode-only runs read the decode table, which ``decode_step_s`` already
+gives per token kept; an iteration that prefills beside decodes puts k + 1 tokens of each decode through the target
+(``P_Q``) and then adds the draft passes and charges the verification per token kept (``_speculative_step``, the
+tail of ``physics.mixed_step_s``), from the same physics evaluated in the same order (``speculative_constants``:
+``physics.decode_pass_s`` of the target and of a draft model, ``physics.speculative._head_pass_s`` of an EAGLE head
+or MTP module), so the frames equal the reference's bit for bit.
+
 Compiled on first use (``loop()``: numba is imported then, not when the simulator is) and cached on disk
 (``cache=True``): the first call in a fresh environment pays the compile (about half a minute of CPU, see
 benchmarks/README.md), later processes load it in under a second. Without numba, ``loop()`` is None and the
@@ -39,11 +46,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from shapeviz.physics.speculative import _draft_deployment, _head_params, load_speculative
 from shapeviz.physics.steps import (
+    EMBEDDING_BYTES,
     Deployment,
     _active_body_params,
     _active_expert_params,
     _compute_rates,
+    _fixed_s,
     _iteration_constants,
     _lm_head_params,
     _weight_read_bytes_per_gpu,
@@ -63,19 +73,30 @@ MAX_TABLE_SEQS = 4096   # decode-step table rows (one per batch size): beyond th
 (P_DENSE2, P_LM2, P_EXPERT2, P_PAIR, P_HALF_PAIR, P_WINDOW_SHARE, P_WINDOW, P_DECODE_DENSE2, P_DECODE_ATTENTION,
  P_KV_PER_TOKEN, P_KV_REPLICATION, P_TP, P_HBM, P_FIXED, P_PER_SEQUENCE, P_PREFILL_EXTRA) = range(16)
 P_R_SPREAD, P_R_ALONE, P_R_DECODE = 16, 19, 22   # seconds per FLOP (dense, experts, attention) of each pass kind
-N_CONSTANTS = 25
+P_Q = 25   # tokens each decoding sequence puts through the target in an iteration (k + 1 with speculative decoding)
+N_CONSTANTS = 26
+# the speculative constants vector (``speculative_constants``): the method, then one block per decode pass
+# (``physics.decode_pass_s``) of the target and of a draft model, then an EAGLE head's or MTP module's pass
+(S_ON, S_DRAFTS, S_TAU, S_OVERHEAD, S_KIND) = range(5)
+S_TARGET, S_DRAFT, S_HEAD = 5, 20, 35   # pass blocks of 15 numbers (B_* offsets), then the head's 8 (H_*)
+(B_HBM, B_KV_PER_TOKEN, B_WINDOW_SHARE, B_WINDOW, B_KV_REPLICATION, B_TP, B_DENSE2, B_EXPERT2, B_ATTENTION, B_DENSE_DIV,
+ B_IMBALANCE, B_EXPERT_DIV, B_ATTENTION_DIV, B_SEQUENCE_US, B_FIXED) = range(15)
+(H_TARGET_LM, H_LAYERS, H_BYTES_PER_PARAM, H_WEIGHT_BYTES_PER_PARAM, H_OWN_WEIGHTS, H_ATTENTION, H_PARAMS,
+ H_LAYER_OVERHEAD) = range(8)
+N_SPECULATIVE = 43
+DRAFT_KINDS = {"none": 0, "head": 1, "target_layer": 1, "model": 2}
 
 
 def supports(dep: Deployment, max_num_seqs: int) -> bool:
-    """Whether the compiled loop covers this deployment (speculative decoding and huge batch caps do not)."""
-    return dep.speculative is None and max_num_seqs <= MAX_TABLE_SEQS and loop() is not None
+    """Whether the compiled loop covers this deployment (huge batch caps do not)."""
+    return max_num_seqs <= MAX_TABLE_SEQS and loop() is not None
 
 
 # the functions numba compiles, callees before callers (each caller is typed against the compiled callees)
 _COMPILED = ("_pairwise_block", "_pairwise", "_less", "_swap", "_grow_queue", "_heap_push", "_heap_pop", "_mixed_step",
              "_match", "_lru_unlink", "_lru_append", "_fit", "_shared_and_own", "_pin", "_release", "_grow_pool",
              "_run_hit", "_run_drop", "_run_trim", "_run_pin", "_run_release", "_run_fit", "_let_go",
-             "_prefix_pick", "_load_pick", "_loop")
+             "_prefix_pick", "_load_pick", "_kv_per_gpu", "_pass_s", "_head_pass_s", "_speculative_step", "_loop")
 
 
 _COMPILING = threading.Lock()   # replays on threads (a Dask worker's, an in-process cluster's) compile once
@@ -103,8 +124,10 @@ def constants(dep: Deployment, max_num_seqs: int, max_tokens: int, grid: np.ndar
     """The physics the loop needs, from the physics module: scalar constants, per-pass tables, decode tables.
 
     Returns (constants, weight bytes per pass by token count, collective seconds by token count, decode-step table
-    (batch × context grid)). Each number is computed by the same expression ``mixed_step_s`` evaluates, so the
-    compiled step times equal the reference's.
+    (batch × context grid), then the speculative constants and the draft model's weight and collective tables, by
+    ``speculative_constants``). Each number is computed by the same expression ``mixed_step_s`` evaluates, so the
+    compiled step times equal the reference's. With speculative decoding ``max_tokens`` must cover the prompt
+    chunks plus (k + 1) tokens of every decoding sequence.
     """
     m = dep.model
     c = np.zeros(N_CONSTANTS)
@@ -130,7 +153,69 @@ def constants(dep: Deployment, max_num_seqs: int, max_tokens: int, grid: np.ndar
     collective = np.asarray(communication_s(dep, tokens), dtype=np.float64)
     batches = np.arange(max_num_seqs + 1, dtype=np.float64)[:, None]
     decode = np.asarray(decode_step_s(dep, np.maximum(batches, 1.0), grid[None, :]), dtype=np.float64)
-    return c, weights, collective, decode
+    spec = dep.speculative
+    c[P_Q] = 1.0 if spec is None else spec.draft_tokens + 1.0
+    return (c, weights, collective, decode) + speculative_constants(dep, max_num_seqs)
+
+
+def _pass_block(sp: np.ndarray, o: int, dep: Deployment, step_overhead: bool) -> None:
+    """The constants of ``physics.decode_pass_s`` on ``dep`` at offset ``o``, each as that function computes it."""
+    m = dep.model
+    body, expert, lm = _active_body_params(m), _active_expert_params(m), _lm_head_params(m)
+    split = dep.tp   # _compute_s spreads a decode pass over the TP group
+    sp[o + B_HBM] = dep.hbm_bytes_per_gpu
+    sp[o + B_KV_PER_TOKEN] = m.kv_bytes_per_token_bf16_full / 2.0 * dep.kv_bytes_per_element
+    sp[o + B_WINDOW_SHARE] = 0.0 if m.sliding_window is None else m.sliding_layer_fraction
+    sp[o + B_WINDOW] = -1.0 if m.sliding_window is None else float(m.sliding_window)
+    sp[o + B_KV_REPLICATION] = dep.kv_replication
+    sp[o + B_TP] = dep.tp
+    sp[o + B_DENSE2] = 2.0 * (body - expert + lm)
+    sp[o + B_EXPERT2] = 2.0 * expert
+    sp[o + B_ATTENTION] = m.layers * m.attention_flops_per_context_token(decode=True)
+    sp[o + B_DENSE_DIV] = split * dep.dense_flops_per_gpu
+    sp[o + B_IMBALANCE] = dep.imbalance
+    sp[o + B_EXPERT_DIV] = dep.tp * dep.matmul_flops_per_gpu
+    sp[o + B_ATTENTION_DIV] = split * dep.attention_rate(True)
+    sp[o + B_SEQUENCE_US] = dep.eff.sequence_overhead_us
+    sp[o + B_FIXED] = _fixed_s(dep) if step_overhead else dep.model.layers * dep.eff.layer_overhead_us * 1e-6
+
+
+def speculative_constants(dep: Deployment, max_num_seqs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the loop needs of ``physics.speculative`` for a mixed step's speculative part (``_speculative_step``):
+    the constants vector (all zero without speculative decoding), the draft model's weight bytes and collective
+    seconds by token count (one entry when there is no draft model)."""
+    sp = np.zeros(N_SPECULATIVE)
+    spec = dep.speculative
+    empty = np.zeros(1)
+    if spec is None:
+        return sp, empty, empty
+    data = load_speculative()
+    head = data["methods"][spec.method]
+    sp[S_ON] = 1.0
+    sp[S_DRAFTS] = spec.draft_tokens
+    sp[S_TAU] = spec.acceptance_length
+    sp[S_OVERHEAD] = float(data["draft_pass_overhead_ms"]["value"]) * 1e-3
+    sp[S_KIND] = DRAFT_KINDS[head["draft"]]
+    _pass_block(sp, S_TARGET, dep, True)
+    draft_weights, draft_collective = empty, empty
+    if head["draft"] == "model":
+        draft = _draft_deployment(dep, str(spec.draft_model))
+        _pass_block(sp, S_DRAFT, draft, False)
+        tokens = np.arange(max_num_seqs + 1, dtype=np.float64)
+        draft_weights = np.asarray(_weight_read_bytes_per_gpu(draft, tokens), dtype=np.float64)
+        draft_collective = np.asarray(communication_s(draft, tokens), dtype=np.float64)
+    elif head["draft"] != "none":
+        m = dep.model
+        layer, projection, lm_head = _head_params(dep, spec.method)
+        sp[S_HEAD + H_TARGET_LM] = _lm_head_params(m) * EMBEDDING_BYTES / dep.dense_split
+        sp[S_HEAD + H_LAYERS] = m.layers
+        sp[S_HEAD + H_BYTES_PER_PARAM] = float(head["head_bytes_per_param"] or 0.0)
+        sp[S_HEAD + H_WEIGHT_BYTES_PER_PARAM] = dep.weight_bytes_per_param
+        sp[S_HEAD + H_OWN_WEIGHTS] = (projection + lm_head) * EMBEDDING_BYTES / dep.dense_split
+        sp[S_HEAD + H_ATTENTION] = m.attention_flops_per_context_token(decode=True)
+        sp[S_HEAD + H_PARAMS] = layer + projection + lm_head
+        sp[S_HEAD + H_LAYER_OVERHEAD] = dep.eff.layer_overhead_us * 1e-6
+    return sp, draft_weights, draft_collective
 
 
 def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out: np.ndarray, n_cached: np.ndarray,
@@ -151,7 +236,7 @@ def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out:
     replica, busy spans (start, end, replica) in time order per replica, cached tokens per request, hit blocks per
     request, evicted blocks per replica, blocks cached per replica at the end).
     """
-    consts, weights, collective, decode = physics
+    consts, weights, collective, decode, spec, draft_weights, draft_collective = physics
     c = caches if caches is not None else Caches.none(n_in.size)
     router = (ROUTER_CODES[settings["router"]] if caches is None
               else 3 if c.picks.size else CACHE_ROUTER_CODES[settings["router"]])
@@ -167,7 +252,8 @@ def run(arrival: np.ndarray, closed_starts: np.ndarray, n_in: np.ndarray, n_out:
                  caches is not None, c.block_size, c.n_blocks, c.per_replica_ids, c.look_ptr, c.look_ids,
                  c.look_first, c.keep_ptr, c.keep_ids, c.picks, c.thresholds,
                  ADMISSION_CODES[settings["admission"]], int(settings["watermark"]),
-                 c.runs, c.pair, c.n_pairs, c.look_len, c.keep_len, front, transfer, back_router)
+                 c.runs, c.pair, c.n_pairs, c.look_len, c.keep_len, front, transfer, back_router, spec, draft_weights,
+                 draft_collective)
     return out[:-1] if out[-1] else None
 
 
@@ -343,7 +429,8 @@ def _heap_pop(k1: np.ndarray, k2: np.ndarray, v: np.ndarray, size: int) -> None:
 # --- the physics of one iteration --------------------------------------------------------------------------
 def _mixed_step(c: np.ndarray, weights: np.ndarray, collective: np.ndarray, ends: np.ndarray, starts: np.ndarray,
                 parts: int, b: float, ctx: float, dense: np.ndarray, expert: np.ndarray, attention: np.ndarray) -> float:
-    """``physics.mixed_step_s`` (no speculative decoding): chunks [start, end) and ``b`` decodes at context ``ctx``."""
+    """``physics.mixed_step_s`` before its speculative part (``_speculative_step``): chunks [start, end) and ``b``
+    decodes at context ``ctx``, each decode putting ``c[P_Q]`` tokens through the target."""
     new_tokens = 0
     for i in range(parts):
         new_tokens += ends[i] - starts[i]
@@ -373,13 +460,73 @@ def _mixed_step(c: np.ndarray, weights: np.ndarray, collective: np.ndarray, ends
             effective = (1.0 - c[P_WINDOW_SHARE]) * ctx + c[P_WINDOW_SHARE] * min(ctx, c[P_WINDOW])
             kv_effective = kv_effective + c[P_WINDOW_SHARE] * min(ctx, c[P_WINDOW])
         att = c[P_DECODE_ATTENTION] * effective
-        compute += b * 1.0 * (c[P_DECODE_DENSE2] * c[P_R_DECODE] + c[P_EXPERT2] * c[P_R_DECODE + 1]
-                              + att * c[P_R_DECODE + 2])
+        compute += b * c[P_Q] * (c[P_DECODE_DENSE2] * c[P_R_DECODE] + c[P_EXPERT2] * c[P_R_DECODE + 1]
+                                 + att * c[P_R_DECODE + 2])
         kv = b * (c[P_KV_PER_TOKEN] * kv_effective * c[P_KV_REPLICATION] / c[P_TP])
-    tokens = int(round(new + b * 1.0))
+    q = c[P_Q] if b > 0 else 1.0
+    tokens = int(round(new + b * q))
     memory = (weights[tokens] + kv) / c[P_HBM]
-    fixed = c[P_FIXED] + (b * 1.0 * c[P_PER_SEQUENCE] + (c[P_PREFILL_EXTRA] if new > 0 else 0.0))
+    fixed = c[P_FIXED] + (b * q * c[P_PER_SEQUENCE] + (c[P_PREFILL_EXTRA] if new > 0 else 0.0))
     return max(compute, memory) + collective[tokens] + fixed
+
+
+def _kv_per_gpu(sp: np.ndarray, o: int, ctx: float) -> float:
+    """``Deployment.kv_bytes_per_gpu`` of one sequence of ``ctx`` tokens, the pass block at ``o``."""
+    effective = (1.0 - sp[o + B_WINDOW_SHARE]) * ctx
+    if sp[o + B_WINDOW] >= 0:
+        effective = effective + sp[o + B_WINDOW_SHARE] * min(ctx, sp[o + B_WINDOW])
+    return sp[o + B_KV_PER_TOKEN] * effective * sp[o + B_KV_REPLICATION] / sp[o + B_TP]
+
+
+def _pass_s(sp: np.ndarray, o: int, weights: np.ndarray, collective: np.ndarray, batch: float, ctx: float,
+            per_sequence_tokens: float) -> float:
+    """``physics.decode_pass_s``: one forward pass of ``batch`` sequences, ``per_sequence_tokens`` each."""
+    b = max(batch, 1.0)
+    t = b * per_sequence_tokens
+    tokens = int(round(t))
+    memory = (weights[tokens] + b * _kv_per_gpu(sp, o, ctx)) / sp[o + B_HBM]
+    effective = ctx
+    if sp[o + B_WINDOW] >= 0:
+        effective = (1.0 - sp[o + B_WINDOW_SHARE]) * ctx + sp[o + B_WINDOW_SHARE] * min(ctx, sp[o + B_WINDOW])
+    attention = sp[o + B_ATTENTION] * effective
+    compute = (t * sp[o + B_DENSE2] / sp[o + B_DENSE_DIV] + t * sp[o + B_EXPERT2] * sp[o + B_IMBALANCE]
+               / sp[o + B_EXPERT_DIV] + t * attention / sp[o + B_ATTENTION_DIV])
+    per_sequence = t * sp[o + B_SEQUENCE_US] * 1e-6
+    return max(memory, compute) + collective[tokens] + sp[o + B_FIXED] + per_sequence
+
+
+def _head_pass_s(sp: np.ndarray, weights: np.ndarray, collective: np.ndarray, b: float, ctx: float) -> float:
+    """``physics.speculative._head_pass_s``: one pass of an EAGLE head or an MTP module over ``b`` sequences."""
+    h = S_HEAD
+    whole = weights[int(round(b))]
+    layer_bytes = (whole - sp[h + H_TARGET_LM]) / sp[h + H_LAYERS]
+    if sp[h + H_BYTES_PER_PARAM] != 0:
+        layer_bytes = layer_bytes * sp[h + H_BYTES_PER_PARAM] / sp[h + H_WEIGHT_BYTES_PER_PARAM]
+    own = layer_bytes + sp[h + H_OWN_WEIGHTS]
+    kv = b * _kv_per_gpu(sp, S_TARGET, ctx) / sp[h + H_LAYERS]
+    memory = (own + kv) / sp[S_TARGET + B_HBM]
+    attention = sp[h + H_ATTENTION] * ctx
+    compute = (b * 2.0 * sp[h + H_PARAMS] / sp[S_TARGET + B_DENSE_DIV]
+               + 0.0 * sp[S_TARGET + B_IMBALANCE] / sp[S_TARGET + B_EXPERT_DIV]
+               + b * attention / sp[S_TARGET + B_ATTENTION_DIV])
+    sampling = b * sp[S_TARGET + B_SEQUENCE_US] * 1e-6
+    return (max(memory, compute) + collective[int(round(b))] / sp[h + H_LAYERS] + sp[h + H_LAYER_OVERHEAD]
+            + sampling)
+
+
+def _speculative_step(step: float, sp: np.ndarray, weights: np.ndarray, collective: np.ndarray,
+                      draft_weights: np.ndarray, draft_collective: np.ndarray, batch: float, ctx: float) -> float:
+    """``physics.mixed_step_s``'s speculative part: the iteration also runs the k draft passes, and its decodes are
+    charged per token kept (``Speculative.draft_s`` and ``iteration_s`` at ``batch`` decodes of mean context ``ctx``)."""
+    b = max(batch, 1.0)
+    if sp[S_KIND] == 0:
+        draft = 0.0
+    elif sp[S_KIND] == 2:
+        draft = sp[S_DRAFTS] * (_pass_s(sp, S_DRAFT, draft_weights, draft_collective, b, ctx, 1.0) + sp[S_OVERHEAD])
+    else:
+        draft = sp[S_DRAFTS] * (_head_pass_s(sp, weights, collective, b, ctx) + sp[S_OVERHEAD])
+    full = _pass_s(sp, S_TARGET, weights, collective, batch, ctx, sp[S_DRAFTS] + 1.0) + draft
+    return step + draft - full * (1.0 - 1.0 / sp[S_TAU])
 
 
 # --- one replica's prefix cache (``prefix_cache.PrefixCache``) over dense block ids ---------------------------
@@ -733,7 +880,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
           kv_tokens, chunked, max_run, consts, weights, collective, decode, grid, schedule_times, schedule_serving,
           words, cached, block_size, n_blocks, per_replica_ids, look_ptr, look_ids, look_first, keep_ptr, keep_ids,
           picks, thresholds, admission, watermark, runs, pair, n_pairs, look_len, keep_len, n_front, transfer,
-          back_router):
+          back_router, spec, draft_weights, draft_collective):
     size = n_in.size
     # disaggregated pools: replicas 0..n_front-1 prefill (they keep the prefix caches), n_front..K-1 decode
     split = n_front < K
@@ -1228,6 +1375,9 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
         if parts > 0:
             dt = _mixed_step(consts, weights, collective, scratch_end, scratch_start, parts, float(b), mean_ctx,
                              dense, expert, attention)
+            if spec[S_ON] > 0 and b > 0:
+                dt = _speculative_step(dt, spec, weights, collective, draft_weights, draft_collective, float(b),
+                                       mean_ctx)
             plan[k] = 1
             busy_until[k] = clock[k] + dt
             continue

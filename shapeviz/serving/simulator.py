@@ -17,8 +17,8 @@ Step times come from the calibrated physics (``physics.mixed_step_s`` and ``deco
 and the analytic planner share one source of truth. Speed: iterations that only decode, with nothing arriving
 and nothing finishing, are advanced together as one vectorised run; an arrival cuts a run at the iteration in
 progress, so the result is the same as stepping one iteration at a time. Colocated runs and disaggregated pools,
-their prefix caches and every router included, take the same loop compiled with numba (``sim_core``, tens to
-hundreds of times faster, the same results bit for bit); speculative decoding, the fixed-capacity validation cache
+their prefix caches, every router and speculative decoding included, take the same loop compiled with numba
+(``sim_core``, tens to hundreds of times faster, the same results bit for bit); the fixed-capacity validation cache
 and caches whose state would pass ``MAX_CACHE_STATE_BYTES`` run the Python loop here.
 """
 from __future__ import annotations
@@ -81,7 +81,7 @@ CONTEXT_GRID = 48                  # contexts the decode-step table is evaluated
 SATURATION_SERVED = 0.9            # served/offered rate below this: the queue grows without bound
 QUANTILES = (50, 90, 99)
 RANDOM_WORDS_PER_REQUEST = 3       # the random router's draws handed to the compiled loop per request (more if short)
-COMPILED = True                    # colocated runs take the compiled loop (sim_core) when numba is present
+COMPILED = True                    # runs take the compiled loop (sim_core) when numba is present (``_compiled``)
 # the compiled loop's prefix caches keep 16 bytes per replica per distinct block of the window (per block a replica
 # meets, with static routing): above this bound (which also keeps cell numbers in int32) the run takes the Python
 # loop, whose caches hold only what they cache
@@ -977,8 +977,8 @@ class _Served:
 
 def _compiled(dep: Deployment, max_num_seqs: int, split: tuple[int, int] | None, req: Requests, router: str,
               caches: sim_core.Caches | None = None, replicas: int = 1) -> bool:
-    """Whether this run takes the compiled loop: colocated or disaggregated (``split``), no speculative decoding,
-    numba present; prompt blocks only with their ``caches`` (``_caches``: prefix caches in the KV pool of the
+    """Whether this run takes the compiled loop: colocated or disaggregated (``split``), with or without speculative
+    decoding, numba present; prompt blocks only with their ``caches`` (``_caches``: prefix caches in the KV pool of the
     ``replicas`` that keep them) within ``MAX_CACHE_STATE_BYTES``."""
     if not COMPILED:
         return False
@@ -1001,7 +1001,9 @@ def _replay_compiled(pool: _Pool, dep: Deployment, arrival: np.ndarray, starts: 
         replicas = split[0] + split[1]
         transfer = _transfer_s(dep, pool.n_in)
     longest = int(np.max(pool.n_in + pool.n_out))
-    physics = sim_core.constants(dep, pool.max_num_seqs, max(pool.budget, longest) + pool.max_num_seqs,
+    # a pass's tokens: the prompt chunks, and each decoding sequence's one (k + 1 when speculative: its drafts too)
+    per_decode = 1 if dep.speculative is None else dep.speculative.draft_tokens + 1
+    physics = sim_core.constants(dep, pool.max_num_seqs, max(pool.budget, longest) + pool.max_num_seqs * per_decode,
                                  pool.context_grid)
     # TTFT targets are read by the deadline scheduler only (the others get one placeholder, not a column)
     target = (np.zeros(1) if pool.scheduler != "deadline" else np.full(pool.n_in.size, pool.default_ttft_s)

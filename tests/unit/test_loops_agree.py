@@ -4,8 +4,8 @@ The pinned cases of ``test_simulator_core.py`` and ``test_sim_core_prefix.py`` e
 here every example draws its own mix (reported cached tokens, a KV pool small enough to preempt, every router and
 scheduler, prefix caches on block hashes or sessions, closed loops, replica schedules, ``duration_s`` / ``requests``
 windows, whole-prompt scheduling, a mixture-of-experts deployment with windowed attention, disaggregated prefill and
-decode pools with a fast or a slow KV link), so a bug on a path the pinned cases never combine gives different
-frames here.
+decode pools with a fast or a slow KV link, speculative decoding by each kind of draft), so a bug on a path the
+pinned cases never combine gives different frames here.
 
 CI runs a bounded, derandomised profile (the same 300 examples per test on every run, so a mutant is killed or not
 the same way each time, and CI never fails on a case nobody changed code for), and reports a failing example
@@ -23,6 +23,7 @@ import pandas as pd
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from shapeviz.physics.speculative import Speculative
 from shapeviz.physics.steps import Deployment
 from shapeviz.serving import simulator
 from shapeviz.serving.planner import WhatIf
@@ -34,7 +35,17 @@ MOE = Deployment("gpt-oss-120b", "h100-sxm", "mxfp4", None, 2, attention_dp=True
 # a KV link 50x slower than the calibrated one: a disaggregated pool's transfers take longer than its prefills
 SLOW_LINK = Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1,
                        efficiency=SMALL.eff.replace(kv_transfer_gbps=SMALL.eff.kv_transfer_gbps / 50))
-DEPLOYMENTS = {"small": SMALL, "moe": MOE, "slow link": SLOW_LINK}
+# speculative decoding by each kind of draft: an EAGLE head, n-gram lookup (no draft pass), a draft model, an MTP module
+SPECULATIVE = {
+    "eagle3": dataclasses.replace(SMALL, speculative=Speculative.from_length("eagle3", 3, 2.5)),
+    "ngram": dataclasses.replace(SMALL, speculative=Speculative.from_length("ngram", 4, 1.8)),
+    "draft model": dataclasses.replace(Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2),
+                                       speculative=Speculative.from_length("draft", 4, 2.8, draft_model="llama-3.1-8b")),
+    "eagle3 moe": dataclasses.replace(MOE, speculative=Speculative.from_length("eagle3", 2, 2.0)),
+    "mtp": dataclasses.replace(Deployment("deepseek-r1", "h200-sxm", "fp8", None, 8),
+                               speculative=Speculative.from_length("mtp", 1, 1.8)),
+}
+DEPLOYMENTS = {"small": SMALL, "moe": MOE, "slow link": SLOW_LINK, **SPECULATIVE}
 
 RANDOM = os.environ.get("SHAPEVIZ_FUZZ_RANDOM") == "1"
 EXAMPLES = int(os.environ.get("SHAPEVIZ_FUZZ_EXAMPLES", "300"))
@@ -59,12 +70,16 @@ ROW = st.tuples(
 
 
 @st.composite
-def runs(draw: st.DrawFn, blocks: str, split: bool = False) -> tuple[Requests, str, dict]:
+def runs(draw: st.DrawFn, blocks: str, split: bool = False, speculative: bool = False) -> tuple[Requests, str, dict]:
     """One log (``blocks``: "none", "sessions" or "hashes") and the simulate() settings it is replayed with
-    (``split``: on P prefill and D decode replicas instead of colocated ones)."""
+    (``split``: on P prefill and D decode replicas instead of colocated ones; ``speculative``: on a deployment
+    with speculative decoding, colocated or split)."""
     rows = draw(st.lists(ROW, min_size=2, max_size=40))   # two timestamps at least: a timeline
     # a name: a falsifying example prints short
-    name = draw(st.sampled_from(["small", "small", "moe"] + (["slow link"] if split else [])))
+    name = draw(st.sampled_from(list(SPECULATIVE) if speculative
+                                else ["small", "small", "moe"] + (["slow link"] if split else [])))
+    if speculative:
+        split = draw(st.booleans())
     dep = DEPLOYMENTS[name]
     n_in = np.array([r[0] for r in rows], dtype=np.int64)
     frame = pd.DataFrame({
@@ -185,6 +200,14 @@ def test_the_loops_agree_with_block_hash_prefix_caches(run):
 def test_the_loops_agree_on_disaggregated_pools(run):
     """Prefill then decode pools: the KV transfer, the decode pool's router and preemption, prefix caches on the
     prefill replicas."""
+    _assert_same(*reversed(_both(*run)))
+
+
+@settings(FUZZ, max_examples=max(EXAMPLES // 3, 1))
+@given(st.sampled_from(["none", "sessions", "hashes"]).flatmap(lambda blocks: runs(blocks, speculative=True)))
+def test_the_loops_agree_with_speculative_decoding(run):
+    """Mixed steps charge the draft passes and the verification of k + 1 tokens per decode; decode-only runs read
+    the speculative time per token."""
     _assert_same(*reversed(_both(*run)))
 
 

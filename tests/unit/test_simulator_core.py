@@ -7,12 +7,17 @@ must be counted in the least-tokens router's signal.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from shapeviz.ingest import load_log
+from shapeviz.physics.speculative import Speculative
 from shapeviz.physics.steps import Deployment
-from shapeviz.serving import routers, simulator
+from shapeviz.serving import routers, sim_core, simulator
+from shapeviz.serving.planner import WhatIf
 from shapeviz.serving.parallel import run_parallel
 from shapeviz.serving.simulator import Requests, simulate
 from shapeviz.workload.synth import shared_prefix_log
@@ -88,6 +93,30 @@ def test_the_compiled_loop_gives_the_python_loops_results_on_experts_and_windowe
     """Mixture-of-experts weight reads, attention-DP and sliding-window layers come through the physics tables."""
     reference, compiled = _both(_lognormal(400, 6.0), dep, replicas=2)
     pd.testing.assert_frame_equal(compiled.requests, reference.requests, check_exact=True)
+
+
+SPECULATIVE = {
+    "EAGLE-3": Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1,
+                          speculative=Speculative.from_length("eagle3", 3, 2.5)),
+    "draft model": Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2,
+                              speculative=Speculative.from_length("draft", 4, 2.8, draft_model="llama-3.1-8b")),
+    "MTP": Deployment("deepseek-r1", "h200-sxm", "fp8", None, 8, speculative=Speculative.from_length("mtp", 1, 1.8)),
+}
+
+
+@pytest.mark.parametrize("method", SPECULATIVE)
+def test_the_compiled_loop_gives_the_python_loops_results_with_speculative_decoding(trace, method):
+    """Azure's conversations at 8× their rate: iterations that prefill beside decodes charge the draft passes and
+    the target verifying k + 1 tokens per sequence, decode-only runs the speculative time per token."""
+    dep = SPECULATIVE[method]
+    assert sim_core.supports(dep, dep.engine_max_seqs)   # the replay takes the compiled loop
+    frame = load_log(trace("azure_llm_2023/AzureLLMInferenceTrace_conv.csv")).frame.iloc[:500]
+    reference, compiled = _both(frame, dep, replicas=2, whatif=WhatIf(traffic_multiplier=8.0))
+    pd.testing.assert_frame_equal(compiled.requests, reference.requests, check_exact=True)
+    pd.testing.assert_frame_equal(compiled.utilization, reference.utilization, check_exact=True)
+    plain = simulate(frame, dataclasses.replace(dep, speculative=None), replicas=2, whatif=WhatIf(traffic_multiplier=8.0))
+    # the drafts change every decode's time (an 8B draft for a 70B target on TP2 does not pay at this load)
+    assert compiled.summary()["tpot_ms"]["p50"] != plain.summary()["tpot_ms"]["p50"]
 
 
 def test_least_tokens_signal_counts_a_preempted_prompts_recompute(monkeypatch):

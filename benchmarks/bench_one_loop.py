@@ -1,11 +1,12 @@
-"""Disaggregated prefill/decode pools replayed by the Python loop (before) and the compiled loop (after).
+"""Disaggregated pools and speculative decoding replayed by the Python loop (before) and the compiled loop (after).
 
-    python benchmarks/bench_disaggregated.py                  # simulate --disaggregate on two real traces
-    python benchmarks/bench_disaggregated.py --levers         # + the levers' disaggregated search (simulate_levers)
+    python benchmarks/bench_one_loop.py                  # simulate --disaggregate on two real traces
+    python benchmarks/bench_one_loop.py --levers         # + the levers' disaggregated search (simulate_levers)
+    python benchmarks/bench_one_loop.py --speculative    # + simulate and size_fleet with EAGLE-3 / draft model
 
-Before issue 40's item 2 every disaggregated replay ran the Python loop; now it runs the compiled one. "before" here
-is the same code with disaggregated runs sent to the Python loop (``simulator._compiled`` answering False for a
-split, which is what the dispatch did), so the two columns differ only by the loop. The compiled loop's compile is
+Before issue 40's item 2 every disaggregated or speculative replay ran the Python loop; now they run the compiled
+one. "before" here is the same code with those runs sent to the Python loop (``simulator._compiled`` answering False
+for a split or a speculative deployment, which is what the dispatch did), so the two columns differ only by the loop. The compiled loop's compile is
 paid once before the timings (a warm-up replay). CPU by ``time.process_time``, requests per CPU-second over the
 replayed requests, peak RSS by the resource module, the load average beside each row; each "after" run is checked
 to give the "before" run's frames bit for bit.
@@ -46,13 +47,16 @@ def traces() -> Path:
 
 
 def python_loop_for_splits(on: bool) -> None:
-    """Send disaggregated runs to the Python loop (``on``), as the dispatch did before, or let them compile."""
+    """Send disaggregated and speculative runs to the Python loop (``on``), as the dispatch did before, or let them
+    compile."""
     if not hasattr(simulator, "_compiled_original"):
         simulator._compiled_original = simulator._compiled  # type: ignore[attr-defined]
     original = simulator._compiled_original  # type: ignore[attr-defined]
 
     def dispatch(dep: Any, max_num_seqs: int, split: Any, *args: Any, **kw: Any) -> bool:
-        return False if split is not None else original(dep, max_num_seqs, split, *args, **kw)
+        if split is not None or dep.speculative is not None:
+            return False
+        return original(dep, max_num_seqs, split, *args, **kw)
 
     simulator._compiled = dispatch if on else original
 
@@ -118,14 +122,58 @@ def levers(args: argparse.Namespace) -> None:
     pd.testing.assert_frame_equal(after, before, check_exact=True)
 
 
+def speculative(args: argparse.Namespace) -> None:
+    """One replay of the Azure conversation log (trace arrivals) on 2 replicas, and the fleet sized for it
+    (``fleet_answer``, what ``plan`` and the Capacity page's headline run), with speculative decoding."""
+    from shapeviz.fleet.sizing import fleet_answer
+    from shapeviz.physics.speculative import Speculative
+
+    frame = load_log(traces() / "azure_llm_2023/AzureLLMInferenceTrace_conv.csv").frame
+    deps = {
+        "EAGLE-3 (3 drafts, 2.5 kept), Llama-3.1-8B FP8 1x H100":
+            Deployment("llama-3.1-8b", "h100-sxm", "fp8", None, 1,
+                       speculative=Speculative.from_length("eagle3", 3, 2.5)),
+        "draft model Llama-3.1-8B (4 drafts, 2.8 kept), Llama-3.1-70B FP8 2x H100":
+            Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2,
+                       speculative=Speculative.from_length("draft", 4, 2.8, draft_model="llama-3.1-8b")),
+    }
+    print("\nSpeculative decoding on the Azure conversation log (19,366 requests)")
+    print("| deployment | run | loop | CPU | requests per CPU-second | answer | peak RSS | load |")
+    print("|---|---|---|---:|---:|---|---:|---:|")
+    for name, dep in deps.items():
+        simulator.simulate(frame.iloc[:200], dep, replicas=2)   # the compile (or its load), not timed
+        for run, fn, answer in (
+                ("replay on 2 replicas", lambda: simulator.simulate(frame, dep, replicas=2),
+                 lambda r: f"TPOT p50 {r.summary()['tpot_ms']['p50']:.2f} ms"),
+                ("fleet_answer (plan's sizing)", lambda: fleet_answer(Workload.from_frame(frame), dep, frame)[1],
+                 lambda r: f"{r.replicas} replicas, {len(r.trials)} replays")):
+            results = {}
+            for loop, python in (("Python (before)", True), ("compiled (after)", False)):
+                python_loop_for_splits(python)
+                res, cpu, rss, load = measured(fn)
+                results[loop] = res
+                rate = f"{len(frame) / cpu:,.0f}" if run.startswith("replay") else ""
+                print(f"| {name} | {run} | {loop} | {cpu:.2f} s | {rate} | {answer(res)} | {rss:.2f} GB | "
+                      f"{load:.1f} |", flush=True)
+            before, after = results.values()
+            if run.startswith("replay"):
+                pd.testing.assert_frame_equal(after.requests, before.requests, check_exact=True)
+    python_loop_for_splits(False)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levers", action="store_true", help="also time simulate_levers' disaggregated search")
     parser.add_argument("--lever-requests", type=int, default=3000)
+    parser.add_argument("--speculative", action="store_true", help="also time speculative replays and sizings")
+    parser.add_argument("--only-speculative", action="store_true", help="only the speculative runs")
     args = parser.parse_args(argv)
-    replays(args)
-    if args.levers:
-        levers(args)
+    if not args.only_speculative:
+        replays(args)
+        if args.levers:
+            levers(args)
+    if args.speculative or args.only_speculative:
+        speculative(args)
 
 
 if __name__ == "__main__":
