@@ -191,7 +191,8 @@ def _browser_busy(cdp) -> dict[str, float]:  # noqa: ANN001 - a CDP session with
 def _listen(page: Page) -> list[bytes]:
     """Every binary frame the page receives on its websocket from now on (Streamlit's ForwardMsgs), in order."""
     frames: list[bytes] = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda f: frames.append(f) if isinstance(f, bytes) else None))
+    keep = lambda f: frames.append(f) if isinstance(f, bytes) else None  # noqa: E731 - text frames: none expected
+    page.on("websocket", lambda ws: ws.on("framereceived", keep))
     return frames
 
 
