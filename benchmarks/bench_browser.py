@@ -18,6 +18,8 @@ through playwright), and prints, per run:
 - the same slider step on a skeleton of the Capacity headline (``SKELETON_APP``: the slider's ``on_change`` reruns
   one fragment with the headline's 8 metrics and 2 charts, as ``components.sidebar`` does), measured in the same run:
   what Streamlit itself costs for a what-if step built this way, before anything of the app's own;
+- with ``--settle S``: the Capacity steps again after S seconds on the page, once the sizings the first steps
+  started have landed (no poll rerun, no replay beside a step: "script runs" per step back at 2);
 - per step, what the server sent (decoded from the page's websocket): script runs started, elements and blocks sent,
   charts among them, kilobytes;
 - per step, the server's CPU and the browser tab's main thread (busy in tasks, in script, in layout and style: Chrome's
@@ -257,7 +259,7 @@ def _go(page: Page, link: str, title: str) -> None:
 
 
 def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa: ANN001
-            cache: Path) -> dict[str, object]:
+            cache: Path, settle: float = 0) -> dict[str, object]:
     """A fresh app server and floor server; every figure of one run."""
     out: dict[str, object] = {}
     floor_script = log.parent / "floor_app.py"
@@ -318,6 +320,10 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa
         measure("Shape 20k", page, app)
         _go(page, "Capacity what-if", "Capacity what-if")
         measure("Capacity 20k", page, app)
+        if settle:   # the same steps once the sizings they started have landed: no poll, no replay beside a step
+            page.wait_for_timeout(settle * 1000)
+            _settled(page)
+            measure("Capacity 20k, sized", page, app)
         measure("floor again", fpage, floor)
         measure("skeleton", spage, skeleton)
         if big is not None:
@@ -350,6 +356,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="slider steps per page and run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-big", action="store_true", help="only the demo (20k) and the floor")
+    parser.add_argument("--settle", type=float, default=0,
+                        help="then wait this many seconds on Capacity (its sizings land) and step it again")
     parser.add_argument("--cache-dir", default=None,
                         help="the app's disk cache (SHAPEVIZ_CACHE_DIR); default: an empty temporary folder")
     args = parser.parse_args()
@@ -372,7 +380,7 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for r in range(args.runs):
                 load = os.getloadavg()[0]
-                result = one_run(browser, args.rows, args.steps, big, work / "server.log", cache)
+                result = one_run(browser, args.rows, args.steps, big, work / "server.log", cache, args.settle)
                 result["load average at start"] = load
                 runs.append(result)
                 print(f"run {r + 1}: " + "; ".join(f"{k} {v:.2f}" for k, v in result.items()), flush=True)
