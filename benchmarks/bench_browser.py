@@ -1,6 +1,6 @@
 """The dashboard in a real browser: what a user waits for, next to a bare Streamlit page (the floor).
 
-    python benchmarks/bench_browser.py [--rows 1000000] [--steps 5] [--runs 3] [--skip-big]
+    python benchmarks/bench_browser.py [--rows 1000000] [--steps 5] [--runs 3] [--skip-big] [--settle 40]
 
 Starts the app as ``make run`` does (``python -m components.launch``: ``streamlit run app.py``, warm) and a bare
 page (one sidebar slider, one 100-point plotly chart) on loopback, drives them with the system chromium (headless,
