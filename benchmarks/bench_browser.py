@@ -1,6 +1,6 @@
 """The dashboard in a real browser: what a user waits for, next to a bare Streamlit page (the floor).
 
-    python benchmarks/bench_browser.py [--rows 1000000] [--steps 5] [--runs 3] [--skip-big]
+    python benchmarks/bench_browser.py [--rows 1000000] [--steps 5] [--runs 3] [--skip-big] [--settle 40]
 
 Starts the app as ``make run`` does (``python -m components.launch``: ``streamlit run app.py``, warm) and a bare
 page (one sidebar slider, one 100-point plotly chart) on loopback, drives them with the system chromium (headless,
@@ -15,6 +15,13 @@ through playwright), and prints, per run:
   and Capacity pages at 20k requests (the demo) and at ``--rows`` (an upload);
 - upload to plane: from handing the file to the uploader until the Shape page's plane shows all its requests;
 - the same slider step on the bare page, measured in the same run: the floor every ratio is taken against;
+- the same slider step on a skeleton of the Capacity headline (``SKELETON_APP``: the slider's ``on_change`` reruns
+  one fragment with the headline's 8 metrics and 2 charts, as ``components.sidebar`` does), measured in the same run:
+  what Streamlit itself costs for a what-if step built this way, before anything of the app's own;
+- with ``--settle S``: the Capacity steps again after S seconds on the page, once the sizings the first steps
+  started have landed (no poll rerun, no replay beside a step: "script runs" per step back at 2);
+- per step, what the server sent (decoded from the page's websocket): script runs started, elements and blocks sent,
+  charts among them, kilobytes;
 - per step, the server's CPU and the browser tab's main thread (busy in tasks, in script, in layout and style: Chrome's
   Performance metrics over the steps, divided by their number).
 
@@ -60,6 +67,33 @@ st.title("Floor")
 v = st.sidebar.slider("Trim input %", 0, 90, 0, 5)
 x = np.arange(100)
 st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 - v / 100), mode="lines")), theme=None)
+'''
+
+# The Capacity headline's shape, nothing else: a sidebar slider whose on_change reruns one fragment (as
+# components.sidebar._on_whatif_step does: a full run starts, the callback turns it into the fragment's run), and
+# in it a heading, a caption, two rows of four metrics and two 100-point charts.
+SKELETON_APP = '''
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+st.title("Skeleton")
+st.sidebar.slider("Trim input %", 0, 90, 0, 5, key="trim", on_change=lambda: st.rerun(scope=["head"]))
+
+
+def head():
+    v = st.session_state["trim"]
+    st.subheader(f"Before -> after: trim {v}%")
+    st.caption(f"The what-if: input trimmed {v}%.")
+    for _ in range(2):
+        for col in st.columns(4):
+            col.metric("Pressure", f"{100 - v}%", f"{-v} pts")
+    x = np.arange(100)
+    st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 - v / 100), mode="lines")), theme=None, key="a")
+    st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 + v / 100), mode="lines")), theme=None, key="b")
+
+
+st.fragment(head, key="head")()
 '''
 
 # Records every change of the app's script state with its time, so a step can be timed inside the page.
@@ -156,9 +190,38 @@ def _browser_busy(cdp) -> dict[str, float]:  # noqa: ANN001 - a CDP session with
             "layout and style": metrics["LayoutDuration"] + metrics["RecalcStyleDuration"]}
 
 
-def _steps(page: Page, steps: int, server: Server) -> tuple[list[float], float, dict[str, float]]:
+def _listen(page: Page) -> list[bytes]:
+    """Every binary frame the page receives on its websocket from now on (Streamlit's ForwardMsgs), in order."""
+    frames: list[bytes] = []
+    keep = lambda f: frames.append(f) if isinstance(f, bytes) else None  # noqa: E731 - text frames: none expected
+    page.on("websocket", lambda ws: ws.on("framereceived", keep))
+    return frames
+
+
+def _sent(frames: list[bytes]) -> dict[str, float]:
+    """What the server sent in ``frames``: script runs started, elements and blocks, charts among the elements, kB."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    out = {"script runs": 0.0, "elements": 0.0, "blocks": 0.0, "charts": 0.0, "kB": sum(map(len, frames)) / 1e3}
+    for frame in frames:
+        msg = ForwardMsg()
+        msg.ParseFromString(frame)
+        kind = msg.WhichOneof("type")
+        if kind == "new_session":
+            out["script runs"] += 1
+        elif kind == "delta" and msg.delta.WhichOneof("type") == "add_block":
+            out["blocks"] += 1
+        elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+            out["elements"] += 1
+            out["charts"] += msg.delta.new_element.WhichOneof("type") == "plotly_chart"
+    return out
+
+
+def _steps(page: Page, steps: int, server: Server,
+           frames: list[bytes] | None = None) -> tuple[list[float], float, dict[str, float]]:
     """Time ``steps`` arrow-key steps of the Trim input slider: seconds to the rerun's end, server CPU s/step, and
-    the browser's main thread per step (``_browser_busy``)."""
+    the browser's main thread per step (``_browser_busy``); with ``frames`` (``_listen``), what the server sent per
+    step too (``_sent``)."""
     page.bring_to_front()  # a page behind another has its timers throttled, the slider's debounce among them
     page.evaluate(OBSERVE_JS)
     cdp = page.context.new_cdp_session(page)
@@ -167,6 +230,7 @@ def _steps(page: Page, steps: int, server: Server) -> tuple[list[float], float, 
     slider = page.get_by_test_id("stSidebar").get_by_role("slider", name="Trim input %")
     ends = []
     cpu0 = server.cpu_s()
+    n0 = len(frames or [])
     for i in range(steps):
         slider.focus()
         t0 = page.evaluate("performance.now()")
@@ -180,6 +244,8 @@ def _steps(page: Page, steps: int, server: Server) -> tuple[list[float], float, 
             continue  # rare (a key press that started no run): the step is left out of the median
         ends.append(page.evaluate(END_JS, t0) / 1000)
     busy = {k: (v - busy0[k]) / steps for k, v in _browser_busy(cdp).items()}
+    if frames is not None:
+        busy.update({f"sent: {k} (per step)": v / steps for k, v in _sent(frames[n0:]).items()})
     cdp.detach()
     return ends, (server.cpu_s() - cpu0) / steps, busy
 
@@ -193,22 +259,27 @@ def _go(page: Page, link: str, title: str) -> None:
 
 
 def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa: ANN001
-            cache: Path) -> dict[str, object]:
+            cache: Path, settle: float = 0) -> dict[str, object]:
     """A fresh app server and floor server; every figure of one run."""
     out: dict[str, object] = {}
     floor_script = log.parent / "floor_app.py"
     floor_script.write_text(FLOOR_APP)
+    skeleton_script = log.parent / "skeleton_app.py"
+    skeleton_script.write_text(SKELETON_APP)
     floor = Server(floor_script, log)
+    skeleton = Server(skeleton_script, log)
     app = Server(ROOT / "app.py", log)
     out["disk cache entries at start"] = len(list(cache.glob("*.pickle")))
     try:
         floor.wait_healthy()
+        skeleton.wait_healthy()
         app.wait_healthy()
         healthy = time.perf_counter()
         print("  servers healthy", file=sys.stderr, flush=True)
         # Sequential from here: the two servers never compete for the cores during a timed step.
         ctx = browser.new_context(viewport=VIEWPORT)
         page = ctx.new_page()
+        sent = {page: _listen(page)}
         page.goto(app.url + "/", wait_until="domcontentloaded", timeout=WAIT_MS)
         _plane_drawn(page, "20,000")
         out["first page, fresh server (s)"] = time.perf_counter() - healthy
@@ -229,20 +300,32 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa
         expect(fpage.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached(timeout=WAIT_MS)
         _settled(fpage)
         out["floor: first page, fresh server (s)"] = time.perf_counter() - t
+        sctx = browser.new_context(viewport=VIEWPORT)
+        spage = sctx.new_page()
+        sent[spage] = _listen(spage)
+        spage.goto(skeleton.url + "/", wait_until="domcontentloaded", timeout=WAIT_MS)
+        expect(spage.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached(timeout=WAIT_MS)
+        _settled(spage)
 
         def measure(name: str, pg: Page, server: Server) -> None:
             print(f"  measuring {name}", file=sys.stderr, flush=True)
-            ends, cpu, busy = _steps(pg, steps, server)
+            ends, cpu, busy = _steps(pg, steps, server, sent.get(pg))
             out[f"{name}: step to rerun end (s)"] = statistics.median(ends) if ends else float("nan")
             out[f"{name}: server CPU per step (s)"] = cpu
             for part, seconds in busy.items():
-                out[f"{name}: browser main thread per step, {part} (s)"] = seconds
+                out[f"{name}: {part}" if part.startswith("sent") else
+                    f"{name}: browser main thread per step, {part} (s)"] = seconds
 
         measure("floor", fpage, floor)
         measure("Shape 20k", page, app)
         _go(page, "Capacity what-if", "Capacity what-if")
         measure("Capacity 20k", page, app)
+        if settle:   # the same steps once the sizings they started have landed: no poll, no replay beside a step
+            page.wait_for_timeout(settle * 1000)
+            _settled(page)
+            measure("Capacity 20k, sized", page, app)
         measure("floor again", fpage, floor)
+        measure("skeleton", spage, skeleton)
         if big is not None:
             _go(page, "Shape", "Workload shape")
             t = time.perf_counter()
@@ -258,9 +341,11 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa
             measure("floor last", fpage, floor)
         ctx.close()
         fctx.close()
+        sctx.close()
     finally:
         app.stop()
         floor.stop()
+        skeleton.stop()
     return out
 
 
@@ -271,6 +356,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="slider steps per page and run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-big", action="store_true", help="only the demo (20k) and the floor")
+    parser.add_argument("--settle", type=float, default=0,
+                        help="then wait this many seconds on Capacity (its sizings land) and step it again")
     parser.add_argument("--cache-dir", default=None,
                         help="the app's disk cache (SHAPEVIZ_CACHE_DIR); default: an empty temporary folder")
     args = parser.parse_args()
@@ -293,7 +380,7 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for r in range(args.runs):
                 load = os.getloadavg()[0]
-                result = one_run(browser, args.rows, args.steps, big, work / "server.log", cache)
+                result = one_run(browser, args.rows, args.steps, big, work / "server.log", cache, args.settle)
                 result["load average at start"] = load
                 runs.append(result)
                 print(f"run {r + 1}: " + "; ".join(f"{k} {v:.2f}" for k, v in result.items()), flush=True)
