@@ -38,7 +38,7 @@ from shapeviz.physics.steps import (
     smallest_tp,
 )
 from shapeviz.plain import json_safe
-from shapeviz.serving.planner import MAX_REPLICAS, Percentiles, Plan, WhatIf, Workload, plan
+from shapeviz.serving.planner import LATENCY_SIZED, MAX_REPLICAS, Percentiles, Plan, WhatIf, Workload, plan
 from shapeviz.serving.products import (
     ALL_PRODUCTS,
     SloClass,
@@ -877,7 +877,10 @@ def sized_plan(planned: Plan, sizing: Sizing, tp: int) -> Plan:
     cost["usd_per_hour"] = cost["colocated_usd_per_hour"]
     cost["usd_per_million_output_tokens"] = cost["colocated_usd_per_million_output_tokens"]
     cost["usd_per_million_tokens"] = cost["colocated_usd_per_million_tokens"]
-    # the colocated fleet is the replay's answer; the prefill/decode split beside it stays the analytic estimate
+    # the colocated fleet is the replay's answer; the prefill/decode split beside it stays the analytic estimate.
+    # The estimate's "sized by the SLO, not by throughput" counts the estimate's replicas ("the other 3 keep ..."
+    # beside an answer of 1): the answer's own reason is pressure_reason's
+    estimated = [n for n in planned.notes if not n.startswith(LATENCY_SIZED)]
     provenance = {**planned.provenance, "ttft_ms": "simulated", "tpot_ms": "simulated", "gpus": "simulated",
                   "cost": "simulated", "gpus.disaggregated": "estimated"}
     return replace(
@@ -885,7 +888,7 @@ def sized_plan(planned: Plan, sizing: Sizing, tp: int) -> Plan:
         ttft_ms=Percentiles(**sizing.answer.ttft_ms), tpot_ms=Percentiles(**sizing.answer.tpot_ms),
         prefill=replace(planned.prefill, utilization=planned.prefill.utilization / factor),
         decode=replace(planned.decode, utilization=planned.decode.utilization / factor),
-        provenance=provenance, notes=[*planned.notes, sizing_note(sizing), *filter(None, [pressure_reason(
+        provenance=provenance, notes=[*estimated, sizing_note(sizing), *filter(None, [pressure_reason(
             sizing, planned.prefill.utilization, planned.decode.utilization)])])
 
 

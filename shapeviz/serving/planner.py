@@ -49,6 +49,9 @@ SKETCH_POINTS = 96              # quantile points kept of the prefill-time distr
 DOMINANT_SHARE = 0.6            # a phase "dominates" above this share of the GPU-time
 FALLBACK_UTILIZATION = 0.8      # when an SLO cannot be met at any size, size the pools for this utilisation
 IDLE_PRESSURE = 0.5             # below this on both phases a plan says why it buys more replicas than the load needs
+# how the note that says so begins: it counts the estimate's replicas, so a replayed answer drops it (its own reason
+# is ``fleet.sizing.pressure_reason``)
+LATENCY_SIZED = "sized by the "
 MAX_REPLICAS = 1_000_000
 
 
@@ -522,7 +525,7 @@ def plan(
         fewer = ev.evaluate(np.array([lam / (replicas - 1)]), tpot_slo_s=tpot_s, quantiles=(0.9,))
         binding = "TTFT" if float(fewer["ttft_p90_s"][0]) > ttft_s else "TPOT"
         notes.append(
-            f"sized by the {binding} p90 SLO, not by throughput: {throughput_replicas} replica(s) would carry this "
+            f"{LATENCY_SIZED}{binding} p90 SLO, not by throughput: {throughput_replicas} replica(s) would carry this "
             f"load below {FALLBACK_UTILIZATION:.0%} utilisation, and the other {replicas - throughput_replicas} keep "
             f"the {binding} p90 within its SLO (one replica fewer misses it); "
             + ("more GPUs per replica (TP), a prefix cache, trimmed prompts or a pool of its own for the longest "
