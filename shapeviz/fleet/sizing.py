@@ -38,7 +38,16 @@ from shapeviz.physics.steps import (
     smallest_tp,
 )
 from shapeviz.plain import json_safe
-from shapeviz.serving.planner import LATENCY_SIZED, MAX_REPLICAS, Percentiles, Plan, WhatIf, Workload, plan
+from shapeviz.serving.planner import (
+    FALLBACK_UTILIZATION,
+    LATENCY_SIZED,
+    MAX_REPLICAS,
+    Percentiles,
+    Plan,
+    WhatIf,
+    Workload,
+    plan,
+)
 from shapeviz.serving.products import (
     ALL_PRODUCTS,
     SloClass,
@@ -52,7 +61,6 @@ from shapeviz.serving.simulator import (
     DEFAULT_MAX_BATCHED_TOKENS,
     Requests,
     latency_stats,
-    requests_from_frame,
     simulate,
 )
 
@@ -273,33 +281,33 @@ def burstiness(arrival_s: np.ndarray) -> dict[str, float | None]:
 
 
 def pressure_reason(sizing: Sizing, prefill_pressure: float, decode_pressure: float) -> str | None:
-    """Why a replayed answer runs its GPUs at low average pressure, with the levers (None when it does not, or
-    when the log is not bursty: then the reason is not known here). The pressures are the analytic estimate's,
-    per replica of its ``sizing.estimate`` replicas; the answer's are those spread over ``sizing.replicas``."""
-    ratio = sizing.sized_on.get("burst_ratio")
-    if sizing.method != "simulated" or ratio is None or ratio < BURSTY or not sizing.replicas:
+    """Why a replayed answer runs its GPUs at low average pressure, with the levers (None when it does not). The
+    pressures are the analytic estimate's, per replica of its ``sizing.estimate`` replicas; the answer's are those
+    spread over ``sizing.replicas``. A bursty log's answer is sized for its bursts; another's, met, by its latency
+    classes (one replica fewer misses one: the sizing's note names it)."""
+    if sizing.method != "simulated" or not sizing.replicas:
         return None
     spread = (sizing.estimate or sizing.replicas) / sizing.replicas
     prefill_pressure, decode_pressure = prefill_pressure * spread, decode_pressure * spread
     if max(prefill_pressure, decode_pressure) >= LOW_PRESSURE:
         return None
-    return (f"the answer runs its GPUs at {prefill_pressure:.0%} prefill / {decode_pressure:.0%} decode pressure on "
-            f"average because it is sized for the log's bursts: its busiest {BURST_S:g} s arrive at "
-            f"{sizing.sized_on['busiest_10s_rps']:,.1f} req/s, {ratio:,.0f}× the window's mean of "
-            f"{sizing.sized_on['mean_rps']:,.2f} req/s, and every request of a burst counts in the p90 (the same "
-            "requests at a steady rate need far fewer replicas: benchmarks/README.md). Levers: a looser TTFT class "
-            "for traffic that arrives in bursts, a queue that lets latency-tolerant requests wait, or FP8 weights "
-            "(priced beside the plan)")
-
-
-def _window_requests(frame: pd.DataFrame, whatif: WhatIf, block_size: int | None, lo: float, hi: float,
-                     whole: bool) -> Requests:
-    """The requests arriving in ``[lo, hi]`` (seconds from the first, after the traffic lever), with their prompt
-    blocks, arrivals from the window's start: the rows sliced from the log's request table (a sizing builds its
-    table once, ``slo_window``; this builds one for a caller that has none)."""
-    table = RequestTable.build(frame, whatif, block_size=block_size)
-    t = table.arrival_s
-    return table.requests(None if whole or t is None else np.flatnonzero((t >= lo) & (t <= hi)))
+    at = (f"the answer runs its GPUs at {prefill_pressure:.0%} prefill / {decode_pressure:.0%} decode pressure on "
+          "average")
+    ratio = sizing.sized_on.get("burst_ratio")
+    if ratio is not None and ratio >= BURSTY:
+        return (f"{at} because it is sized for the log's bursts: its busiest {BURST_S:g} s arrive at "
+                f"{sizing.sized_on['busiest_10s_rps']:,.1f} req/s, {ratio:,.0f}× the window's mean of "
+                f"{sizing.sized_on['mean_rps']:,.2f} req/s, and every request of a burst counts in the p90 (the same "
+                "requests at a steady rate need far fewer replicas: benchmarks/README.md). Levers: a looser TTFT "
+                "class for traffic that arrives in bursts, a queue that lets latency-tolerant requests wait, or FP8 "
+                "weights (priced beside the plan)")
+    if not sizing.meets_others:
+        return None   # the search gave up: its last count is no answer to explain
+    carry = max(1, math.ceil(max(prefill_pressure, decode_pressure) * sizing.replicas / FALLBACK_UTILIZATION))
+    return (f"{at} because it is sized by the latency classes, not by throughput: about {carry} replica(s) would "
+            f"carry this load below {FALLBACK_UTILIZATION:.0%} utilisation, and one replica fewer than the answer "
+            "misses a class. Levers: more GPUs per replica (TP), a prefix cache with a session-affine router, "
+            "trimmed prompts, or a pool of its own for the longest prompts")
 
 
 class _Search:
@@ -556,7 +564,8 @@ def auto_tp(frame: pd.DataFrame | None, fits: Deployment, build: Callable[[int],
     Without the log's rows or classes (a sketch, a fixed shape): ``fits``."""
     if frame is None or classes is None or len(frame) == 0:
         return fits, FITS_WORDS, []
-    quick = requests_from_frame(frame, whatif, reuse=False)
+    table = RequestTable.build(frame, whatif)   # one table for every TP tried, as a sizing builds one
+    quick = table.requests(blocks=False)
     first: list[dict[str, Any]] | None = None
     for tp in [t for t in TP_CHOICES if t >= fits.tp]:
         try:
@@ -566,10 +575,10 @@ def auto_tp(frame: pd.DataFrame | None, fits: Deployment, build: Callable[[int],
         # the window the headline judges on, as slo_window picks it, with the prompt blocks its replay looks up
         if quick.arrival_s is not None:
             lo, hi = busiest_window(quick, dep, slo_window_s / whatif.traffic_multiplier)
-            t = np.asarray(quick.arrival_s)
-            req = _window_requests(frame, whatif, None, lo, hi, bool(((t >= lo) & (t <= hi)).all()))
+            rows = np.flatnonzero((table.arrival_s >= lo) & (table.arrival_s <= hi))
+            req = table.requests(None if rows.size == len(table) else rows)
         else:
-            req = requests_from_frame(frame.iloc[:POISSON_REQUESTS], whatif)
+            req = table.requests(np.arange(min(len(table), POISSON_REQUESTS)))
         found = unreachable_classes(req, dep, classes)
         # a product beyond the model's context window is out of reach on every TP: the TP is chosen for the others
         left = [u for u in found if u.get("cause") != "context"]

@@ -31,3 +31,17 @@ def test_a_replayed_answer_drops_the_estimates_count_of_replicas_kept_for_latenc
     kept = sizing.sized_plan(estimate, sizing.Sizing("analytic", estimate.replicas, True, estimate.replicas,
                                                      {"window": "the whole log"}), dep.tp)
     assert said[0] in kept.notes
+
+
+def test_a_replayed_answer_at_low_pressure_says_it_is_sized_by_latency_in_its_own_replicas() -> None:
+    # the 1M-request day: 75 replicas at 8% / 22% pressure on a log without bursts; the estimate's sentence (92
+    # replicas, "the other 68 keep") is dropped, so the answer must say itself why its GPUs are that idle
+    dep = default_deployment()
+    estimate = plan(Workload.from_frame(generate(20_000, seed=0)), dep)
+    k0 = estimate.replicas
+    answered = sizing.sized_plan(estimate, _answer(3 * k0, k0), dep.tp)
+    decode = estimate.decode.utilization / 3
+    why = [n for n in answered.notes if "not by throughput" in n]
+    assert len(why) == 1 and f"{decode:.0%} decode pressure" in why[0]
+    carry = int(why[0].split("about ")[1].split(" replica")[0])
+    assert 1 <= carry < 3 * k0   # fewer replicas would carry the load: latency, not throughput, set the answer

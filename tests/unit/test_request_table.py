@@ -31,6 +31,25 @@ def test_a_sizing_reads_the_log_into_its_request_table_once(sessions: pd.DataFra
     assert table.builds() - before == 1
 
 
+def test_auto_tp_reads_the_log_into_one_request_table_for_every_tp_it_tries(sessions: pd.DataFrame) -> None:
+    from dataclasses import replace
+
+    from shapeviz.fleet.sizing import auto_tp
+
+    fits = default_deployment()
+    tried: list[int] = []
+
+    def build(tp: int):
+        tried.append(tp)
+        return replace(fits, tp=tp)
+
+    before = table.builds()
+    # a 1 ms TTFT class no TP reaches: every TP is tried, each on its own busiest window sliced from the one table
+    dep, words, left = auto_tp(sessions, fits, build, pair_classes(sessions, 1.0, 50.0), slo_window_s=600.0)
+    assert len(tried) >= 2 and left and "no TP up to" in words
+    assert table.builds() - before == 1
+
+
 def test_the_window_is_the_logs_own_rows_with_their_prompt_blocks(traces: Path) -> None:
     frame = load_log(traces / "mooncake_fast25" / "conversation_trace.jsonl.gz").frame
     dep = default_deployment()
