@@ -14,6 +14,7 @@ from playwright.sync_api import Locator, Page, expect
 FIRST_LOAD_MS = 90_000  # a fresh session analyses its log before anything is drawn
 RERUN_MS = 45_000  # a widget change: rerun and redraw, sometimes a second rerun (measured prefix-cache default)
 BUILD_MS = 180_000  # the report bundle renders its PNG charts through a headless chromium of its own
+SIZED_MS = 300_000  # the Capacity headline's replays of a log on a busy two-core machine
 
 
 class Dashboard:
@@ -133,6 +134,12 @@ class Dashboard:
         expect(self.page.get_by_test_id("stApp")).to_have_attribute(
             "data-test-script-state", "notRunning", timeout=FIRST_LOAD_MS
         )
+
+    def sized(self) -> None:
+        """Wait until the Capacity headline shows the simulated answer of the current what-if (until then it shows the
+        analytic estimate, whose replicas and pressure differ), and the page has settled."""
+        expect(self.metric("GPUs colocated (simulated)")).to_be_visible(timeout=SIZED_MS)
+        self.settle()
 
     def expect_healthy(self) -> None:
         """No traceback box once the page has settled."""

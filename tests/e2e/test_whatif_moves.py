@@ -20,13 +20,12 @@ from tests.needs import require_module  # noqa: E402  (skips locally, fails unde
 
 require_module("playwright.sync_api", "the playwright package drives the browser tests")
 
-from dashboard import FIRST_LOAD_MS, RERUN_MS, Dashboard, OpenDashboard  # noqa: E402
+from dashboard import FIRST_LOAD_MS, RERUN_MS, SIZED_MS, Dashboard, OpenDashboard  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
 CONV = "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
-SIZED_MS = 300_000   # the headline's replays of a log on a busy two-core machine
 MOVES = (("Trim input %", "5", "input trimmed 5%"), ("Trim output %", "5", "output trimmed 5%"),
          ("Traffic ×", "1.25", "traffic ×1.25"))
 ANSWER = re.compile(r"Simulated: (\d+) × TP(\d+) = (\d+) GPUs")
