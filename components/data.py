@@ -32,7 +32,7 @@ from typing import Any
 import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
-from components import disk_cache, uploads
+from components import disk_cache, uploads, work_pool
 from components.memory import give_back as _give_back
 from components.progress import progress_bar
 from shapeviz.ingest import LoadedLog, load_log
@@ -217,12 +217,9 @@ def _end_session_if_gone(session_id: str) -> None:
         return   # reconnected: its next departure schedules this again
     session = _app_session(runtime, session_id)
     runtime.close_session(session_id)
-    from components import fleet_answer, fleet_time   # here: data is imported by every page, the pools by one
-
     ended = ([session] if session is not None else []) + reap_expired_sessions(runtime)
     for sid in {session_id, *(str(getattr(each, "id", session_id)) for each in ended)}:
-        fleet_answer.cancel_session(sid)   # its queued sizings no other session wants
-        fleet_time.cancel_session(sid)     # and its queued month replays
+        work_pool.cancel_session(sid)   # its queued sizings and month replays no other session wants
     for each in ended:
         forget_session_objects(each)
     # its script thread unwinds first; a page script's functions and globals form cycles only a collection frees

@@ -36,7 +36,7 @@ from shapeviz.text import md_literal
 MAX_ENTRIES = 16
 POLL_S = 1.0
 # every session's sizings on a thread per core, taken fairly (sessions in turn, each one's latest step first); a
-# session that left cancels what it queued (data.end_session_when_it_leaves calls cancel_session); between two replays
+# session that left cancels what it queued (data.end_session_when_it_leaves calls work_pool.cancel_session); between two replays
 # a sizing steps aside while any session's what-if fragment draws (work_pool.DRAWS)
 _POOL = FairPool(name="fleet-answer")
 _LOCK = threading.Lock()
@@ -69,11 +69,6 @@ def current_session() -> str:
 
     ctx = get_script_run_ctx(suppress_warning=True)
     return "" if ctx is None else str(ctx.session_id)
-
-
-def cancel_session(session_id: str) -> int:
-    """A session ended: cancel the sizings it queued that no other session wants (how many)."""
-    return _POOL.cancel_session(session_id)
 
 
 def key_of(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, tpot_slo_ms: float,

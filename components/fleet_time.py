@@ -297,10 +297,6 @@ def submit_growth(key: tuple, job: Callable[[], GrowthResult], session: str | No
         return future
 
 
-def cancel_session(session_id: str) -> int:
-    """A session ended: cancel the month replays it queued that no other session wants (how many)."""
-    return _GROWTH_POOL.cancel_session(session_id)
-
 
 def wait_growth(timeout: float) -> None:
     """Block until every growth replay started so far is done (tests; the page never waits)."""

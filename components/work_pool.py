@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -105,6 +106,15 @@ def default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
 
 
+_POOLS: "weakref.WeakSet[FairPool]" = weakref.WeakSet()   # every pool of this server process
+
+
+def cancel_session(session: str) -> int:
+    """``session`` left: cancel what it queued in every pool (the headline's sizings, the growth months), those jobs
+    no other session wants; how many were cancelled."""
+    return sum(pool.cancel_session(session) for pool in list(_POOLS))
+
+
 class FairPool:
     """``submit(session, job)`` → a Future; sessions take turns, each one's latest job first; ``cancel_session``."""
 
@@ -114,6 +124,7 @@ class FairPool:
         self._jobs: dict[Future, Callable[[], Any]] = {}
         self._owners: dict[Future, set[str]] = {}
         self.workers = workers or default_workers()
+        _POOLS.add(self)
         for i in range(self.workers):
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True).start()
 

@@ -158,12 +158,12 @@ def test_a_session_that_left_cancels_its_queued_month_replays_and_a_session_aski
     """"Size every month by replaying it" shares one thread among sessions as the headline's sizings share theirs: a
     session that left takes its queued months with it, and the same months asked again by a session still there
     are replayed, not answered with the cancelled run."""
-    from components import fleet_time
+    from components import fleet_time, work_pool
 
     gate = threading.Event()
     fleet_time.submit_growth(("test", "busy"), lambda: gate.wait(30), session="busy")   # the one thread is busy
     mine = fleet_time.submit_growth(("test", "months"), lambda: "months", session="gone")
-    assert fleet_time.cancel_session("gone") == 1 and mine.cancelled()
+    assert work_pool.cancel_session("gone") == 1 and mine.cancelled()   # what the server calls when "gone" ends
     again = fleet_time.submit_growth(("test", "months"), lambda: "months, asked again", session="stays")
     gate.set()
     assert again.result(timeout=30) == "months, asked again"
