@@ -1,6 +1,8 @@
 """Shared fixtures: where the real public traces live, and how their absence is reported."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from pathlib import Path
 
@@ -68,3 +70,18 @@ def chromium() -> str:
         return browser_path()
     except ValueError as exc:
         skip_or_fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory) -> Path:
+    """A plan of the real aiperf run's workload (2 req/s), as `config --json` writes it, with lenient SLOs (the
+    results `check` reads: tests/security/test_hostile_files.py, tests/unit/test_check_verdicts.py)."""
+    from shapeviz.cli import main
+
+    path = tmp_path_factory.mktemp("plan") / "plan.json"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["config", "--isl", "2048", "--osl", "256", "--rate", "2", "--engine", "vllm", "--layout",
+                     "colocated", "--tpot-slo-ms", "100", "--json"]) == 0
+    path.write_text(out.getvalue())
+    return path

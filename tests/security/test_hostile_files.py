@@ -1,8 +1,6 @@
 """Issue 30, rows 4-8 and 11: fleet, plan and result files from strangers get one short line or the right answer."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -45,18 +43,6 @@ def test_a_huge_value_is_quoted_short_in_the_error(tmp_path):
     with pytest.raises(ValueError, match="router must be one of") as refused:
         load_fleet(path)
     assert len(str(refused.value)) < 300
-
-
-@pytest.fixture(scope="module")
-def plan_file(tmp_path_factory) -> Path:
-    """A plan of the real aiperf run's workload (2 req/s), as `config --json` writes it, with lenient SLOs."""
-    path = tmp_path_factory.mktemp("plan") / "plan.json"
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["config", "--isl", "2048", "--osl", "256", "--rate", "2", "--engine", "vllm", "--layout",
-                     "colocated", "--tpot-slo-ms", "100", "--json"]) == 0
-    path.write_text(out.getvalue())
-    return path
 
 
 def _aiperf_with(tmp_path: Path, metric: str, key: str, value: str | None) -> Path:

@@ -6,8 +6,6 @@ The plan is ``config --json`` for the real aiperf 0.13.0 run's workload (2 req/s
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -16,17 +14,6 @@ import pytest
 from shapeviz.cli import main
 
 AIPERF = Path(__file__).resolve().parents[1] / "data" / "measured" / "aiperf_0.13.0_planned.json"
-
-
-@pytest.fixture(scope="module")
-def plan_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("plan") / "plan.json"
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["config", "--isl", "2048", "--osl", "256", "--rate", "2", "--engine", "vllm", "--layout",
-                     "colocated", "--tpot-slo-ms", "100", "--json"]) == 0
-    path.write_text(out.getvalue())
-    return path
 
 
 def _result(tmp_path: Path, name: str, ttft_p90: str) -> Path:
