@@ -222,7 +222,7 @@ def page_context() -> PageContext:
     sidebar.follow_log_model(dataset.digest, dataset.log.frame)   # the log's model column, as `plan` reads it
     try:
         dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp, s.layout, s.engine)
-        tp_source = "set in the sidebar"
+        tp_source = "set in the sidebar" + (f"; {dep.node_note}" if dep.node_note else "")
         if s.tp is None and dataset.sketch is None:   # the smallest TP whose requests reach every product's class
             classes = page_classes(dataset.digest, dataset.log, s.ttft_slo_ms, s.tpot_slo_ms)
             dep, tp_source = _auto_tp(dataset.digest, dep, s.layout, classes_key(classes), dataset.log, classes)

@@ -72,8 +72,9 @@ def deployment_from_args(args: argparse.Namespace, model_id: str | None = None,
                          engine=serving_engine_from_args(args))
         return with_kv_pool(dep, kv_pool_from_args(args))
 
-    if args.tp is not None:
-        return build(args.tp), "set by user"
+    if args.tp is not None:   # a TP beyond one node stays allowed, and says it spans nodes
+        chosen = build(args.tp)
+        return chosen, "set by user" + (f"; {chosen.node_note}" if chosen.node_note else "")
     fits = build(smallest_tp(model, gpu, args.precision, args.kv_precision,
                              ep=ep if ep is not None else (None if adp else 1), attention_dp=adp))
     if not isinstance(frame, pd.DataFrame):

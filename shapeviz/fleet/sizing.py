@@ -503,9 +503,9 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
     product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
     n_in = np.asarray(req.input_tokens, dtype=np.float64)
     n_out = np.asarray(req.output_tokens, dtype=np.float64)
-    cached = np.asarray(req.cached_tokens, dtype=np.float64)
-    if req.blocks is not None:   # the replay credits reuse through prompt blocks only: a row without any is uncached
-        cached = np.where(np.diff(req.blocks.look_ptr) > 0, cached, 0.0)
+    # as the replay starts it: a request with prompt blocks uncached (alone, its cache is cold), one without with the
+    # log's cached tokens
+    cached = np.asarray(req.cached_before_lookup(), dtype=np.float64)
     prefill_ms = prefill_alone_s(dep, n_in, cached) * 1000.0
     over = beyond_context(req, dep)
     out = []
@@ -535,7 +535,7 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
                                 f"in steps of {DEFAULT_MAX_BATCHED_TOKENS:,} tokens) on "
                                 f"{dep.describe()}, above its TTFT class of {cls.ttft_ms:,.0f} ms: more replicas "
                                 "shorten the queue, never one prompt's prefill"),
-                        "levers": "more GPUs per replica (TP), trimmed or cached prompts, or a looser TTFT class"})
+                        "levers": _tp_lever(dep) + "trimmed or cached prompts, or a looser TTFT class"})
             continue
         decoding = mine & (n_out > 1)
         if decoding.any():
@@ -546,8 +546,15 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
                             "alone_ms": alone, "input_tokens": prompt,
                             "why": (f"its p{q} decode step alone (batch one) takes {alone:,.1f} ms on "
                                     f"{dep.describe()}, above its TPOT class of {cls.tpot_ms:,.0f} ms"),
-                            "levers": "more GPUs per replica (TP), lower-precision weights, or a looser TPOT class"})
+                            "levers": _tp_lever(dep) + "lower-precision weights, or a looser TPOT class"})
     return out
+
+
+def _tp_lever(dep: Deployment) -> str:
+    """More GPUs per replica as a lever while a replica twice as wide still fits one node."""
+    if dep.tp * 2 > dep.gpu.gpus_per_node or dep.tp * 2 > TP_CHOICES[-1]:
+        return f"a faster GPU (TP{dep.tp} fills a node of {dep.gpu.gpus_per_node}), "
+    return "more GPUs per replica (TP), "
 
 
 FITS_WORDS = "smallest TP that fits the weights with room for KV"
@@ -557,17 +564,20 @@ def auto_tp(frame: pd.DataFrame | None, fits: Deployment, build: Callable[[int],
             classes: Mapping[str, SloClass] | None, *, whatif: WhatIf = WhatIf(),
             slo_window_s: float = DEFAULT_SLO_WINDOW_S) -> tuple[Deployment, str, list[dict[str, Any]]]:
     """"auto" GPUs per replica: the smallest TP, from ``fits`` (the smallest that holds the weights with room for
-    KV) up, whose requests on the window the answer is judged on reach every product's class
+    KV) up to one node of its GPU (``GPU.gpus_per_node``: a TP over the network between nodes is not what engines
+    deploy), whose requests on the window the answer is judged on reach every product's class
     (``unreachable_classes``: a request alone on a replica within its class); ``build(tp)`` makes the deployment
     of a TP (ValueError: that TP is not a layout of this model). ``(deployment, where its TP came from, the
-    products left out)``: when no TP reaches every class, ``fits`` and the products it leaves out, and why.
-    Without the log's rows or classes (a sketch, a fixed shape): ``fits``."""
+    products left out)``: when no TP within a node reaches every class, ``fits`` and the products it leaves out,
+    and why (the words name each with its figure on the node's largest TP). Without the log's rows or classes (a
+    sketch, a fixed shape): ``fits``."""
     if frame is None or classes is None or len(frame) == 0:
-        return fits, FITS_WORDS, []
+        return fits, FITS_WORDS + _spanning(fits), []
     table = RequestTable.build(frame, whatif)   # one table for every TP tried, as a sizing builds one
     quick = table.requests(blocks=False)
     first: list[dict[str, Any]] | None = None
-    for tp in [t for t in TP_CHOICES if t >= fits.tp]:
+    widest: tuple[Deployment, list[dict[str, Any]]] | None = None
+    for tp in in_node_tps(fits):
         try:
             dep = fits if tp == fits.tp else build(tp)
         except ValueError:
@@ -580,6 +590,7 @@ def auto_tp(frame: pd.DataFrame | None, fits: Deployment, build: Callable[[int],
         else:
             req = table.requests(np.arange(min(len(table), POISSON_REQUESTS)))
         found = unreachable_classes(req, dep, classes)
+        widest = (dep, found)
         # a product beyond the model's context window is out of reach on every TP: the TP is chosen for the others
         left = [u for u in found if u.get("cause") != "context"]
         beyond = sorted({u["product"] for u in found if u.get("cause") == "context"})
@@ -589,14 +600,38 @@ def auto_tp(frame: pd.DataFrame | None, fits: Deployment, build: Callable[[int],
             also = ("" if not beyond else f"; {', '.join(beyond)} no TP serves ({dep.model.name}'s context window "
                     "is shorter than its prompts)")
             if tp == fits.tp:
-                return dep, FITS_WORDS + also, found
+                return dep, FITS_WORDS + also + _spanning(dep), found
             slow = sorted({u["product"] for u in first if u.get("cause") != "context"})
             return dep, (f"the smallest TP that reaches every product's class{' it can' if beyond else ''}: "
                          f"TP{fits.tp} (the {FITS_WORDS}) leaves " + ", ".join(slow) + " out of its class (one "
                          "request alone is over it)" + also), found
     names = ", ".join(sorted({u["product"] for u in first or []}))
-    return fits, (f"{FITS_WORDS}; no TP up to {TP_CHOICES[-1]} reaches every product's class, so the fleet "
-                  f"leaves out {names}"), first or []
+    if fits.nodes > 1:   # the weights need more than a node: nothing within one was tried
+        return fits, f"{FITS_WORDS}; {fits.node_note}", first or []
+    top, why = widest if widest is not None else (fits, [])
+    out = "; ".join(f"{u['product']} ({_out_of_reach(u, top.tp)})" for u in why)
+    return fits, (f"{FITS_WORDS}; no TP within one node of {fits.gpu.gpus_per_node} {fits.gpu.name} (up to "
+                  f"TP{top.tp}) reaches every product's class, so the fleet leaves out {names}"
+                  + (f": {out}" if out else "")), first or []
+
+
+def in_node_tps(fits: Deployment) -> list[int]:
+    """The TPs "auto" tries: from ``fits``'s up to one node of its GPU (``GPU.gpus_per_node``); only ``fits``'s when
+    the weights alone need more than a node."""
+    return [t for t in TP_CHOICES if fits.tp <= t <= max(fits.gpu.gpus_per_node, fits.tp)]
+
+
+def _spanning(dep: Deployment) -> str:
+    return f"; {dep.node_note}" if dep.node_note else ""
+
+
+def _out_of_reach(u: dict[str, Any], tp: int) -> str:
+    """One unreachable product's reason on TP ``tp`` in a few words (``unreachable_classes``'s entry)."""
+    if u.get("cause") == "context":
+        return f"{u['refused_share']:.0%} of its prompts beyond the model's context window"
+    what = "prefill" if u["metric"] == "ttft" else "decode step"
+    return (f"p{u['percentile']:g} {what} alone {u['alone_ms']:,.0f} ms against its {u['metric'].upper()} class of "
+            f"{u['target_ms']:,.0f} ms on TP{tp}")
 
 
 def slo_window(frame: pd.DataFrame, dep: Deployment, *, whatif: WhatIf = WhatIf(),
@@ -793,10 +828,6 @@ def _cache_kept(s: _Search, k: int, name: str) -> tuple[str, str] | None:
     kept = float(frame["cached_tokens"].to_numpy()[mine].sum()) / prompt if prompt else 0.0
     if not said or kept >= said * 2.0 / 3.0:
         return None
-    if (np.diff(blocks.look_ptr)[mine] > 0).mean() < 0.5:   # most of its rows carry no blocks to look up
-        return (f"its requests carry no prompt blocks (no session, no block hashes), so the replicas' caches serve "
-                f"{kept:.0%} of its prompt tokens where the log reports {said:.0%} cached (the replay credits "
-                "reuse through blocks only)", "more GPUs per replica (TP), trimmed prompts, or a looser class")
     return (f"the replicas' caches serve {kept:.0%} of its prompt tokens where the log reports {said:.0%} cached: "
             f"routing {s.sim['router'].replace('_', '-')} sends its turns away from the replica holding their "
             "prefix", "a router that keeps its reuse (--router session, or prefix on block hashes)")

@@ -46,6 +46,11 @@ class GPU:
     tdp_w: float | None = None
     power_peer: str | None = None
     power_source: str = ""
+    # GPUs one tensor-parallel replica can span on the scale-up link: one server's NVLink/xGMI/PCIe (8 on HGX-class
+    # boards), the NVL72 rack for GB200 (gpus_per_node_source). A wider TP runs its all-reduces over the network
+    # between nodes, which no engine deploys for one replica of a dense model.
+    gpus_per_node: int = 8
+    gpus_per_node_source: str = ""
 
     @property
     def has_fp8(self) -> bool:
@@ -212,6 +217,8 @@ def _gpus() -> tuple[dict[str, GPU], dict[str, str]]:
             tdp_w=_opt(row.tdp_w),
             power_peer=None if pd.isna(row.power_peer) else str(row.power_peer),
             power_source="" if pd.isna(row.power_source) else str(row.power_source),
+            gpus_per_node=int(row.gpus_per_node),
+            gpus_per_node_source=str(row.gpus_per_node_source),
         )
     index = _index(list(frame["id"]), list(frame["name"]), list(frame["aliases"].fillna("")), "GPU")
     return gpus, index

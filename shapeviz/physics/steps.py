@@ -487,6 +487,20 @@ class Deployment:
         """Where the engine's efficiency comes from, in one line."""
         return engine_note(self.gpu.id, self.gpu.name, str(self.engine), str(self.precision))
 
+    @property
+    def nodes(self) -> int:
+        """Nodes one replica spans: its GPUs over the GPUs of one node of its GPU (``GPU.gpus_per_node``)."""
+        return -(-self.tp // self.gpu.gpus_per_node)
+
+    @property
+    def node_note(self) -> str:
+        """"" when the replica fits one node; else that it spans nodes, in words (the page and ``plan`` say it beside
+        a TP the user chose; "auto" never picks one)."""
+        if self.nodes <= 1:
+            return ""
+        return (f"TP{self.tp} spans {self.nodes} nodes of {self.gpu.gpus_per_node} {self.gpu.name}: its all-reduces "
+                "run over the network between them, which engines do not deploy for one replica")
+
     def describe(self) -> str:
         """``Llama-3.1-70B on 2× H100 SXM5 80GB, FP8 (KV FP8)``, with the layout when it is not plain TP."""
         layout = "" if self.ep == 1 and not self.attention_dp else f" as {self.layout}"

@@ -1057,7 +1057,8 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 arrival[rid] = now
                 replica[rid] = r
             in_flight[r] += 1
-            if cached and not to_decode:   # what this cache holds now; exact at admission
+            # what this cache holds now, exact at admission; a request without blocks keeps the log's cached tokens
+            if cached and not to_decode and look_ptr[rid + 1] > look_ptr[rid]:
                 if runs:
                     hit = 0 if pair[rid] < 0 else _run_hit(pst, seg, pbase[r] + pair[rid], look_len[rid])
                 else:
@@ -1272,8 +1273,10 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             charge = total   # what admitting it takes from the pool: blocks running sequences hold are not taken twice
             hit = 0
             own_tokens = 0
-            if here:   # the replica's cache at admission (a preempted prompt may hit its own blocks)
-                lo, hi = look_ptr[rid], look_ptr[rid + 1]
+            # a request without blocks keeps the log's cached tokens (``Requests.cached_before_lookup``)
+            lo, hi = look_ptr[rid], look_ptr[rid + 1]
+            blocked = here and hi > lo
+            if blocked:   # the replica's cache at admission (a preempted prompt may hit its own blocks)
                 # two ways the head cannot be admitted, known without walking its blocks (the walk is the cost
                 # of a long prompt waiting for room, tried again every iteration): no token budget left (a cached
                 # prompt always has a token to compute), or its tokens beyond its own blocks do not fit
@@ -1317,7 +1320,7 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
             qn[k] -= 1
             if resumed[rid]:   # a recompute skips what its cache hit (or the KV it holds) covers
                 outstanding[k] -= done
-            if here:
+            if blocked:
                 if not resumed[rid]:   # the counted hit, and the router's estimate made exact
                     outstanding[k] += n_cached[rid] - done
                     n_cached[rid] = done

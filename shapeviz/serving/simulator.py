@@ -236,8 +236,8 @@ class _Pool:
         self.cache_blocks = cache_blocks
         self.look: list[list[int]] = []
         self.keep: list[list[int]] = []
-        if req.blocks is not None:   # each request's hit is simulated: the what-if's share is not used
-            self.n_cached = np.zeros_like(req.cached_tokens)
+        if req.blocks is not None:   # a request with blocks has its hit simulated; one without keeps the log's
+            self.n_cached = req.cached_before_lookup()
             if outputs:   # the Python loop walks lists (the compiled loop takes the CSR arrays)
                 self.look, self.keep = req.blocks.lists()
         self.hit_blocks = np.zeros(len(req) if outputs else 0, dtype=np.int64)   # leading blocks found at admission
@@ -306,7 +306,8 @@ class _Replica:
     def enqueue(self, rid: int, now: float) -> None:
         """A request arrives at this replica (a run in progress is cut at the iteration under way)."""
         self.in_flight += 1
-        if self.cache is not None and rid not in self.resume:   # what this cache holds now; exact at admission
+        # what this cache holds now, exact at admission (a request without blocks keeps the log's cached tokens)
+        if self.cache is not None and rid not in self.resume and self.pool.look[rid]:
             self.pool.n_cached[rid] = self._hit(rid, int(self.pool.n_in[rid]))[1]
         if self.pool.scheduler == "fcfs":
             self.waiting.append(rid)  # type: ignore[union-attr]
@@ -421,12 +422,15 @@ class _Replica:
             rid = self._peek()
             total, out_left = self.resume.get(rid, (int(pool.n_in[rid]), int(pool.n_out[rid])))
             done = 0 if rid in self.resume else int(pool.n_cached[rid])
-            if self.cache is not None:   # the replica's cache at admission (a preempted prompt may hit its own blocks)
+            # the replica's cache at admission (a preempted prompt may hit its own blocks); a request without blocks
+            # keeps the log's cached tokens (``Requests.cached_before_lookup``)
+            blocked = self.cache is not None and bool(pool.look[rid])
+            if blocked:
                 hit_blocks, done = self._hit(rid, total)
             if self.role == "decode":
                 done = total  # the prompt's KV arrives from the prefill pool
             charge = total   # what admitting it takes from the pool: blocks running sequences hold are not taken twice
-            if self.refcounted:
+            if self.refcounted and blocked:
                 tokens, own = self._block_tokens(rid)
                 charge = total - self.cache.shared_tokens(pool.look[rid], tokens)  # type: ignore[union-attr]
             need = charge + out_left if no_evict else charge
@@ -445,7 +449,7 @@ class _Replica:
             self._pop()
             if rid in self.resume:   # a recompute skips what its cache hit (or the KV it holds) covers
                 self.outstanding -= done
-            if self.cache is not None:
+            if blocked:
                 if rid not in self.resume:   # the counted hit, and the router's estimate made exact
                     self.outstanding += int(pool.n_cached[rid]) - done
                     pool.n_cached[rid] = done

@@ -383,6 +383,15 @@ class Requests:
     def __len__(self) -> int:
         return int(self.input_tokens.size)
 
+    def cached_before_lookup(self) -> np.ndarray:
+        """Each request's cached tokens before a replica's prefix cache is looked up: 0 for one with prompt blocks
+        (its hit is simulated at admission), the log's reported (after the what-if) for one without, as in a log
+        with no blocks at all. The one rule the replay (both loops) and the "no size serves it" check follow: a
+        request in no session keeps its reported cache when other requests of the log have sessions."""
+        if self.blocks is None:
+            return self.cached_tokens
+        return np.where(self.blocks.with_blocks, 0, self.cached_tokens).astype(self.cached_tokens.dtype, copy=False)
+
     def take(self, index: np.ndarray) -> "Requests":
         """The requests at ``index`` (a boolean mask or positions), in that order, every array kept in step."""
         def sub(a: np.ndarray | None) -> np.ndarray | None:

@@ -131,11 +131,11 @@ def test_auto_tp_is_chosen_for_the_products_a_tp_can_serve() -> None:
     assert "leaves rag out of its class" in words and "agent no TP serves" in words
 
 
-def test_rows_without_prompt_blocks_are_judged_uncached_as_the_replay_serves_them() -> None:
+def test_rows_without_prompt_blocks_are_judged_with_the_logs_cache_as_the_replay_serves_them() -> None:
     # chat in sessions (the replay's caches follow them) beside a RAG product in no session whose log reports
-    # 10k of its 15k-token prompts cached: the replay gives its rows no blocks, so none of that is served, and its
-    # prompts take 1.3 s alone on TP4. "auto" judged it with the log's cache and kept TP4 (the 1M-request day:
-    # TP16 for doc-search, which its replay then missed at every size)
+    # 10k of its 15k-token prompts cached. The replay gave its rows none of that (1.3 s alone on TP4) and "auto"
+    # went to TP8 for it; a row without prompt blocks now keeps the log's cached tokens in the replay and in the
+    # check alike (``Requests.cached_before_lookup``), as in a log without sessions: TP4 serves it
     from dataclasses import replace
 
     frame = _two_products(1_000, n_agent=0)
@@ -149,4 +149,14 @@ def test_rows_without_prompt_blocks_are_judged_uncached_as_the_replay_serves_the
     fits, _, _ = sizing.default_deployment_for(None)
     dep, words, left = sizing.auto_tp(frame, fits, lambda tp: replace(fits, tp=tp),
                                       sizing.pair_classes(frame, 1000.0, 50.0))
-    assert dep.tp == 8 and left == [] and "leaves rag out of its class" in words
+    assert dep.tp == 4 and left == [] and words == sizing.FITS_WORDS
+    # the replay serves the RAG's prompts with those 10k tokens cached: alone, each takes what the check counts
+    req = requests_from_frame(frame)
+    rows = np.flatnonzero(req.product == "rag")[:5]
+    alone = simulate(type(req)(req.input_tokens[rows], req.output_tokens[rows], req.cached_tokens[rows],
+                               np.arange(rows.size) * 120.0, req.product[rows], req.blocks.take(rows)),
+                     dep, replicas=1).requests
+    assert (alone["cached_tokens"] == 10_000).all()
+    np.testing.assert_allclose(alone["ttft_ms"].to_numpy(), sizing.prefill_alone_s(dep, np.full(5, 15_000.0),
+                                                                                   np.full(5, 10_000.0)) * 1000.0,
+                               rtol=1e-6)
