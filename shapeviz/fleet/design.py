@@ -60,7 +60,7 @@ from shapeviz.plain import json_safe
 from shapeviz.progress import Progress, silent
 from shapeviz.serving.parallel import Runner, map_jobs
 from shapeviz.serving.planner import WhatIf, Workload, plan
-from shapeviz.serving.products import SloClass
+from shapeviz.serving.products import SloClass, beyond_context, context_refusals, refused_words
 from shapeviz.serving.simulator import Requests
 
 MAX_TP = 8                     # largest replica considered (one 8-GPU node)
@@ -552,6 +552,8 @@ def _reseeded_job(fleet: Fleet, window: Requests, classes: Mapping[str, SloClass
 def _summary(result: FleetResult) -> dict[str, dict[str, Any]]:
     out = {}
     for name, o in result.products.items():
+        if "slo" not in o:   # a product no design serves (``unreachable``): named in the document, judged nowhere
+            continue
         slo = o.get("slo") or {}
         out[name] = {"ttft_p90_ms": o.get("ttft_p90_ms"), "tpot_p90_ms": o.get("tpot_p90_ms"),
                      "meets": bool(o.get("meets", False)),
@@ -605,6 +607,20 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     engine = {**served, "router": router}   # what every pool the search builds runs with
     judged, sized_on = _judged_window(frame, whatif, slo_window_s,
                                       reference or _reference(model, precision, gpus, served))
+    # requests beyond the pools' model's context window are refused as plan refuses them (every pool runs that
+    # model: its replay refuses them too), and a product with more of them than its percentile allows is named,
+    # its class left out of every design's verdict (no pool, GPU or TP serves it)
+    pools_model = _reference(model, precision, gpus, served)
+    unreachable = context_refusals(judged, pools_model, classes)
+    refused = beyond_context(judged, pools_model)
+    refused_note = refused_words(judged, pools_model, refused) if refused.any() else None
+    if refused.all():
+        raise ValueError(f"nothing to design for: {refused_note}")
+    if refused.any():
+        judged = judged.take(np.flatnonzero(~refused))
+        sized_on = {**sized_on, "refused": int(refused.sum()), "requests": len(judged)}
+    named = {u["product"] for u in unreachable}
+    all_classes, classes = classes, {p: c for p, c in classes.items() if p not in named}
     # the search's stretch: the busiest requests of the window, without prompt blocks (the replicas' prefix caches
     # take the simulator's slower loop: the search sizes without them, the window's replays judge with them)
     window = peak_window(replace(judged, blocks=None), search_requests)
@@ -712,7 +728,8 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     doc = {
         "designs": designs,
         "baseline": baseline,
-        "classes": {p: c.to_dict() for p, c in classes.items()},
+        "classes": {p: c.to_dict() for p, c in all_classes.items()},
+        "unreachable": unreachable,
         "prices_usd_per_gpu_hour": {g: float(prices[g]) for g in gpus if g in prices},
         "sized_on": sized_on,
         "search": {"requests": len(window), "window_s": s.span_s, "log_requests": len(frame),
@@ -732,6 +749,10 @@ def design_fleet(frame: pd.DataFrame, classes: Mapping[str, SloClass], *, gpus: 
     if not any(d["meets"] for d in designs):
         doc["note"] = ("no design searched meets every class: " + "; ".join(s.pruned[:6]) if s.pruned else
                        "no design searched meets every class; loosen the class that misses or allow more GPU types")
+    if unreachable:   # as plan names them: the designs meet every other product's class
+        doc["note"] = "; ".join([*(f"no design serves {u['product']}: {u['why']} ({u['levers']})" for u in unreachable),
+                                 *([doc["note"]] if "note" in doc else []),
+                                 *([refused_note] if refused_note else [])])
     progress("fleet design", f"done ({s.simulations} simulations)", 1.0)
     return json_safe(doc)
 

@@ -32,8 +32,10 @@ from shapeviz.serving.parallel import Runner, map_jobs
 from shapeviz.serving.planner import WhatIf, Workload
 from shapeviz.serving.products import (
     SloClass,
+    beyond_context,
     product_outcomes,
     products_meet,
+    refused_words,
     ttft_targets_ms,
 )
 from shapeviz.serving.simulator import (
@@ -403,19 +405,31 @@ def _with_targets(req: Requests, classes: Mapping[str, SloClass], default_ms: fl
 
 
 def simulate_pool(pool: Pool, req: Requests, model: str, classes: Mapping[str, SloClass], seed: int = 0) -> PoolResult:
-    """Replay one pool's requests (trace arrivals) on its colocated replicas, or on its prefill then decode side."""
+    """Replay one pool's requests (trace arrivals) on its colocated replicas, or on its prefill then decode side.
+
+    Requests beyond the model's context window are refused, not replayed, as ``plan``'s sizing refuses them
+    (``serving.products.beyond_context``): an engine turns them away at once, so they load no replica; the pool's
+    notes say how many, of which products."""
     strict_ttft = min((c.ttft_ms for p, c in classes.items()), default=1000.0)
     strict_tpot = min((c.tpot_ms for p, c in classes.items()), default=50.0)
+    first = (pool_deployment(pool, model) if not pool.split
+             else pool_deployment(pool, model, pool.prefill.gpu, pool.prefill.tp))  # type: ignore[union-attr]
+    over = beyond_context(req, first)
+    refused = [refused_words(req, first, over, "the pool's")] if over.any() else []
+    if over.all():
+        return PoolResult(pool, _NOTHING_SERVED.copy(), False, pool_gpus(pool, model), refused, 0.0)
+    if over.any():
+        req = req.take(np.flatnonzero(~over))
     req = _with_targets(req, classes, strict_ttft)
     common = dict(arrivals="trace", seed=seed, router=pool.router, max_num_batched_tokens=pool.max_num_batched_tokens,
                   ttft_slo_ms=strict_ttft, tpot_slo_ms=strict_tpot)
     if not pool.split:
-        dep = pool_deployment(pool, model)
-        res = simulate(req, dep, replicas=pool.replicas, scheduler=pool.scheduler, max_num_seqs=pool.max_num_seqs,
+        res = simulate(req, first, replicas=pool.replicas, scheduler=pool.scheduler, max_num_seqs=pool.max_num_seqs,
                        **common)
         frame = res.requests
-        return PoolResult(pool, frame, queue_grows(frame), pool_gpus(pool, model), list(res.notes), _busy(res))
-    pre_dep = pool_deployment(pool, model, pool.prefill.gpu, pool.prefill.tp)  # type: ignore[union-attr]
+        return PoolResult(pool, frame, queue_grows(frame), pool_gpus(pool, model), refused + list(res.notes),
+                          _busy(res))
+    pre_dep = first
     dec_dep = pool_deployment(pool, model, pool.decode.gpu, pool.decode.tp)    # type: ignore[union-attr]
     one = np.ones(len(req), dtype=np.int64)
     pre = simulate(replace(req, output_tokens=one),
@@ -432,7 +446,7 @@ def simulate_pool(pool: Pool, req: Requests, model: str, classes: Mapping[str, S
     frame["tpot_ms"] = np.nan
     frame["e2e_ms"] = frame["ttft_ms"]
     saturated = queue_grows(p)
-    notes = [f"prefill side: {n}" for n in pre.notes]
+    notes = refused + [f"prefill side: {n}" for n in pre.notes]
     busy = [(_busy(pre), pool.prefill.replicas)]  # type: ignore[union-attr]
     if more.any():
         ids = np.flatnonzero(more)
@@ -451,6 +465,12 @@ def simulate_pool(pool: Pool, req: Requests, model: str, classes: Mapping[str, S
     frame["itl_ms"] = frame["tpot_ms"]
     mean_busy = sum(b * k for b, k in busy) / sum(k for _, k in busy)
     return PoolResult(pool, frame, saturated, pool_gpus(pool, model), notes, mean_busy)
+
+
+# a pool whose every request is refused (beyond the context window) serves none: its replay is this empty frame
+_NOTHING_SERVED = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in (
+    "arrival_s", "input_tokens", "output_tokens", "cached_tokens", "queue_ms", "ttft_ms", "tpot_ms", "itl_ms",
+    "e2e_ms")} | {"product": pd.Series(dtype=object)})
 
 
 def queue_grows(requests: pd.DataFrame) -> bool:

@@ -48,11 +48,14 @@ from shapeviz.serving.planner import (
     Workload,
     plan,
 )
-from shapeviz.serving.products import (
+from shapeviz.serving.products import (  # beyond_context and refused_words are re-exported
     ALL_PRODUCTS,
     SloClass,
+    beyond_context,
+    context_refusals,
     product_outcomes,
     products_meet,
+    refused_words,
     resolve_classes,
     ttft_targets_ms,
 )
@@ -458,27 +461,6 @@ def _p5090(values: pd.Series) -> dict[str, float | None]:
     return {"p50": stats["p50"], "p90": stats["p90"]}
 
 
-def beyond_context(req: Requests, dep: Deployment) -> np.ndarray:
-    """Which requests do not fit the model's context window (prompt and answer over the checkpoint's
-    ``max_position_embeddings``): an engine refuses them, on any number of replicas and any TP, so they are never
-    replayed as if served (a log planned on another model than its own: 256k-token agent contexts on a 128k
-    model)."""
-    limit = dep.model.max_context_tokens
-    if not limit:
-        return np.zeros(len(req), dtype=bool)
-    return (np.asarray(req.input_tokens, dtype=np.int64) + np.asarray(req.output_tokens, dtype=np.int64)) > limit
-
-
-def refused_words(req: Requests, dep: Deployment, over: np.ndarray) -> str:
-    """The requests ``beyond_context`` refuses, in one sentence: how many, of which products, and why."""
-    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
-    names, counts = np.unique(product[over], return_counts=True)
-    return (f"{int(over.sum()):,} of the window's {len(req):,} requests ("
-            + ", ".join(f"{n} {c:,}" for n, c in zip(names, counts))
-            + f") are longer than {dep.model.name}'s context window of {dep.model.max_context_tokens:,} tokens "
-            "(prompt and answer): an engine refuses them, so they are not replayed")
-
-
 def prefill_alone_s(dep: Deployment, input_tokens: np.ndarray, cached_tokens: np.ndarray,
                     budget: int = DEFAULT_MAX_BATCHED_TOKENS) -> np.ndarray:
     """A prompt's prefill alone on an idle replica as the replay runs it: in chunks of the engine's token budget
@@ -507,7 +489,7 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
     # log's cached tokens
     cached = np.asarray(req.cached_before_lookup(), dtype=np.float64)
     prefill_ms = prefill_alone_s(dep, n_in, cached) * 1000.0
-    over = beyond_context(req, dep)
+    refused = {u["product"]: u for u in context_refusals(req, dep, classes)}
     out = []
     for name in sorted(set(product.tolist())):
         cls = classes.get(name) or classes.get(ALL_PRODUCTS)
@@ -516,15 +498,8 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
         mine = product == name
         q = cls.percentile
         prompt = float(np.percentile(n_in[mine], q))
-        refused = float(over[mine].mean())
-        if refused > 1.0 - q / 100.0:
-            out.append({"product": name, "metric": "ttft", "percentile": q, "target_ms": cls.ttft_ms,
-                        "alone_ms": None, "input_tokens": prompt, "cause": "context", "refused_share": refused,
-                        "why": (f"{refused:.0%} of its requests (p{q} prompt {prompt:,.0f} tokens) are longer than "
-                                f"{dep.model.name}'s context window of {dep.model.max_context_tokens:,} tokens, "
-                                "which an engine refuses on any number of replicas or GPUs per replica"),
-                        "levers": "a pool of its own on a model with a longer context window (the model its log "
-                                  "names), or shorter contexts (compaction)"})
+        if name in refused:
+            out.append(refused[name])
             continue
         alone = float(np.percentile(prefill_ms[mine], q))
         if alone > cls.ttft_ms:

@@ -23,6 +23,7 @@ from shapeviz.physics.steps import Deployment
 from shapeviz.plain import json_safe
 from shapeviz.serving.planner import WhatIf, Workload, shared_latency_ms
 from shapeviz.serving.simulator import latency_stats
+from shapeviz.workload.requests import Requests
 from shapeviz.serving.slo import slo_range
 
 CLASS_PERCENTILE = 90          # targets are judged at p90, like the plan and the simulator's summary
@@ -124,6 +125,55 @@ def class_targets_ms(products: np.ndarray | None, classes: Mapping[str, SloClass
 def ttft_targets_ms(products: np.ndarray | None, classes: Mapping[str, SloClass], default_ms: float) -> np.ndarray | None:
     """Each request's TTFT target (its product's class; ``default_ms`` for a product without one)."""
     return class_targets_ms(products, classes, default_ms, "ttft_ms")
+
+
+
+def beyond_context(req: Requests, dep: Deployment) -> np.ndarray:
+    """Which requests do not fit the model's context window (prompt and answer over the checkpoint's
+    ``max_position_embeddings``): an engine refuses them, on any number of replicas and any TP, so they are never
+    replayed as if served (a log planned on another model than its own: 256k-token agent contexts on a 128k
+    model)."""
+    limit = dep.model.max_context_tokens
+    if not limit:
+        return np.zeros(len(req), dtype=bool)
+    return (np.asarray(req.input_tokens, dtype=np.int64) + np.asarray(req.output_tokens, dtype=np.int64)) > limit
+
+
+def refused_words(req: Requests, dep: Deployment, over: np.ndarray, of: str = "the window's") -> str:
+    """The requests ``beyond_context`` refuses, in one sentence: how many, of which products, and why."""
+    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+    names, counts = np.unique(product[over], return_counts=True)
+    return (f"{int(over.sum()):,} of {of} {len(req):,} requests ("
+            + ", ".join(f"{n} {c:,}" for n, c in zip(names, counts))
+            + f") are longer than {dep.model.name}'s context window of {dep.model.max_context_tokens:,} tokens "
+            "(prompt and answer): an engine refuses them, so they are not replayed")
+
+
+def context_refusals(req: Requests, dep: Deployment, classes: Mapping[str, SloClass]) -> list[dict[str, Any]]:
+    """Products no replica of ``dep`` serves because more of their requests than their class percentile allows are
+    beyond its model's context window (``beyond_context``), each with ``cause`` "context", why and the lever: the
+    plan's sizing and every pool a fleet design tries name them this way (no TP and no size helps)."""
+    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+    n_in = np.asarray(req.input_tokens, dtype=np.float64)
+    over = beyond_context(req, dep)
+    out = []
+    for name in sorted(set(product[over].tolist())):
+        cls = classes.get(name) or classes.get(ALL_PRODUCTS)
+        if cls is None:
+            continue
+        mine = product == name
+        q = cls.percentile
+        refused = float(over[mine].mean())
+        if refused > 1.0 - q / 100.0:
+            prompt = float(np.percentile(n_in[mine], q))
+            out.append({"product": name, "metric": "ttft", "percentile": q, "target_ms": cls.ttft_ms,
+                        "alone_ms": None, "input_tokens": prompt, "cause": "context", "refused_share": refused,
+                        "why": (f"{refused:.0%} of its requests (p{q} prompt {prompt:,.0f} tokens) are longer than "
+                                f"{dep.model.name}'s context window of {dep.model.max_context_tokens:,} tokens, "
+                                "which an engine refuses on any number of replicas or GPUs per replica"),
+                        "levers": "a pool of its own on a model with a longer context window (the model its log "
+                                  "names), or shorter contexts (compaction)"})
+    return out
 
 
 

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -22,7 +23,7 @@ from shapeviz.fleet.sizing import fleet_answer, slo_window
 from shapeviz.ingest import load_log
 from shapeviz.outputs.report.tables import plan_table
 from shapeviz.serving.planner import Workload
-from shapeviz.serving.products import SloClass, resolve_classes
+from shapeviz.serving.products import SloClass, beyond_context, resolve_classes
 from shapeviz.serving.simulator import simulate
 from shapeviz.workload import synth
 
@@ -107,8 +108,10 @@ def test_a_fleets_pool_replays_a_log_with_sessions_as_the_headlines_sizing_does(
     pool = Pool("all", ("*",), "b200", 4, 4, router="round_robin")
     fleet = simulate_fleet(fleet_requests(frame), Fleet((pool,), MODEL), classes).requests
     req, _ = slo_window(frame, pool_deployment(pool, MODEL))
+    refused = beyond_context(req, pool_deployment(pool, MODEL))   # the agent's 256k contexts: both refuse them
+    req = req.take(np.flatnonzero(~refused))
     headline = simulate(req, pool_deployment(pool, MODEL), replicas=4, router="round_robin", max_num_seqs=None).requests
-    assert len(fleet) == len(headline) == len(frame)
+    assert refused.sum() > 0 and len(fleet) == len(headline) == len(frame) - refused.sum()
     for metric in ("ttft_ms", "tpot_ms"):
         assert fleet[metric].quantile(0.9) == pytest.approx(headline[metric].quantile(0.9), rel=1e-9), metric
 
@@ -119,7 +122,9 @@ def test_on_a_log_longer_than_the_window_design_judges_the_headlines_window() ->
     frame = synth.generate(4000, seed=0, with_hashes=False)
     classes = resolve_classes(frame, CLASS)
     dep = pool_deployment(Pool("headline", precision="fp8"), MODEL, "b200", 4)
-    _, plan_window = slo_window(frame, dep, slo_window_s=1800)   # size_fleet's window (plan's sized_on)
+    req, plan_window = slo_window(frame, dep, slo_window_s=1800)   # size_fleet's window (plan's sized_on)
+    refused = int(beyond_context(req, dep).sum())   # and the requests size_fleet refuses (the agent's 256k contexts)
+    plan_window = {**plan_window, "refused": refused, "requests": plan_window["requests"] - refused}
     _, h100_window = slo_window(frame, pool_deployment(Pool("h100", precision="fp8"), MODEL, "h100-sxm"),
                                 slo_window_s=1800)
     assert plan_window["start_s"] != h100_window["start_s"]   # the premise: another deployment, another half hour

@@ -3,6 +3,8 @@
 - "auto" GPUs per replica stays within one node of its GPU (``GPU.gpus_per_node``, data/gpus.csv): a product no TP
   within a node serves is named with its figure, not served by a TP over the network; a TP the user sets beyond a
   node says it spans nodes.
+- ``design`` refuses requests beyond its pools' model's context window as ``plan`` refuses them (each pool's replay
+  through ``serving.products.beyond_context``) and names a product with too many of them (cause "context").
 - A request in no session keeps the cached tokens its log reports when other requests of the log have sessions, as
   it does in a log without sessions (``Requests.cached_before_lookup``: one rule for both replay loops and the "no
   size serves it" check).
@@ -20,6 +22,9 @@ import pytest
 from shapeviz.cli import main
 from shapeviz.cli.plan import plan_text
 from shapeviz.fleet import sizing
+from shapeviz.fleet.design import design_fleet
+from shapeviz.fleet.pools import Fleet, Pool, fleet_requests, simulate_fleet
+from shapeviz.serving.products import resolve_classes
 from shapeviz.serving import simulator
 from shapeviz.serving.simulator import simulate
 from shapeviz.workload.synth import generate
@@ -91,3 +96,46 @@ def test_a_tp_the_user_sets_beyond_one_node_says_it_spans_nodes(tmp_path: Path, 
     assert f"GPUs per replica: set by user; {spans}" in plan_text(doc)
     assert main([*argv, "--tp", "8"]) == 0
     assert json.loads(capsys.readouterr().out)["assumptions"]["tp_source"] == "set by user"
+
+
+def _chat_and_agent() -> pd.DataFrame:
+    # ten minutes of chat beside an agent whose 200k-token contexts no Llama-3.1-70B engine accepts (131,072 tokens)
+    frame = _chat_and_rag(200_000)
+    frame["product"] = frame["product"].replace({"rag": "agent"})
+    return frame
+
+
+def test_design_refuses_requests_beyond_the_context_window_as_plan_does() -> None:
+    frame = _chat_and_agent()
+    classes = resolve_classes(frame, {"*": (1000.0, 50.0)})
+    doc = design_fleet(frame, classes, gpus=["h100-sxm"], prices={"h100-sxm": 2.79}, model="llama-3.1-70b",
+                       precision=None, families=("shared",), top=1)
+    dep, _, _ = sizing.default_deployment_for(None)
+    _, plan, _, _ = sizing.fleet_answer(sizing.Workload.from_frame(frame), dep, frame, classes=classes)
+    # the same product named, for the same reason, and the same requests refused
+    (agent,) = doc["unreachable"]
+    assert agent == next(u for u in plan.unreachable if u["product"] == "agent")
+    assert agent["cause"] == "context" and agent["refused_share"] == 1.0
+    assert doc["sized_on"]["refused"] == plan.sized_on["refused"] == 120
+    assert doc["note"].startswith("no design serves agent: 100% of its requests")
+    # the shared pool serves the chat as plan's fleet does: refused requests load no replica (before: it replayed
+    # 120 prompts of 200k tokens and judged the agent, which no size met)
+    (best,) = doc["designs"]
+    assert best["meets"] and list(best["products"]) == ["chat"]
+    assert doc["baseline"]["fleet"]["pools"][0]["replicas"] == plan.replicas
+
+
+def test_a_fleets_pool_refuses_what_its_model_cannot_hold() -> None:
+    # simulate --fleet: each pool's own model decides; on Llama-3.1-70B the agent is turned away, on a pool of a
+    # model with a longer context window (Llama 4 Scout, 10M tokens) it is served
+    frame = _chat_and_agent()
+    classes = resolve_classes(frame, {"*": (1000.0, 50.0)})
+    req = fleet_requests(frame)
+    one = simulate_fleet(req, Fleet((Pool("all", replicas=2),), "llama-3.1-70b"), classes)
+    assert len(one.requests) == 840 and set(one.requests["product"]) == {"chat"}
+    assert any("120 of the pool's 960 requests (agent 120)" in n for n in one.pools[0].notes)
+    two = simulate_fleet(req, Fleet((Pool("chat", ("chat",), replicas=2),
+                                     Pool("long", ("agent",), replicas=2, model="llama-4-scout")), "llama-3.1-70b"),
+                         classes)
+    assert len(two.requests) == 960 and (two.requests["product"] == "agent").sum() == 120
+    assert not any("context window" in n for r in two.pools for n in r.notes)
