@@ -1175,7 +1175,8 @@ def _router_notes(req: Requests, router: str, whatif: WhatIf) -> list[str]:
         notes.append(f"prefix reuse simulated per replica from {what}, {blocks.block_size}-token blocks "
                      f"({blocks.block_size_source})")
         if whatif.cache_hit is not None:
-            notes.append("the what-if prefix-cache share is not used: the log's own reuse is simulated instead")
+            notes.append("the what-if prefix-cache share is not used for requests with prompt blocks: the log's own "
+                         "reuse is simulated instead (a request without blocks keeps its share)")
         if router == "session" and (blocks.key < 0).all():
             notes.append("the log has no session ids: session affinity has no key, so requests go round-robin")
     elif router in ("session", "prefix"):
