@@ -485,9 +485,9 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
     product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
     n_in = np.asarray(req.input_tokens, dtype=np.float64)
     n_out = np.asarray(req.output_tokens, dtype=np.float64)
-    # as the replay starts it: a request with prompt blocks uncached (alone, its cache is cold), one without with the
-    # log's cached tokens
-    cached = np.asarray(req.cached_before_lookup(), dtype=np.float64)
+    # the cached tokens the log reports: a request without prompt blocks keeps them in the replay
+    # (``Requests.cached_before_lookup``), one with blocks finds its prefix in a replica's warm cache
+    cached = np.asarray(req.cached_tokens, dtype=np.float64)
     prefill_ms = prefill_alone_s(dep, n_in, cached) * 1000.0
     refused = {u["product"]: u for u in context_refusals(req, dep, classes)}
     out = []

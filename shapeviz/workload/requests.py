@@ -386,8 +386,9 @@ class Requests:
     def cached_before_lookup(self) -> np.ndarray:
         """Each request's cached tokens before a replica's prefix cache is looked up: 0 for one with prompt blocks
         (its hit is simulated at admission), the log's reported (after the what-if) for one without, as in a log
-        with no blocks at all. The one rule the replay (both loops) and the "no size serves it" check follow: a
-        request in no session keeps its reported cache when other requests of the log have sessions."""
+        with no blocks at all: both replay loops follow it, so a request in no session keeps its reported cache when
+        other requests of the log have sessions (the "no size serves it" check credits every request its reported
+        cache: the replay's, or about what a warm cache holds of its blocks)."""
         if self.blocks is None:
             return self.cached_tokens
         return np.where(self.blocks.with_blocks, 0, self.cached_tokens).astype(self.cached_tokens.dtype, copy=False)
