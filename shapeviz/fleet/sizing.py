@@ -527,8 +527,11 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
 
 def _tp_lever(dep: Deployment) -> str:
     """More GPUs per replica as a lever while a replica twice as wide still fits one node."""
-    if dep.tp * 2 > dep.gpu.gpus_per_node or dep.tp * 2 > TP_CHOICES[-1]:
-        return f"a faster GPU (TP{dep.tp} fills a node of {dep.gpu.gpus_per_node}), "
+    node = dep.gpu.gpus_per_node
+    if dep.tp * 2 > TP_CHOICES[-1]:
+        return f"a faster GPU (TP{dep.tp} is the widest replica), "
+    if dep.tp * 2 > node:
+        return f"a faster GPU (TP{dep.tp} {'fills' if dep.tp == node else 'is past'} a node of {node}), "
     return "more GPUs per replica (TP), "
 
 
