@@ -79,6 +79,10 @@ def test_auto_tp_stays_within_one_node_and_names_the_product_it_leaves_out() -> 
     assert dep.tp == 4 and dep.nodes == 1 and [u["product"] for u in left] == ["rag"]
     assert "no TP within one node of 8 H100 SXM5 80GB (up to TP8)" in words
     assert "leaves out rag: rag (p90 prefill alone 1,188 ms against its TTFT class of 1,000 ms on TP8)" in words
+    # on TP8 the lever is no longer more GPUs per replica
+    tp8 = replace(fits, tp=8)
+    (rag,) = sizing.unreachable_classes(sizing.slo_window(frame, tp8)[0], tp8, sizing.pair_classes(frame, 1000.0, 50.0))
+    assert rag["levers"].startswith("a faster GPU (TP8 fills a node of 8), trimmed or cached prompts")
     # a node's worth of GPUs would carry it: then auto goes up to TP8, not beyond
     dep, _, left = sizing.auto_tp(frame, fits, lambda tp: replace(fits, tp=tp),
                                   sizing.pair_classes(frame, 1200.0, 50.0))
