@@ -53,6 +53,7 @@ from shapeviz.physics.steps import (
     TP_CHOICES,
     Deployment,
     decode_step_s,
+    max_tp_in_node,
     prefill_time_s,
     smallest_tp,
 )
@@ -63,7 +64,6 @@ from shapeviz.serving.planner import WhatIf, Workload, plan
 from shapeviz.serving.products import SloClass, beyond_context, context_refusals, refused_words
 from shapeviz.serving.simulator import Requests
 
-MAX_TP = 8                     # largest replica considered (one 8-GPU node)
 UNLOADED_SHARE = 0.8           # a GPU type is kept when its unloaded p-latency is within 80% of every class
 HARDEN_ROUNDS = 8              # rounds of growth at most when the whole window misses a class (settle)
 PRUNE_KEEP = 2                 # GPU types simulated per pool, cheapest by the analytic plan
@@ -158,7 +158,8 @@ class _Search:
                 self.note(f"{g}: the model does not fit")
                 continue
             chosen = None
-            for tp in (t for t in TP_CHOICES if t0 <= t <= MAX_TP):
+            widest = max_tp_in_node(g)   # one node of the GPU (data/gpus.csv gpus_per_node), as "auto" TP stays
+            for tp in (t for t in TP_CHOICES if t0 <= t <= widest):
                 try:
                     dep = pool_deployment(Pool("x", precision=self.precision, **self.kv), self.model, g, tp)
                 except ValueError as exc:   # the KV pool set does not fit this replica
@@ -183,14 +184,14 @@ class _Search:
                     chosen = (tp, dep)
                     break
             if chosen is None and best_effort:   # the fastest replica considered, for the few prompts nothing serves
-                tp = max(t for t in TP_CHOICES if t <= MAX_TP)
+                tp = widest
                 try:
                     chosen = ((tp, pool_deployment(Pool("x", precision=self.precision, **self.kv), self.model, g, tp))
                               if tp >= t0 else None)
                 except ValueError:
                     chosen = None
             if chosen is None:
-                self.note(f"{name or 'a pool'} on {g}: even unloaded, a class it serves is out of reach up to TP{MAX_TP}")
+                self.note(f"{name or 'a pool'} on {g}: even unloaded, a class it serves is out of reach up to TP{widest}")
                 continue
             tp, dep = chosen
             k0 = 0

@@ -33,6 +33,7 @@ from shapeviz.physics.steps import (
     TP_CHOICES,
     Deployment,
     decode_step_s,
+    max_tp_in_node,
     prefill_time_s,
     request_gpu_seconds,
     smallest_tp,
@@ -596,7 +597,7 @@ def auto_tp(frame: pd.DataFrame | None, fits: Deployment, build: Callable[[int],
 def in_node_tps(fits: Deployment) -> list[int]:
     """The TPs "auto" tries: from ``fits``'s up to one node of its GPU (``GPU.gpus_per_node``); only ``fits``'s when
     the weights alone need more than a node."""
-    return [t for t in TP_CHOICES if fits.tp <= t <= max(fits.gpu.gpus_per_node, fits.tp)]
+    return [t for t in TP_CHOICES if fits.tp <= t <= max(max_tp_in_node(fits.gpu), fits.tp)]
 
 
 def _spanning(dep: Deployment) -> str:

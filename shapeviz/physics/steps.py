@@ -511,6 +511,12 @@ class Deployment:
         )
 
 
+def max_tp_in_node(gpu: GPU | str) -> int:
+    """The widest tensor-parallel replica within one node of ``gpu`` (``GPU.gpus_per_node``; at most the largest TP)."""
+    node = get_gpu(gpu).gpus_per_node
+    return max((t for t in TP_CHOICES if t <= node), default=TP_CHOICES[0])
+
+
 def smallest_tp_or_none(
     model: Model | str,
     gpu: GPU | str,

@@ -143,3 +143,13 @@ def test_a_fleets_pool_refuses_what_its_model_cannot_hold() -> None:
                          classes)
     assert len(two.requests) == 960 and (two.requests["product"] == "agent").sum() == 120
     assert not any("context window" in n for r in two.pools for n in r.notes)
+
+
+def test_design_sizes_replicas_within_one_node_of_each_gpu() -> None:
+    # GH200 NVL2 holds two superchips per node: design's pools stop at TP2 there, as "auto" stops at a node (the
+    # 20k-token RAG prompts then need more than a GH200 node; before, design tried TP4 and TP8 over the network)
+    frame = _chat_and_rag(20_000)
+    classes = resolve_classes(frame, {"*": (1000.0, 50.0)})
+    doc = design_fleet(frame, classes, gpus=["gh200"], prices={"gh200": 3.2}, model="llama-3.1-70b", precision=None,
+                       families=("per_product",), top=1)
+    assert "rag on gh200: even unloaded, a class it serves is out of reach up to TP2" in doc["note"]
