@@ -309,9 +309,32 @@ def pressure_reason(sizing: Sizing, prefill_pressure: float, decode_pressure: fl
         return None   # the search gave up: its last count is no answer to explain
     carry = max(1, math.ceil(max(prefill_pressure, decode_pressure) * sizing.replicas / FALLBACK_UTILIZATION))
     return (f"{at} because it is sized by the latency classes, not by throughput: about {carry} replica(s) would "
-            f"carry this load below {FALLBACK_UTILIZATION:.0%} utilisation, and one replica fewer than the answer "
-            "misses a class. Levers: more GPUs per replica (TP), a prefix cache with a session-affine router, "
-            "trimmed prompts, or a pool of its own for the longest prompts")
+            f"carry this load below {FALLBACK_UTILIZATION:.0%} utilisation, and {_binding_words(sizing)}. Levers: "
+            "more GPUs per replica (TP), a prefix cache with a session-affine router, trimmed prompts, a looser "
+            "class, or a pool of its own for the longest prompts")
+
+
+NEAR_FLOOR = 0.9   # a TTFT class under 1/0.9 of a product's floor leaves its requests little time to queue
+
+
+def _binding_words(sizing: Sizing) -> str:
+    """What one replica fewer than the answer misses, by product; with, for a TTFT class close above the product's
+    floor (its prefill alone), how little it leaves for queueing: the reason a latency-sized fleet is large."""
+    fewer = sizing.one_fewer
+    missed = misses_words(fewer) if fewer is not None else ""
+    if not missed:
+        return "one replica fewer than the answer misses a class"
+    words = f"{fewer.replicas} replica(s) miss {missed}"
+    floors = sizing.sized_on.get("ttft_floor_ms") or {}
+    for name, o in sorted(fewer.products.items()):
+        slo = o.get("slo") or {}
+        floor, target = floors.get(name), slo.get("ttft_ms")
+        if o.get("meets", True) or floor is None or not target or floor < NEAR_FLOOR * target:
+            continue
+        q = slo.get("percentile", 90)
+        words += (f"; {name}'s p{q} prefill alone on an idle replica takes {ms_words(floor)} of its "
+                  f"{ms_words(target)} TTFT class, so only a fleet that almost never queues its prompts meets it")
+    return words
 
 
 class _Search:
@@ -477,7 +500,23 @@ def prefill_alone_s(dep: Deployment, input_tokens: np.ndarray, cached_tokens: np
     return total
 
 
-def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, SloClass]) -> list[dict[str, Any]]:
+def ttft_floors_ms(req: Requests, dep: Deployment, classes: Mapping[str, SloClass]) -> dict[str, float]:
+    """Each product's TTFT floor: the class percentile of its prompts' prefill alone on an idle replica (ms), with
+    the cached tokens the log reports (``prefill_alone_s``). No fleet size serves a product whose floor is above
+    its TTFT class; one whose floor is close under it is met only by a fleet that almost never queues it."""
+    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+    prefill_ms = prefill_alone_s(dep, np.asarray(req.input_tokens, dtype=np.float64),
+                                 np.asarray(req.cached_tokens, dtype=np.float64)) * 1000.0
+    out = {}
+    for name in sorted(set(product.tolist())):
+        cls = classes.get(name) or classes.get(ALL_PRODUCTS)
+        if cls is not None:
+            out[name] = float(np.percentile(prefill_ms[product == name], cls.percentile))
+    return out
+
+
+def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, SloClass],
+                        floors: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """Products whose class no number of replicas meets on ``dep``: more of its requests than its class
     percentile allows are beyond the model's context window (``beyond_context``, ``cause`` "context": no TP
     helps either), or the class percentile of a request's own latency, alone on an idle replica (its prefill for
@@ -488,8 +527,7 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
     n_out = np.asarray(req.output_tokens, dtype=np.float64)
     # the cached tokens the log reports: a request without prompt blocks keeps them in the replay
     # (``Requests.cached_before_lookup``), one with blocks finds its prefix in a replica's warm cache
-    cached = np.asarray(req.cached_tokens, dtype=np.float64)
-    prefill_ms = prefill_alone_s(dep, n_in, cached) * 1000.0
+    floors = ttft_floors_ms(req, dep, classes) if floors is None else floors
     refused = {u["product"]: u for u in context_refusals(req, dep, classes)}
     out = []
     for name in sorted(set(product.tolist())):
@@ -502,7 +540,7 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
         if name in refused:
             out.append(refused[name])
             continue
-        alone = float(np.percentile(prefill_ms[mine], q))
+        alone = floors[name]
         if alone > cls.ttft_ms:
             out.append({"product": name, "metric": "ttft", "percentile": q, "target_ms": cls.ttft_ms,
                         "cause": "alone",
@@ -681,7 +719,9 @@ def size_fleet(frame: pd.DataFrame, dep: Deployment, classes: Mapping[str, SloCl
     sim = {"router": router, "block_size": block_size, "scheduler": scheduler,
            "ttft_slo_ms": default_ttft_ms, "tpot_slo_ms": default_tpot_ms, "max_num_seqs": max_num_seqs}
     # a product no size can serve is named, and the fleet is sized for the others (its requests still load it)
-    unreachable = unreachable_classes(req, dep, classes)
+    floors = ttft_floors_ms(req, dep, classes)
+    unreachable = unreachable_classes(req, dep, classes, floors)
+    sized_on["ttft_floor_ms"] = floors
     out_of_reach = {u["product"] for u in unreachable}
     judged = {name: cls for name, cls in classes.items() if name not in out_of_reach}
     for u in unreachable:
@@ -942,12 +982,18 @@ def misses_words(trial: Trial) -> str:
             continue
         slo = o.get("slo") or {}
         q = slo.get("percentile", 90)
-        over = [f"{metric.upper()} p{q} {ms_words(value)} against {ms_words(target)}"
+        over = [f"{metric.upper()} p{q} {_over_words(value, target)} against {ms_words(target)}"
                 for metric, value, target in (("ttft", o.get(f"ttft_p{q}_ms"), slo.get("ttft_ms")),
                                               ("tpot", o.get(f"tpot_p{q}_ms"), slo.get("tpot_ms")))
                 if value is not None and target is not None and value > target]
         parts.append(f"{name} ({', '.join(over) or 'its class'})")
     return "; ".join(parts)
+
+
+def _over_words(ms: float, target: float) -> str:
+    """A latency over its target in words that read as over it: 1,000.4 ms, not "1,000 ms against 1,000 ms"."""
+    words = ms_words(ms)
+    return f"{float(ms):,.1f} ms" if words == ms_words(target) else words
 
 
 def ms_words(ms: float | None) -> str:

@@ -45,3 +45,66 @@ def test_a_replayed_answer_at_low_pressure_says_it_is_sized_by_latency_in_its_ow
     assert len(why) == 1 and f"{decode:.0%} decode pressure" in why[0]
     carry = int(why[0].split("about ")[1].split(" replica")[0])
     assert 1 <= carry < 3 * k0   # fewer replicas would carry the load: latency, not throughput, set the answer
+
+
+def test_a_latency_sized_answer_names_what_one_fewer_misses_and_a_class_close_above_its_floor() -> None:
+    # the 1M-request day on TP16 set by hand: doc-search's p90 prefill alone takes 997 ms of its 1,000 ms class, and
+    # the search bought 177 replicas at 1% / 5% pressure. "one replica fewer misses a class" told a meeting nothing
+    # of which class, nor that it sits 3 ms above a floor no fleet lowers
+    def fewer(ttft_ms: float) -> sizing.Trial:
+        slo = {"ttft_ms": 1000.0, "tpot_ms": 50.0, "percentile": 90}
+        products = {"doc-search": {"ttft_p90_ms": ttft_ms, "tpot_p90_ms": 30.0, "meets": False, "slo": slo},
+                    "chat": {"ttft_p90_ms": 300.0, "tpot_p90_ms": 30.0, "meets": True, "slo": slo}}
+        return sizing.Trial(176, "window", False, products, {"p50": 400.0, "p90": 1012.0},
+                            {"p50": 20.0, "p90": 30.0}, 1.01, 0.1)
+
+    def reason(floor_ms: float) -> str:
+        answer = _answer(177, 8)
+        answer.one_fewer = fewer(1012.0)
+        answer.sized_on["ttft_floor_ms"] = {"doc-search": floor_ms, "chat": 120.0}
+        why = sizing.pressure_reason(answer, 0.2, 0.3)
+        assert why is not None and "not by throughput" in why
+        return why
+
+    near = reason(997.0)
+    assert "176 replica(s) miss doc-search (TTFT p90 1,012 ms against 1,000 ms)" in near
+    assert "doc-search's p90 prefill alone on an idle replica takes 997 ms of its 1,000 ms TTFT class" in near
+    assert "chat" not in near   # met on one fewer: not what binds
+    far = reason(400.0)   # a floor far under the class: queueing, not the floor, is what the fleet buys down
+    assert "176 replica(s) miss doc-search" in far and "prefill alone" not in far
+
+
+def test_a_miss_by_less_than_a_millisecond_reads_as_a_miss() -> None:
+    slo = {"ttft_ms": 1000.0, "tpot_ms": 50.0, "percentile": 90}
+    trial = sizing.Trial(176, "window", False, {"doc-search": {"ttft_p90_ms": 1000.4, "tpot_p90_ms": 21.0,
+                                                               "meets": False, "slo": slo}},
+                         {"p50": 80.0, "p90": 622.0}, {"p50": 20.0, "p90": 21.0}, 1.0, 0.1)
+    assert sizing.misses_words(trial) == "doc-search (TTFT p90 1,000.4 ms against 1,000 ms)"
+
+
+def test_a_sizing_keeps_each_products_floor_and_the_reason_names_the_class_close_above_it() -> None:
+    # ten minutes of chat beside 20k-token RAG prompts on TP8: a RAG prompt alone takes 1,188 ms, its class 1,195 ms
+    from dataclasses import replace
+
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    stamps = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(np.sort(rng.uniform(0, 600, 960)), "s")
+    product = rng.permutation(["chat"] * 840 + ["rag"] * 120)
+    frame = pd.DataFrame({"timestamp": stamps, "product": product,
+                          "input_tokens": np.where(product == "rag", 20_000, rng.integers(200, 2_000, 960)),
+                          "output_tokens": rng.integers(50, 400, 960)})
+    fits, _, _ = sizing.default_deployment_for(None)
+    dep = replace(fits, tp=8)
+    _, answer, _, _ = sizing.fleet_answer(Workload.from_frame(frame), dep, frame,
+                                          classes=sizing.pair_classes(frame, 1195.0, 50.0))
+    floors = answer.sized_on["ttft_floor_ms"]
+    assert 1180 < floors["rag"] < 1195 and floors["chat"] < 200
+    # the same floor "no size serves it" compares with a class under it
+    (rag,) = sizing.unreachable_classes(sizing.slo_window(frame, dep)[0], dep, sizing.pair_classes(frame, 1000.0, 50.0))
+    assert rag["alone_ms"] == floors["rag"]
+    why = sizing.pressure_reason(answer, 0.05, 0.05)   # as if its GPUs idled: the reason names what binds
+    assert answer.meets and why is not None
+    assert f"{answer.replicas - 1} replica(s) miss rag (TTFT p90" in why
+    assert f"rag's p90 prefill alone on an idle replica takes {floors['rag']:,.0f} ms of its 1,195 ms TTFT class" in why
