@@ -15,14 +15,16 @@ FIRST_LOAD_MS = 90_000  # a fresh session analyses its log before anything is dr
 RERUN_MS = 45_000  # a widget change: rerun and redraw, sometimes a second rerun (measured prefix-cache default)
 BUILD_MS = 180_000  # the report bundle renders its PNG charts through a headless chromium of its own
 SIZED_MS = 300_000  # the Capacity headline's replays of a log on a busy two-core machine
+SIZING_PAGES = ("Capacity what-if",)  # the pages that start sizings on the server's pools (components/fleet_*.py)
 
 
 class Dashboard:
     """A page of the live app in its own browser context (so its own Streamlit session)."""
 
-    def __init__(self, page: Page, base_url: str) -> None:
+    def __init__(self, page: Page, base_url: str, no_sizing: bool = False) -> None:
         self.page = page
         self.base_url = base_url.rstrip("/")
+        self.no_sizing = no_sizing   # the test shares its server (conftest.app_server): no page may start a sizing
 
     # --- where the user looks -------------------------------------------------------------------------------
     @property
@@ -78,6 +80,10 @@ class Dashboard:
 
     def go(self, link: str, title: str | None = None) -> None:
         """Click a page in the sidebar navigation and wait for its title."""
+        if self.no_sizing and link in SIZING_PAGES:
+            raise AssertionError(f"this test is marked no_sizing and shares its server with other tests, but opens "
+                                 f"{link!r}, whose sizings would go on after it and slow the next test's pages: "
+                                 f"drop the mark")
         self.sidebar.get_by_role("link", name=link, exact=True).click()
         self._expect_page(title or link)
         self.settle()
