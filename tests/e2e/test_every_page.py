@@ -17,7 +17,7 @@ from tests.needs import require_module  # noqa: E402  (skips locally, fails unde
 
 require_module("playwright.sync_api", "the playwright package drives the browser tests")
 
-from dashboard import BUILD_MS, FIRST_LOAD_MS, RERUN_MS, Dashboard, OpenDashboard  # noqa: E402
+from dashboard import BUILD_MS, FIRST_LOAD_MS, RERUN_MS, WATCH_RUNS, Dashboard, OpenDashboard  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -89,17 +89,6 @@ CONTROLS = """els => els.map(e => {
         && box.height > 0;
     return [label, enabled && visible && !e.closest('%s')];
 })""" % IN_WIDGET
-
-
-# Counts the changes of the app's script-run state from now on (a click's rerun leaves "notRunning" at least once):
-# waiting for one replaces a fixed pause, which a loaded machine outlasted before the rerun had even started.
-WATCH_RUNS = """() => {
-    const app = document.querySelector('[data-testid=stApp]');
-    if (window.__shapevizRunWatch) window.__shapevizRunWatch.disconnect();
-    window.__shapevizRunChanges = 0;
-    window.__shapevizRunWatch = new MutationObserver(records => { window.__shapevizRunChanges += records.length; });
-    window.__shapevizRunWatch.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-}"""
 
 
 def _choose(app: Dashboard, label: str, option: str) -> None:
