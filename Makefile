@@ -24,6 +24,8 @@ run: deps
 # them (`make mutants`) would only repeat it. Of the compiled loop's mutants it runs six, drawn by the commit (each
 # recompiles the loop, ~30 s of CPU against ~1 s for another mutant); `make mutants` runs every one.
 # Each stage ends with its slowest tests (mutants), so that every CI log says where its time went.
+# The first stage's controller compiles the simulator's loop before its two workers start (tests/conftest.py), so a
+# fresh clone compiles it once, not once per worker.
 test: test-deps
 	$(PY) -m pytest -n 2 -m "not e2e" --durations=25
 	$(PY) -m pytest -m e2e --durations=10

@@ -25,6 +25,28 @@ def reference_dir() -> Path:
     return Path(env) if env else ROOT.parent / "shared" / "reference"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under ``pytest -n N``, on the controller before its workers start: compile the simulator's loop once.
+
+    The loop is compiled on first use and cached on disk (``sim_core``, ``cache=True``). In a fresh clone each
+    worker's first replay found no cache and compiled it too, N compiles of ~40 s of CPU at once; compiled here
+    first, every worker loads it from the cache in about a second (and a warm cache costs this about as much).
+    """
+    if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None):
+        return   # a worker, or a run in one process: its first replay compiles as it always did
+    import numpy as np
+
+    from shapeviz.physics.steps import Deployment
+    from shapeviz.serving import sim_core
+    from shapeviz.serving.simulator import Requests, simulate
+
+    if sim_core.loop() is None:
+        return   # no numba: the tests that need it say so
+    dep = Deployment("llama-3.1-70b", "h100-sxm", "fp8", None, 2)
+    ones = np.ones(8, dtype=np.int64)
+    simulate(Requests(100 * ones, 10 * ones, 0 * ones, np.arange(8.0)), dep)   # its loop has one signature
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _app_disk_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The app's disk cache (components/disk_cache.py) in a temporary folder: tests never write to ~/.cache."""

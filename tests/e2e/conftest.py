@@ -1,8 +1,9 @@
 """The live app for the browser tests: a streamlit server per test and one system chromium per test session.
 
 Each server runs ``app.py`` from the checkout on a free loopback port and is stopped at the end of its test (a sizing
-a test started never slows the next one's pages); each test gets fresh browser contexts, i.e. fresh Streamlit
-sessions that share nothing but the demo's disk cache.
+a test started never slows the next one's pages), except that the tests of a module marked ``no_sizing`` share one;
+each test gets fresh browser contexts, i.e. fresh Streamlit sessions that share nothing but the demo's disk cache
+(and, on a shared server, its content-keyed caches).
 """
 from __future__ import annotations
 
@@ -150,12 +151,34 @@ def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("streamlit") / "server.log"
 
 
+@pytest.fixture(scope="module")
+def _module_server(chromium: str, server_log: Path) -> Iterator[list[LiveServer]]:
+    """The server the module's ``no_sizing`` tests share, started by the first of them (none if none asks)."""
+    started: list[LiveServer] = []
+    yield started
+    for server in started:
+        server.stop()
+
+
 @pytest.fixture
-def app_server(chromium: str, server_log: Path) -> Iterator[LiveServer]:
+def app_server(chromium: str, server_log: Path, request: pytest.FixtureRequest,
+               _module_server: list[LiveServer]) -> Iterator[LiveServer]:
     """A live ``streamlit run app.py`` on a free loopback port for one test, stopped at its end: a sizing a test
     started goes on in its server after the test moves on, and a replay holds the GIL, so a server shared between
-    tests made the next test's pages wait on the last one's sizings (tests failing by the order they ran in)."""
+    tests made the next test's pages wait on the last one's sizings (tests failing by the order they ran in).
+
+    A test marked ``no_sizing`` (it never opens the Capacity page, the only one that starts sizings: its
+    ``Dashboard.go`` refuses to) shares one server with the others of its module: each start of a server cost the
+    browser tests ~8-12 s. Its sessions are still its own (fresh browser contexts); only the server's caches, keyed
+    on what they hold, are shared.
+    """
     # Asks for `chromium` first so that a machine without a browser skips before paying for a server.
+    if request.node.get_closest_marker("no_sizing") is not None:
+        if not _module_server or not _module_server[-1].alive():
+            _module_server.append(LiveServer(server_log))
+            _module_server[-1].start()
+        yield _module_server[-1]
+        return
     server = LiveServer(server_log)
     server.start()
     try:
@@ -207,7 +230,8 @@ def open_dashboard(browser: Browser, app_server: LiveServer, request: pytest.Fix
     def _open() -> Dashboard:
         context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
         contexts.append(context)
-        board = Dashboard(context.new_page(), app_server.url)
+        board = Dashboard(context.new_page(), app_server.url,
+                          no_sizing=request.node.get_closest_marker("no_sizing") is not None)
         opened.append(board)
         return board.open()
 

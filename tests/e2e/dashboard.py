@@ -15,14 +15,26 @@ FIRST_LOAD_MS = 90_000  # a fresh session analyses its log before anything is dr
 RERUN_MS = 45_000  # a widget change: rerun and redraw, sometimes a second rerun (measured prefix-cache default)
 BUILD_MS = 180_000  # the report bundle renders its PNG charts through a headless chromium of its own
 SIZED_MS = 300_000  # the Capacity headline's replays of a log on a busy two-core machine
+SIZING_PAGES = ("Capacity what-if",)  # the pages that start sizings on the server's pools (components/fleet_*.py)
+
+# Counts the changes of the app's script-run state from now on (a click's rerun leaves "notRunning" at least once):
+# waiting for one replaces a fixed pause, which a loaded machine outlasted before the rerun had even started.
+WATCH_RUNS = """() => {
+    const app = document.querySelector('[data-testid=stApp]');
+    if (window.__shapevizRunWatch) window.__shapevizRunWatch.disconnect();
+    window.__shapevizRunChanges = 0;
+    window.__shapevizRunWatch = new MutationObserver(records => { window.__shapevizRunChanges += records.length; });
+    window.__shapevizRunWatch.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
 
 
 class Dashboard:
     """A page of the live app in its own browser context (so its own Streamlit session)."""
 
-    def __init__(self, page: Page, base_url: str) -> None:
+    def __init__(self, page: Page, base_url: str, no_sizing: bool = False) -> None:
         self.page = page
         self.base_url = base_url.rstrip("/")
+        self.no_sizing = no_sizing   # the test shares its server (conftest.app_server): no page may start a sizing
 
     # --- where the user looks -------------------------------------------------------------------------------
     @property
@@ -78,6 +90,10 @@ class Dashboard:
 
     def go(self, link: str, title: str | None = None) -> None:
         """Click a page in the sidebar navigation and wait for its title."""
+        if self.no_sizing and link in SIZING_PAGES:
+            raise AssertionError(f"this test is marked no_sizing and shares its server with other tests, but opens "
+                                 f"{link!r}, whose sizings would go on after it and slow the next test's pages: "
+                                 f"drop the mark")
         self.sidebar.get_by_role("link", name=link, exact=True).click()
         self._expect_page(title or link)
         self.settle()
@@ -87,6 +103,16 @@ class Dashboard:
         expect(self.heading(title).or_(self.exceptions).first).to_be_visible(timeout=FIRST_LOAD_MS)
         if self.exceptions.count():
             raise AssertionError(f"the {title!r} page shows an exception: {self.exceptions.first.inner_text()}")
+
+    def click_and_settle(self, control: Locator) -> None:
+        """Click a control of the page, then wait until the rerun it asked for has started and finished (however
+        long it runs: a comparison of every deployment on a busy machine outlasted a fixed 45 s)."""
+        self.settle()
+        self.page.evaluate(WATCH_RUNS)   # the page is settled: any change of its run state from here is the click's
+        control.click(timeout=RERUN_MS)
+        self.page.wait_for_function("() => window.__shapevizRunChanges > 0", timeout=BUILD_MS)
+        expect(self.page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning",
+                                                                    timeout=BUILD_MS)
 
     def upload(self, name: str, data: bytes, mime: str = "text/csv") -> None:
         """Drop one file into the sidebar's uploader, as a file chooser would."""

@@ -17,7 +17,7 @@ from tests.needs import require_module  # noqa: E402  (skips locally, fails unde
 
 require_module("playwright.sync_api", "the playwright package drives the browser tests")
 
-from dashboard import BUILD_MS, FIRST_LOAD_MS, RERUN_MS, OpenDashboard, ms_p90, percent  # noqa: E402
+from dashboard import BUILD_MS, FIRST_LOAD_MS, RERUN_MS, Dashboard, OpenDashboard, ms_p90, percent  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -31,6 +31,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 Trace = Callable[[str], Path]
 
 
+@pytest.mark.no_sizing
 def test_opens_on_the_demo_with_the_plane(open_dashboard: OpenDashboard) -> None:
     app = open_dashboard()
     plane = app.charts.first
@@ -44,6 +45,7 @@ def test_opens_on_the_demo_with_the_plane(open_dashboard: OpenDashboard) -> None
     expect(app.errors).to_have_count(0)
 
 
+@pytest.mark.no_sizing
 def test_uploading_a_real_trace_shows_its_rows_and_plane(open_dashboard: OpenDashboard, trace: Trace) -> None:
     path = trace(CONV)
     app = open_dashboard()
@@ -95,11 +97,11 @@ def test_a_trim_step_redraws_a_shown_result_and_never_leaves_it_stale(open_dashb
     # stays as it is.
     app = open_dashboard()
     app.go("Capacity what-if")
-    # settled first: the headline reruns the page once its replayed fleet is ready, and a click during that rerun
-    # can be lost
-    app.settle()
+    # the simulated answer drawn first: the headline reruns the page once its replayed fleet is ready, and a click
+    # during that rerun can be lost
+    app.sized()
     compare = app.main.get_by_role("button", name="Compare all deployments")
-    compare.click()
+    app.click_and_settle(compare)   # every deployment compared, however long that takes on a busy machine
     verdict = app.main.get_by_text(re.compile(r"configurations meet both SLOs"))
     expect(verdict).to_be_visible(timeout=RERUN_MS)
     simulate = app.main.get_by_role("button", name="Simulate this fleet")
@@ -120,6 +122,7 @@ def test_a_trim_step_redraws_a_shown_result_and_never_leaves_it_stale(open_dashb
     app.expect_healthy()
 
 
+@pytest.mark.no_sizing
 def test_closed_expanders_draw_their_content_when_opened(open_dashboard: OpenDashboard) -> None:
     # The Shape page's load report and its recommendations past the first five cost the first page nothing: they
     # are drawn when opened.
@@ -135,6 +138,7 @@ def test_closed_expanders_draw_their_content_when_opened(open_dashboard: OpenDas
     app.expect_healthy()
 
 
+@pytest.mark.no_sizing
 def test_per_product_csv_of_a_real_trace(open_dashboard: OpenDashboard, trace: Trace, tmp_path: Path) -> None:
     path = trace(CODE)
     app = open_dashboard()
@@ -170,6 +174,7 @@ def _assert_png(path: Path) -> None:
     assert width > 0 and height > 0, f"{path.name}: {width} x {height}"
 
 
+@pytest.mark.no_sizing
 def test_the_plane_downloads_as_a_png(open_dashboard: OpenDashboard, tmp_path: Path) -> None:
     app = open_dashboard()
     expect(app.charts.first).to_be_visible(timeout=FIRST_LOAD_MS)
@@ -181,6 +186,7 @@ def test_the_plane_downloads_as_a_png(open_dashboard: OpenDashboard, tmp_path: P
     app.expect_healthy()
 
 
+@pytest.mark.no_sizing
 def test_report_page_downloads_a_png_chart(open_dashboard: OpenDashboard, tmp_path: Path) -> None:
     app = open_dashboard()
     app.go("Report")
@@ -197,6 +203,7 @@ def test_report_page_downloads_a_png_chart(open_dashboard: OpenDashboard, tmp_pa
     app.expect_healthy()
 
 
+@pytest.mark.no_sizing
 def test_two_sessions_see_only_their_own_upload(open_dashboard: OpenDashboard, trace: Trace) -> None:
     code, conv = trace(CODE), trace(CONV)
     a = open_dashboard()
@@ -231,6 +238,7 @@ def test_two_sessions_see_only_their_own_upload(open_dashboard: OpenDashboard, t
     b.expect_healthy()
 
 
+@pytest.mark.no_sizing
 def test_a_wrong_file_gets_one_clear_line_and_the_app_stays_usable(open_dashboard: OpenDashboard) -> None:
     app = open_dashboard()
     app.upload("holiday.png", PNG_SIGNATURE + bytes(200), "image/png")
@@ -246,3 +254,11 @@ def test_a_wrong_file_gets_one_clear_line_and_the_app_stays_usable(open_dashboar
     expect(app.errors).to_have_count(0, timeout=RERUN_MS)
     expect(app.charts.first).to_be_visible(timeout=RERUN_MS)
     app.expect_healthy()
+
+
+def test_a_test_sharing_its_server_cannot_open_the_capacity_page() -> None:
+    """The tests marked no_sizing share one server (conftest.app_server); the Capacity page's sizings would outlive
+    such a test and slow the next one's pages, so a shared test that opens it fails at once, saying why."""
+    app = Dashboard(None, "http://127.0.0.1:1", no_sizing=True)   # refused before anything is clicked
+    with pytest.raises(AssertionError, match="marked no_sizing.*'Capacity what-if'"):
+        app.go("Capacity what-if")

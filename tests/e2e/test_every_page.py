@@ -17,7 +17,7 @@ from tests.needs import require_module  # noqa: E402  (skips locally, fails unde
 
 require_module("playwright.sync_api", "the playwright package drives the browser tests")
 
-from dashboard import BUILD_MS, FIRST_LOAD_MS, RERUN_MS, Dashboard, OpenDashboard  # noqa: E402
+from dashboard import BUILD_MS, FIRST_LOAD_MS, RERUN_MS, WATCH_RUNS, Dashboard, OpenDashboard  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -44,13 +44,13 @@ def _click_every_button(app: Dashboard) -> list[str]:
     clicked: list[str] = []
     while True:
         fresh = None
-        for control in app.main.get_by_role("button").all() + app.main.get_by_role("switch").all():
-            # a button's text starts with its icon's name ("play_arrow"): its label is the last line
-            label = (control.get_attribute("aria-label") or control.inner_text()).strip().splitlines()[-1:]
-            label = label[0].strip() if label else ""
-            if label and label not in clicked and control.is_enabled() \
-                    and control.is_visible() and not _in_widget(control):
-                fresh = (label, control)
+        for role in ("button", "switch"):
+            controls = app.main.get_by_role(role)
+            for i, (label, clickable) in enumerate(controls.evaluate_all(CONTROLS)):
+                if label and label not in clicked and clickable:
+                    fresh = (label, controls.nth(i))
+                    break
+            if fresh is not None:
                 break
         if fresh is None:
             return clicked
@@ -68,26 +68,27 @@ def _click_every_button(app: Dashboard) -> list[str]:
         print(f"{label}: {time.monotonic() - started:.1f} s")   # shown with -s or on a failure
 
 
-# Counts the changes of the app's script-run state from now on (a click's rerun leaves "notRunning" at least once):
-# waiting for one replaces a fixed pause, which a loaded machine outlasted before the rerun had even started.
-WATCH_RUNS = """() => {
-    const app = document.querySelector('[data-testid=stApp]');
-    if (window.__shapevizRunWatch) window.__shapevizRunWatch.disconnect();
-    window.__shapevizRunChanges = 0;
-    window.__shapevizRunWatch = new MutationObserver(records => { window.__shapevizRunChanges += records.length; });
-    window.__shapevizRunWatch.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-}"""
-
-
-def _in_widget(control) -> bool:
-    # Buttons that belong to a widget (an expander's header, a chart's toolbar, a table's menu, a selectbox, an
-    # uploader, a number's −/+ steps) are not the page's own actions; downloads change nothing on the page (the
-    # PNGs and CSVs have tests of their own).
-    return bool(control.evaluate(
-        "e => !!e.closest('[data-testid=stExpander] summary, .modebar, [data-testid=stDataFrame], "
-        "[data-testid=stDataFrameResizable], [data-testid=stSelectbox], [data-testid=stMultiSelect], "
-        "[data-testid=stFileUploader], [data-testid=stElementToolbar], [data-testid=stTooltipIcon], "
-        "[data-testid=stNumberInput], [data-testid=stDownloadButton]')"))
+# Buttons that belong to a widget (an expander's header, a chart's toolbar, a table's menu, a selectbox, an uploader,
+# a number's −/+ steps) are not the page's own actions; downloads change nothing on the page (the PNGs and CSVs have
+# tests of their own).
+IN_WIDGET = ("[data-testid=stExpander] summary, .modebar, [data-testid=stDataFrame], "
+             "[data-testid=stDataFrameResizable], [data-testid=stSelectbox], [data-testid=stMultiSelect], "
+             "[data-testid=stFileUploader], [data-testid=stElementToolbar], [data-testid=stTooltipIcon], "
+             "[data-testid=stNumberInput], [data-testid=stDownloadButton]")
+# Every control a role matched, read in one round trip to the browser: [label, clickable]. The label is the last
+# line of its aria-label or text (a button's text starts with its icon's name, "play_arrow"); clickable is
+# playwright's own enabled and visible (no :disabled, no aria-disabled; visible with a non-empty box) and not part
+# of a widget. Asking playwright element by element took five round trips per control per click: on the Capacity
+# page's hundreds of chart and table buttons, most of the sweep's time.
+CONTROLS = """els => els.map(e => {
+    const lines = (e.getAttribute('aria-label') || e.innerText || '').trim().split(/\\r?\\n/);
+    const label = (lines[lines.length - 1] || '').trim();
+    const enabled = !e.matches(':disabled') && !e.closest('[aria-disabled=true]');
+    const box = e.getBoundingClientRect();
+    const visible = e.checkVisibility() && getComputedStyle(e).visibility === 'visible' && box.width > 0
+        && box.height > 0;
+    return [label, enabled && visible && !e.closest('%s')];
+})""" % IN_WIDGET
 
 
 def _choose(app: Dashboard, label: str, option: str) -> None:
@@ -136,3 +137,45 @@ def test_no_page_ever_shows_an_exception(open_dashboard: OpenDashboard, trace: T
     app.go("Shape", "Workload shape")
     app.go(CAPACITY)
     _healthy(app, f"{CAPACITY} after the sidebar changes")
+
+
+# A page of the controls the sweep meets, each kind once: what the sweep reads of them in one round trip must be
+# what playwright says of each (its label, is_enabled, is_visible) and whether it sits in a widget.
+SWEEP_PAGE = """<main>
+  <button><span style="display: block">play_arrow</span><div>Design the fleet</div></button>
+  <button aria-label="Compare all deployments">compare</button>
+  <button disabled>Disabled</button>
+  <button aria-disabled="true">Aria disabled</button>
+  <fieldset disabled><button>In a disabled fieldset</button></fieldset>
+  <button style="visibility: hidden">Invisible</button>
+  <button style="width: 0; height: 0; padding: 0; border: 0; overflow: hidden">No box</button>
+  <button style="opacity: 0">Transparent</button>
+  <div class="modebar"><button>Zoom</button></div>
+  <div data-testid="stDownloadButton"><button>Download</button></div>
+  <details data-testid="stExpander"><summary><span role="button">Expander</span></summary></details>
+  <div role="button">A div acting as a button</div>
+  <button></button>
+  <label><input type="checkbox" role="switch" aria-label="Plan it">Plan it</label>
+  <input type="checkbox" role="switch" disabled aria-label="Off">
+</main>"""
+
+
+def test_the_sweep_reads_each_control_as_playwright_does(browser) -> None:
+    page = browser.new_page()
+    try:
+        page.set_content(SWEEP_PAGE)
+        for role in ("button", "switch"):
+            controls = page.get_by_role("main").get_by_role(role)
+            expected = []
+            for control in controls.all():
+                lines = (control.get_attribute("aria-label") or control.inner_text()).strip().splitlines()[-1:]
+                widget = control.evaluate(f"e => !!e.closest({IN_WIDGET!r})")
+                expected.append([lines[0].strip() if lines else "",
+                                 control.is_enabled() and control.is_visible() and not widget])
+            assert controls.evaluate_all(CONTROLS) == expected, role
+        clickable = [label for role in ("button", "switch")
+                     for label, ok in page.get_by_role("main").get_by_role(role).evaluate_all(CONTROLS) if ok and label]
+        assert clickable == ["Design the fleet", "Compare all deployments", "Transparent", "A div acting as a button",
+                             "Plan it"], clickable
+    finally:
+        page.close()
