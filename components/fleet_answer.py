@@ -15,7 +15,6 @@ from typing import Any
 
 import streamlit as st
 
-from components import sidebar
 from components.classes import classes_key
 from components.work_pool import DRAWS, FairPool
 from components.widgets import badge
@@ -36,11 +35,6 @@ from shapeviz.text import md_literal
 
 MAX_ENTRIES = 16
 POLL_S = 1.0
-# After a slider step the answer's line polls on a new clock, at this longer interval: a meeting steps a lever every
-# second or two, and a poll that fell inside the next step added a script run to it (the browser keeps a fragment's
-# timer running while its interval is unchanged, so each step registers its poll under a new key)
-STEP_POLL_S = 2.0
-_POLLS = "_answer_polls"   # how many polled lines this session has registered (each one's key is new)
 # every session's sizings on a thread per core, taken fairly (sessions in turn, each one's latest step first); a
 # session that left cancels what it queued (data.end_session_when_it_leaves calls work_pool.cancel_session); between two replays
 # a sizing steps aside while any session's what-if fragment draws (work_pool.DRAWS)
@@ -179,27 +173,13 @@ def sized_plans(futures: tuple[Future, Future] | None, before: Plan, after: Plan
     return sized_plan(before, sized_before, tp), sized_plan(after, sized_after, tp)
 
 
-def poll_every(pending: bool) -> float | None:
-    """How often a polled line polls: not at all once nothing is pending, ``POLL_S`` when a full run drew it (the
-    page opened, the answer landed), ``STEP_POLL_S`` when a slider step did (``sidebar.stepped``)."""
-    if not pending:
-        return None
-    return STEP_POLL_S if sidebar.stepped() else POLL_S
-
-
-def _polled_line(pending: bool, ready: Callable[[], bool], waiting: str, draw: Callable[[], None],
-                 name: str = "answer_poll") -> None:
+def _polled_line(pending: bool, ready: Callable[[], bool], waiting: str, draw: Callable[[], None]) -> None:
     """A line that says ``waiting`` until ``ready()``, then ``draw()``s. While ``pending`` (what the page above shows
-    is not yet what is ready) it polls (``poll_every``) and, once ready, reruns the page once: from its poll, never
-    from within the page's own run, where a click being handled (a section's button below) would be lost. Each
-    pending draw registers its poll under a new key (``name`` and a count), so the browser drops the last draw's
-    timer and starts this one's clock from the draw: a poll never comes sooner than its interval after a step."""
+    is not yet what is ready) it polls every ``POLL_S`` and, once ready, reruns the page once: from its poll, never
+    from within the page's own run, where a click being handled (a section's button below) would be lost."""
     inline = [True]
-    if pending:
-        st.session_state[_POLLS] = st.session_state.get(_POLLS, 0) + 1
-    key = f"{name}-{st.session_state.get(_POLLS, 0)}" if pending else name
 
-    @st.fragment(run_every=poll_every(pending), key=key)
+    @st.fragment(run_every=POLL_S if pending else None)
     def _line() -> None:
         if not ready() or (pending and inline[0]):
             st.caption(waiting)
@@ -260,4 +240,4 @@ def _lever_line(sizing: Sizing, lever: tuple[str, Future], dep: Deployment) -> N
             st.caption(md_literal(router_lever_line(block, dep.tp)) + ": the Routers section below compares them.")
 
     _polled_line(not future.done(), future.done,
-                 "Replaying the log with a cache-aware router, the lever beside this answer…", draw, "lever_poll")
+                 "Replaying the log with a cache-aware router, the lever beside this answer…", draw)

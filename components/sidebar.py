@@ -88,7 +88,6 @@ _DRAFT = "_whatif_live_draft"              # the live fragments a full run has d
 # fires while the user switches pages can make Streamlit drop the widgets' own state (streamlit#10805), and the
 # next run then restores the user's values from here instead of failing or resetting them to the defaults.
 _VALUES = "_sidebar_values"
-_STEPPED = "_whatif_stepped"             # the live fragments are being rerun by a what-if step
 
 
 def _on_whatif_step() -> None:
@@ -97,13 +96,7 @@ def _on_whatif_step() -> None:
     # reruns whole, the default.
     live = st.session_state.get(_LIVE)
     if live:
-        st.session_state[_STEPPED] = True   # until the next full run (render)
         st.rerun(scope=sorted(live))
-
-
-def stepped() -> bool:
-    """The fragments drawing now were rerun by a what-if step (not by a full run of the page)."""
-    return bool(st.session_state.get(_STEPPED))
 
 
 def publish_live() -> None:
@@ -397,18 +390,11 @@ def render_whatif() -> None:
         st.session_state[SLO_HINT_SLOT] = st.empty()
 
 
-def start_run() -> None:
-    """A full run of the page begins: the live fragments are not known until it has drawn them all (publish_live),
-    and what draws now was not rerun by a what-if step."""
-    st.session_state[_LIVE] = None
-    st.session_state[_DRAFT] = set()
-    st.session_state[_STEPPED] = False
-
-
 def render() -> None:
     """Draw the whole sidebar (called once per run by app.py)."""
     _init_state()
-    start_run()
+    st.session_state[_LIVE] = None    # not known until this run's page has drawn every fragment (publish_live)
+    st.session_state[_DRAFT] = set()
     render_data_source()
     render_whatif()
     render_corners()
