@@ -18,6 +18,8 @@ through playwright), and prints, per run:
 - the same slider step on a skeleton of the Capacity headline (``SKELETON_APP``: the slider's ``on_change`` reruns
   one fragment with the headline's 8 metrics and 2 charts, as ``components.sidebar`` does), measured in the same run:
   what Streamlit itself costs for a what-if step built this way, before anything of the app's own;
+- the same step on ``SKELETON_ONE_RUN_APP``: that skeleton with the slider drawn by its fragment into the sidebar,
+  so a step is one script run instead of two: what the headline would cost with its sliders in its fragment;
 - with ``--settle S``: the Capacity steps again after S seconds on the page, once the sizings the first steps
   started have landed (no poll rerun, no replay beside a step: "script runs" per step back at 2);
 - per step, what the server sent (decoded from the page's websocket): script runs started, elements and blocks sent,
@@ -83,6 +85,35 @@ st.sidebar.slider("Trim input %", 0, 90, 0, 5, key="trim", on_change=lambda: st.
 
 def head():
     v = st.session_state["trim"]
+    st.subheader(f"Before -> after: trim {v}%")
+    st.caption(f"The what-if: input trimmed {v}%.")
+    for _ in range(2):
+        for col in st.columns(4):
+            col.metric("Pressure", f"{100 - v}%", f"{-v} pts")
+    x = np.arange(100)
+    st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 - v / 100), mode="lines")), theme=None, key="a")
+    st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 + v / 100), mode="lines")), theme=None, key="b")
+
+
+st.fragment(head, key="head")()
+'''
+
+# The same skeleton with the slider drawn by the fragment itself, into a slot of the sidebar (Streamlit 1.67 lets a
+# fragment write to a container made outside it, and a widget it wrote there reruns the fragment alone): a step is
+# one script run, not a full run that the callback ends early and the fragment's run after it. What the headline
+# would cost if its what-if sliders lived in its fragment (not how the app draws them).
+SKELETON_ONE_RUN_APP = '''
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+st.title("Skeleton, one run")
+slot = st.sidebar.container()
+st.sidebar.caption("The rest of the sidebar.")
+
+
+def head():
+    v = slot.slider("Trim input %", 0, 90, 0, 5, key="trim")
     st.subheader(f"Before -> after: trim {v}%")
     st.caption(f"The what-if: input trimmed {v}%.")
     for _ in range(2):
@@ -266,13 +297,17 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa
     floor_script.write_text(FLOOR_APP)
     skeleton_script = log.parent / "skeleton_app.py"
     skeleton_script.write_text(SKELETON_APP)
+    one_run_script = log.parent / "skeleton_one_run_app.py"
+    one_run_script.write_text(SKELETON_ONE_RUN_APP)
     floor = Server(floor_script, log)
     skeleton = Server(skeleton_script, log)
+    one_run = Server(one_run_script, log)
     app = Server(ROOT / "app.py", log)
     out["disk cache entries at start"] = len(list(cache.glob("*.pickle")))
     try:
         floor.wait_healthy()
         skeleton.wait_healthy()
+        one_run.wait_healthy()
         app.wait_healthy()
         healthy = time.perf_counter()
         print("  servers healthy", file=sys.stderr, flush=True)
@@ -306,6 +341,12 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa
         spage.goto(skeleton.url + "/", wait_until="domcontentloaded", timeout=WAIT_MS)
         expect(spage.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached(timeout=WAIT_MS)
         _settled(spage)
+        octx = browser.new_context(viewport=VIEWPORT)
+        opage = octx.new_page()
+        sent[opage] = _listen(opage)
+        opage.goto(one_run.url + "/", wait_until="domcontentloaded", timeout=WAIT_MS)
+        expect(opage.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached(timeout=WAIT_MS)
+        _settled(opage)
 
         def measure(name: str, pg: Page, server: Server) -> None:
             print(f"  measuring {name}", file=sys.stderr, flush=True)
@@ -326,6 +367,7 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa
             measure("Capacity 20k, sized", page, app)
         measure("floor again", fpage, floor)
         measure("skeleton", spage, skeleton)
+        measure("skeleton, one run", opage, one_run)
         if big is not None:
             _go(page, "Shape", "Workload shape")
             t = time.perf_counter()
@@ -342,10 +384,12 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa
         ctx.close()
         fctx.close()
         sctx.close()
+        octx.close()
     finally:
         app.stop()
         floor.stop()
         skeleton.stop()
+        one_run.stop()
     return out
 
 

@@ -150,11 +150,18 @@ def start_lever(digest: str, frame: Any, w: Workload, dep: Deployment, whatif: W
     """The sizing with a cache-aware router (``sizing.lever_router``), the lever beside a round-robin answer: queued
     behind the headline's (``start``; the worker takes one sizing at a time). None on a log without hashes or
     sessions, where no router changes what is cached."""
-    router = lever_router(frame)
+    router = _lever_router(digest, frame)
     if router is None:
         return None
     key = key_of(digest, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes) + (router,)
     return router, submit(key, frame, w, dep, whatif, ttft_slo_ms, tpot_slo_ms, gpu_hour_usd, classes, router)
+
+
+@st.cache_resource(max_entries=MAX_ENTRIES, ttl=6 * 3600, scope="session", show_spinner=False)
+def _lever_router(digest: str, _frame: Any) -> str | None:
+    """``sizing.lever_router`` of a log, once per log: it reads the log's hash and session columns (a pass over every
+    row on a log without hashes), which every slider step did again."""
+    return lever_router(_frame)
 
 
 def sized_plans(futures: tuple[Future, Future] | None, before: Plan, after: Plan, tp: int) -> tuple[Plan, Plan] | None:

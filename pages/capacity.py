@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -96,9 +97,19 @@ def _figures(digest: str, dep: Deployment, whatif: WhatIf, ttft_slo_ms: float, t
             load_curve_figure(_curve, ttft_slo_ms, tpot_slo_ms))
 
 
-def _answer(now: PageContext) -> tuple[tuple | None, WhatIfComparison, pd.DataFrame, bool]:
+class _Answer(NamedTuple):
+    futures: tuple | None        # the headline's sizings (``fleet_answer.start``)
+    cmp: WhatIfComparison        # the plan every section reads: the simulated fleet's once sized, else the estimate
+    curve: pd.DataFrame          # its load curve
+    simulated: bool
+    estimate: WhatIfComparison   # the analytic estimate's plan (the answer line's pressure reads it)
+    classes: dict                # every product's class as the page judges it now (``_classes``)
+
+
+def _answer(now: PageContext) -> _Answer:
     """The headline's sizings (started where they are not), and the plan and curve every section reads: the
-    simulated fleet's once its replays are done, the estimate's until then (``True`` when simulated)."""
+    simulated fleet's once its replays are done, the estimate's until then. Each cached value is read once here
+    (a step's draw read the estimate and the classes three times over, each read a cache lookup)."""
     s = now.settings
     estimate, curve = _plan(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, w)
     classes = _classes(now)
@@ -107,18 +118,18 @@ def _answer(now: PageContext) -> tuple[tuple | None, WhatIfComparison, pd.DataFr
                            s.gpu_hour_usd, classes)
     sized = sized_plans(futures, estimate.before, estimate.after, dep.tp)
     if sized is None:
-        return futures, estimate, curve, False
-    cmp, curve = _sized(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
-                        classes_key(classes), w, sized)
-    return futures, cmp, curve, True
+        return _Answer(futures, estimate, curve, False, estimate, classes)
+    cmp, sized_curve = _sized(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
+                              classes_key(classes), w, sized)
+    return _Answer(futures, cmp, sized_curve, True, estimate, classes)
 
 
 def _now() -> tuple[PageContext, WhatIfComparison, pd.DataFrame]:
     """The sidebar's values as they are now (a fragment rerun sees the step), with the plan and curve they give:
     the simulated fleet's once the headline's replays are done."""
     now = replace(ctx, settings=sidebar.settings())
-    _, cmp, curve, _ = _answer(now)
-    return now, cmp, curve
+    answer = _answer(now)
+    return now, answer.cmp, answer.curve
 
 
 # Each section below is a what-if fragment of its own: a trim or traffic step reruns the headline, and a section
@@ -128,8 +139,7 @@ def _headline() -> None:
     """Pressure, latency, GPUs and cost before → after the what-if, and the load curve of the plan's fleet."""
     now = replace(ctx, settings=sidebar.settings())
     s = now.settings
-    futures, cmp, curve, simulated = _answer(now)
-    estimate = _plan(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, w)[0]
+    futures, cmp, curve, simulated, estimate, classes = _answer(now)
     pressure = (estimate.after.prefill.utilization, estimate.after.decode.utilization)   # per estimated replica
     method = "simulated" if simulated else "estimate"
     before, after = cmp.before, cmp.after
@@ -185,7 +195,7 @@ def _headline() -> None:
     # the cache-aware router's sizing, queued behind the headline's (often done by the time they are shown)
     lever = None if futures is None else start_lever(
         ctx.dataset.digest, ctx.dataset.log.frame, w, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
-        _classes(now))
+        classes)
     render_answer(futures, dep, pressure=pressure, lever=lever, simulated=simulated)
     left, right = st.columns([0.85, 0.15])
     phase = f"After the what-if the GPU-time is {phase_phrase(after.dominant_phase)}."
@@ -199,7 +209,7 @@ def _headline() -> None:
         badge("estimated")
 
     # Their names are the app's own ("before", "p90"), nothing from the log: no inert copy needed.
-    judged = classes_key(_classes(now)) if simulated else None   # the plan's key: the estimate's, or the answer's
+    judged = classes_key(classes) if simulated else None   # the plan's key: the estimate's, or the answer's
     pressure_fig, curve_fig = _figures(ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms,
                                        s.gpu_hour_usd, judged, cmp, curve)
     chart(pressure_fig, key="pressure", inert=True)
