@@ -57,6 +57,7 @@ import multiprocessing.context
 import os
 import py_compile
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -102,6 +103,7 @@ class Outcome:
     result: str
     seconds: float
     detail: str = ""
+    cpu: float | None = None   # CPU seconds of its pytest (user + system, with its children); None when not known
 
 
 def load(paths: list[Path], root: Path = ROOT) -> list[Mutant]:
@@ -229,8 +231,16 @@ def _pytest_args(tests: list[str] | tuple[str, ...], workers: int) -> list[str]:
             *tests]
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) this process and the children it waited for have used."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) -> None:
-    """In a fork of the server: become ``python -m pytest ARGS`` run in ``cwd`` with ``env``, output to a file.
+    """In a fork of the server: become ``python -m pytest ARGS`` run in ``cwd`` with ``env``, output to a file, and
+    its CPU seconds (``_cpu_seconds``) to ``output`` + ".cpu": the figure a loaded machine does not stretch, as wall
+    time is.
 
     The libraries the fork inherits are frozen out of the garbage collector first (``gc.freeze``): pytest collects
     five times as it closes, and each full collection walked their ~220,000 objects, about half a short mutant's
@@ -251,15 +261,17 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     code = int(pytest.main(args))
     sys.stdout.flush()
     sys.stderr.flush()
+    Path(output + ".cpu").write_text(f"{_cpu_seconds():.3f}", encoding="utf-8")
     os._exit(code)
 
 
 def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path,
-            workers: int = 1) -> subprocess.CompletedProcess:
+            workers: int = 1) -> tuple[subprocess.CompletedProcess, float | None]:
+    """Run ``tests`` in ``cwd``: pytest's completed process, and its CPU seconds when forked (None otherwise)."""
     args = _pytest_args(tests, workers)
     if _fork_context is None or workers > 1 or python != sys.executable:
         return subprocess.run([python, "-m", "pytest", *args], cwd=cwd, env=_env(root), capture_output=True,
-                              text=True, timeout=TIMEOUT_S)
+                              text=True, timeout=TIMEOUT_S), None
     with tempfile.NamedTemporaryFile(prefix="mutant-output-", suffix=".txt", delete=False) as out:
         output = out.name
     try:
@@ -271,10 +283,13 @@ def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Pa
             child.join()
             raise subprocess.TimeoutExpired(["pytest", *args], TIMEOUT_S)
         text = Path(output).read_text(encoding="utf-8", errors="replace")
+        cpu_file = Path(output + ".cpu")
+        cpu = float(cpu_file.read_text(encoding="utf-8")) if cpu_file.is_file() else None
     finally:
         os.unlink(output)
+        Path(output + ".cpu").unlink(missing_ok=True)
     code = child.exitcode if child.exitcode is not None and child.exitcode >= 0 else 3
-    return subprocess.CompletedProcess(["pytest", *args], code, text, "")
+    return subprocess.CompletedProcess(["pytest", *args], code, text, ""), cpu
 
 
 def baseline(mutants: list[Mutant], root: Path, files: list[str], python: str = sys.executable,
@@ -283,7 +298,7 @@ def baseline(mutants: list[Mutant], root: Path, files: list[str], python: str = 
     tests = sorted({t for m in mutants for t in m.tests})
     with tempfile.TemporaryDirectory(prefix="mutant-baseline-") as tmp:
         _copy(root, files, Path(tmp), bytecode=bytecode)
-        proc = _pytest(python, tests, Path(tmp), root, workers=workers)
+        proc, _ = _pytest(python, tests, Path(tmp), root, workers=workers)
     return proc.returncode == 0, _tail(proc.stdout + proc.stderr)
 
 
@@ -305,16 +320,16 @@ def run(mutant: Mutant, root: Path, files: list[str], python: str = sys.executab
         (copy / mutant.file).write_text(text.replace(mutant.anchor, mutant.replacement), encoding="utf-8")
         start = time.perf_counter()
         try:
-            proc = _pytest(python, mutant.tests, copy, root)
+            proc, cpu = _pytest(python, mutant.tests, copy, root)
         except subprocess.TimeoutExpired:
             return Outcome(mutant, BROKEN, time.perf_counter() - start, f"its tests ran past {TIMEOUT_S} s")
         seconds = time.perf_counter() - start
     out = _tail(proc.stdout + proc.stderr)
     if proc.returncode == 1:
-        return Outcome(mutant, KILLED, seconds, out)
+        return Outcome(mutant, KILLED, seconds, out, cpu)
     if proc.returncode == 0:
-        return Outcome(mutant, SURVIVED, seconds, out)
-    return Outcome(mutant, BROKEN, seconds, f"pytest exited {proc.returncode}\n{out}")
+        return Outcome(mutant, SURVIVED, seconds, out, cpu)
+    return Outcome(mutant, BROKEN, seconds, f"pytest exited {proc.returncode}\n{out}", cpu)
 
 
 def _commit(root: Path) -> str:
@@ -337,12 +352,16 @@ def schedule(mutants: list[Mutant]) -> list[Mutant]:
     return sorted(mutants, key=lambda m: (m.file not in COMPILED, not m.tests[0].startswith(APP_TESTS)))
 
 
+def _cpu(o: Outcome) -> str:
+    return "-" if o.cpu is None else f"{o.cpu:.1f}"
+
+
 def table(outcomes: list[Outcome], verbose: bool = False) -> str:
     """The result table: one row per mutant (name, result, seconds), then the detail of every one not killed (of
     every one with ``verbose``: how each killed mutant failed its tests)."""
     width = max([len(o.mutant.name) for o in outcomes] + [6])
-    rows = [f"{'mutant':<{width}}  {'result':<17}  {'seconds':>7}"]
-    rows += [f"{o.mutant.name:<{width}}  {o.result:<17}  {o.seconds:7.1f}" for o in outcomes]
+    rows = [f"{'mutant':<{width}}  {'result':<17}  {'seconds':>7}  {'CPU s':>7}"]
+    rows += [f"{o.mutant.name:<{width}}  {o.result:<17}  {o.seconds:7.1f}  {_cpu(o):>7}" for o in outcomes]
     for o in outcomes:
         if verbose or o.result != KILLED:
             rows += ["", f"{o.mutant.name}: {o.result} ({o.mutant.source}: {o.mutant.file})",
@@ -356,7 +375,8 @@ def slowest(outcomes: list[Outcome], n: int) -> str:
     time goes, and which mutants a faster test that kills the same bug would shorten."""
     rows = [f"{'=' * 10} slowest {n} mutants {'=' * 10}"]
     for o in sorted(outcomes, key=lambda o: o.seconds, reverse=True)[:n]:
-        rows.append(f"{o.seconds:7.1f}s  {o.mutant.name}  ({o.mutant.file})  {' '.join(o.mutant.tests)}")
+        rows.append(f"{o.seconds:7.1f}s  {_cpu(o):>7}s CPU  {o.mutant.name}  ({o.mutant.file})  "
+                    f"{' '.join(o.mutant.tests)}")
     return "\n".join(rows)
 
 
@@ -366,6 +386,9 @@ def summary(outcomes: list[Outcome], seconds: float) -> str:
     counts = {r: sum(o.result == r for o in outcomes) for r in (SURVIVED, BROKEN, STALE)}
     parts = [f"{passed} passed"] + ([f"{len(outcomes) - passed} failed"] if passed < len(outcomes) else [])
     why = ", ".join([f"{passed} killed"] + [f"{n} {r}" for r, n in counts.items() if n])
+    cpu = [o.cpu for o in outcomes if o.cpu is not None]
+    if cpu:   # the figure that compares two runs on a machine loaded differently (wall time stretches with load)
+        why += f"; their tests used {sum(cpu):.0f} s of CPU"
     return f"{'=' * 10} {', '.join(parts)} in {seconds:.2f}s (mutation check: {why}) {'=' * 10}"
 
 
@@ -426,7 +449,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             for i, future in enumerate(as_completed(futures), 1):
                 o = future.result()
                 done[o.mutant.name] = o
-                print(f"[{i}/{len(mutants)}] {o.mutant.name}: {o.result} ({o.seconds:.1f} s)", flush=True)
+                print(f"[{i}/{len(mutants)}] {o.mutant.name}: {o.result} ({o.seconds:.1f} s, {_cpu(o)} s CPU)", flush=True)
     outcomes = [done[m.name] for m in mutants]
     print()
     print(table(outcomes, args.verbose))

@@ -75,7 +75,8 @@ def test_each_mutant_is_judged_by_what_its_tests_did(checkout: Path, capsys: pyt
     """The same verdicts whether each mutant's pytest is a fork of the preloaded server or a new interpreter."""
     status = mutants.main(start, root=checkout)
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[-1][-1:].isdigit()}
+    names = {"subtracts", "multiplies", "anchor-moved", "no-such-test"}
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[0] in names}
     assert "killed" in rows["subtracts"]
     assert "survived" in rows["multiplies"], out           # a bug the tests cannot see is never reported as caught
     assert "no longer applies" in rows["anchor-moved"]
@@ -169,8 +170,34 @@ def test_a_forked_mutant_leaves_the_preloaded_libraries_out_of_its_garbage_colle
     (checkout / "tests" / "test_fork.py").write_text("import gc\n\n\ndef test_frozen():\n"
                                                      "    assert gc.get_freeze_count() > 10_000\n")
     mutants.use_fork_server()
-    proc = mutants._pytest(sys.executable, ["tests/test_fork.py"], checkout, checkout)
+    proc, _ = mutants._pytest(sys.executable, ["tests/test_fork.py"], checkout, checkout)
     assert proc.returncode == 0, proc.stdout
+
+
+BUSY = """
+
+def test_busy_then_adds():
+    import time
+    end = time.process_time() + 0.5
+    while time.process_time() < end:
+        pass
+    assert add(2, 3) == 5
+"""
+
+
+def test_a_forked_mutant_says_how_much_cpu_its_tests_used(checkout: Path) -> None:
+    # wall seconds stretch with the machine's load (x2-3 between two CI runs); the CPU seconds a mutant's tests used
+    # do not, so they are what compares two checks, or two ways of running one mutant, on a shared machine
+    (checkout / "tests" / "test_calc.py").write_text(TESTS + BUSY)
+    subtracts = next(m for m in mutants.load([checkout / "tests" / "mutants" / "calc.toml"], checkout)
+                     if m.name == "subtracts")
+    busy = mutants.Mutant(**{**subtracts.__dict__, "tests": ("tests/test_calc.py::test_busy_then_adds",)})
+    mutants.use_fork_server()
+    outcome = mutants.run(busy, checkout, mutants.tree_files(checkout))
+    assert outcome.result == mutants.KILLED, outcome.detail
+    assert outcome.cpu is not None and 0.5 <= outcome.cpu <= outcome.seconds + 0.1
+    assert f"{outcome.cpu:.1f}s CPU  subtracts" in mutants.slowest([outcome], 1)
+    assert "their tests used 1 s of CPU" in mutants.summary([outcome], outcome.seconds)
 
 
 def test_the_slowest_mutants_are_listed_longest_first_with_their_tests() -> None:
