@@ -54,6 +54,7 @@ import gc
 import importlib.util
 import multiprocessing
 import multiprocessing.context
+import multiprocessing.forkserver
 import os
 import py_compile
 import random
@@ -209,6 +210,9 @@ def _copy(root: Path, files: list[str], dest: Path, skip: str | None = None, byt
 PRELOAD = ("numpy", "pandas", "pyarrow", "pyarrow.compute", "pyarrow.csv", "pyarrow.json", "pyarrow.parquet",
            "scipy.optimize", "scipy.stats", "sklearn.cluster", "numba", "plotly.graph_objects", "plotly.io",
            "streamlit", "streamlit.testing.v1", "yaml", "zstandard", "pytest", "_pytest.python")
+# Then what those libraries set up on first use (numba's compiler), done once in the server: a module of this folder,
+# imported by its own name (never as part of the package ``scripts``, which each fork imports from its copy).
+WARM_UP = "mutants_warm_up"
 _fork_context: multiprocessing.context.BaseContext | None = None
 
 
@@ -218,7 +222,19 @@ def use_fork_server() -> None:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOAD))
+    context.set_forkserver_preload([*PRELOAD, WARM_UP])
+    # started now, with this folder on its PYTHONPATH so that it finds WARM_UP (python 3.11's server does not take
+    # this process's sys.path; each fork does, as it starts); this environment, which the forks' tests get
+    # (``_env``), is left as it was
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), *([before] if before else [])])
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
     _fork_context = context
 
 

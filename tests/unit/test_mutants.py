@@ -208,3 +208,15 @@ def test_the_slowest_mutants_are_listed_longest_first_with_their_tests() -> None
     assert len(lines) == 3
     assert "page" in lines[1] and "tests/test_calc.py::test_page" in lines[1] and "90.0" in lines[1]
     assert "mid" in lines[2]
+
+
+def test_a_forked_mutant_starts_with_numbas_compiler_set_up_but_none_of_the_projects_code(checkout: Path) -> None:
+    # numba's compiler set up once in the server (~0.3 s of CPU a mutant that replays a log); the project's compiled
+    # loop never is: a fork that inherited it would judge a mutant of the loop on the unmutated loop
+    (checkout / "tests" / "test_fork.py").write_text(
+        "import sys\n\nfrom numba.core.registry import cpu_target\n\n\ndef test_warm():\n"
+        "    assert '_toplevel_target_context' in vars(cpu_target)\n"
+        "    assert not [m for m in sys.modules if m.split('.')[0] in ('shapeviz', 'components', 'pages')]\n")
+    mutants.use_fork_server()
+    proc, _ = mutants._pytest(sys.executable, ["tests/test_fork.py"], checkout, checkout)
+    assert proc.returncode == 0, proc.stdout
