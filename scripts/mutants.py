@@ -74,6 +74,11 @@ FIELDS = ("name", "file", "anchor", "replacement", "tests", "why")
 KILLED, SURVIVED, BROKEN, STALE = "killed", "survived", "broken", "no longer applies"
 # Files numba compiles: a mutant of one recompiles the simulator loop in its copy (see --compiled-sample).
 COMPILED = ("shapeviz/serving/sim_core.py",)
+# A mutant of one compiles the loop with LLVM's optimisations off (numba's NUMBA_OPT, read as it compiles): a fifth
+# less CPU for its recompile and tests (38.5 -> 31.9 s and 41.0 -> 31.0 s, benchmarks/README.md). The loop's results
+# do not depend on it: no fast-math (floats round as IEEE says at every level), integers wrap alike, and its tests
+# compare it with the Python loop bit for bit. Every other mutant loads the checkout's cached loop, as compiled.
+COMPILED_ENV = {"NUMBA_OPT": "0"}
 # The app's tests, most of which run a whole Streamlit page (AppTest): a mutant whose first test is one of them takes
 # 30-160 s at load 15-30, against ~10-30 s for most others.
 APP_TESTS = "tests/app/"
@@ -143,10 +148,11 @@ def tree_files(root: Path) -> list[str]:
                 if p.is_file() and not skip.intersection(p.relative_to(root).parts)]
 
 
-def _env(root: Path) -> dict[str, str]:
-    """This interpreter's environment for the copy: its venv first on PATH, and the shared data where the checkout
-    finds it (the tests look for ``../shared`` beside the checkout, which a copy elsewhere does not have)."""
-    env = dict(os.environ)
+def _env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This interpreter's environment for the copy: its venv first on PATH, the shared data where the checkout
+    finds it (the tests look for ``../shared`` beside the checkout, which a copy elsewhere does not have), and
+    ``extra`` (``COMPILED_ENV`` for a mutant of the compiled loop)."""
+    env = {**os.environ, **(extra or {})}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     shared = root.parent / "shared"
@@ -281,17 +287,18 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     os._exit(code)
 
 
-def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path,
-            workers: int = 1) -> tuple[subprocess.CompletedProcess, float | None]:
+def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path, workers: int = 1,
+            extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, float | None]:
     """Run ``tests`` in ``cwd``: pytest's completed process, and its CPU seconds when forked (None otherwise)."""
     args = _pytest_args(tests, workers)
+    env = _env(root, extra_env)
     if _fork_context is None or workers > 1 or python != sys.executable:
-        return subprocess.run([python, "-m", "pytest", *args], cwd=cwd, env=_env(root), capture_output=True,
+        return subprocess.run([python, "-m", "pytest", *args], cwd=cwd, env=env, capture_output=True,
                               text=True, timeout=TIMEOUT_S), None
     with tempfile.NamedTemporaryFile(prefix="mutant-output-", suffix=".txt", delete=False) as out:
         output = out.name
     try:
-        child = _fork_context.Process(target=_forked_pytest, args=(args, str(cwd), _env(root), output))
+        child = _fork_context.Process(target=_forked_pytest, args=(args, str(cwd), env, output))
         child.start()
         child.join(TIMEOUT_S)
         if child.is_alive():
@@ -336,7 +343,8 @@ def run(mutant: Mutant, root: Path, files: list[str], python: str = sys.executab
         (copy / mutant.file).write_text(text.replace(mutant.anchor, mutant.replacement), encoding="utf-8")
         start = time.perf_counter()
         try:
-            proc, cpu = _pytest(python, mutant.tests, copy, root)
+            proc, cpu = _pytest(python, mutant.tests, copy, root,
+                                extra_env=COMPILED_ENV if mutant.file in COMPILED else None)
         except subprocess.TimeoutExpired:
             return Outcome(mutant, BROKEN, time.perf_counter() - start, f"its tests ran past {TIMEOUT_S} s")
         seconds = time.perf_counter() - start

@@ -220,3 +220,22 @@ def test_a_forked_mutant_starts_with_numbas_compiler_set_up_but_none_of_the_proj
     mutants.use_fork_server()
     proc, _ = mutants._pytest(sys.executable, ["tests/test_fork.py"], checkout, checkout)
     assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("start", [[], ["--no-fork"]], ids=["forked", "fresh-interpreter"])
+def test_only_a_mutant_of_the_compiled_loop_compiles_it_without_llvms_optimisations(
+        checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], start: list[str]) -> None:
+    # its recompile is most of such a mutant's minute of CPU, a fifth less unoptimised; every other mutant loads the
+    # checkout's cached loop, compiled as users run it
+    (checkout / "tests" / "test_opt.py").write_text(
+        "import os\n\n\ndef test_optimised():\n    assert os.environ.get('NUMBA_OPT') != '0'\n")
+    (checkout / "tests" / "mutants" / "calc.toml").write_text(
+        "".join(f"[[mutant]]\nname = '{name}'\nfile = '{file}'\nanchor = '{anchor}'\nreplacement = '{wrong}'\n"
+                f"tests = ['tests/test_opt.py']\nwhy = ''\n\n"
+                for name, file, anchor, wrong in [("loop", "calc.py", "a + b", "a - b"),
+                                                  ("other", "tests/test_calc.py", "== 5", "== 6")]))
+    monkeypatch.setattr(mutants, "COMPILED", ("calc.py",))
+    monkeypatch.delenv("NUMBA_OPT", raising=False)
+    mutants.main(start, root=checkout)
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith(("loop ", "other "))}
+    assert "killed" in rows["loop"] and "survived" in rows["other"]
