@@ -22,7 +22,8 @@ Each mutant's pytest is a fork of one server process that has the third-party li
 streamlit, ...; ``PRELOAD``), never the project's own code, which each fork imports from its mutated copy: that
 halves the check's time, and ``--no-fork`` runs each in a fresh interpreter instead, with the same verdicts. The fork
 freezes what it inherited out of the garbage collector, and every copy gets the project's bytecode, compiled once per
-check (``compile_bytecode``): together they halve a short mutant's CPU again.
+check (``compile_bytecode``): together they halve a short mutant's CPU again. The server also sets numba's compiler
+up once (``WARM_UP``, ~0.3 s of CPU that every mutant replaying a log paid), compiling nothing of the project.
 
 Each mutant is applied to its own copy of the checkout (the files git tracks plus untracked, unignored ones, so
 uncommitted work is checked too), and only its named tests are run there with this interpreter:
@@ -39,10 +40,13 @@ A mutant of the compiled simulator loop (a file numba compiles, ``COMPILED``) re
 ~30 s of CPU each, against ~1 s for a typical mutant, so its 18+ mutants alone were a third of the check's CPU.
 ``--compiled-sample N`` (what `make test`, and so CI, runs) keeps every other mutant and N of those, drawn with a
 seed taken from the checkout's commit: the same N for one commit, others on the next, every one in `make mutants`.
+Such a mutant recompiles the loop with LLVM's optimisations off (``COMPILED_ENV``: a fifth less CPU, same results).
 The long ones start first (``schedule``: the compiled loop's, then those whose first test is one of the app's,
 ``APP_TESTS``, most of which run a whole page), so that the short ones fill the end of the check on both workers.
 
-The exit status is 0 only when every mutant run was killed. The last line is pytest-like, one "test" per mutant:
+Each forked mutant's line, ``--durations`` and the closing line give the CPU seconds its tests used (user + system of
+its pytest and the processes it waited for): the figure that compares two checks run at different loads, where wall
+seconds stretch 2-3 times. The exit status is 0 only when every mutant run was killed. The last line is pytest-like, one "test" per mutant:
 ``N passed`` counts the mutants killed, ``N failed`` those that survived, were broken or no longer apply.
 The named tests are assumed to pass on the unmutated code (a test failing there would "kill" every mutant):
 `make test` runs the whole suite before this check; ``--baseline`` runs the named tests unmutated first.
