@@ -239,3 +239,23 @@ def test_only_a_mutant_of_the_compiled_loop_compiles_it_without_llvms_optimisati
     mutants.main(start, root=checkout)
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith(("loop ", "other "))}
     assert "killed" in rows["loop"] and "survived" in rows["other"]
+
+
+def test_a_mutant_of_a_compiled_file_never_gets_its_cached_machine_code(tmp_path: Path) -> None:
+    # numba checks its cache of a file against the file's size and mtime only, never its text: beside a mutated file
+    # that matched them (written within the mtime's resolution, by a tool that keeps mtimes), it would replay the
+    # unmutated loop and the mutant would survive. So the mutated file's cache is never copied; other files' are (a
+    # mutant elsewhere loads the checkout's compiled loop instead of compiling it again).
+    root = tmp_path / "repo"
+    cache = root / "shapeviz" / "serving" / "__pycache__"
+    cache.mkdir(parents=True)
+    files = ["shapeviz/serving/sim_core.py", "shapeviz/serving/other.py"]
+    for rel in files:
+        (root / rel).write_text("x = 1\n")
+    for name in ("sim_core._loop-900.py311.nbi", "sim_core._loop-900.py311.1.nbc", "other.f-3.py311.nbi"):
+        (cache / name).write_bytes(b"compiled")
+    for skip, kept in [("shapeviz/serving/sim_core.py", {"other.f-3.py311.nbi"}),
+                       ("shapeviz/serving/other.py", {"sim_core._loop-900.py311.nbi", "sim_core._loop-900.py311.1.nbc"})]:
+        copy = tmp_path / skip.replace("/", "_")
+        mutants._copy(root, files, copy, skip=skip)
+        assert {p.name for p in (copy / "shapeviz" / "serving" / "__pycache__").iterdir()} == kept
