@@ -40,11 +40,11 @@ A mutant of the compiled simulator loop (a file numba compiles, ``COMPILED``) re
 ~30 s of CPU each, against ~1 s for a typical mutant, so its 18+ mutants alone were a third of the check's CPU.
 ``--compiled-sample N`` (what `make test`, and so CI, runs) keeps every other mutant and N of those, drawn with a
 seed taken from the checkout's commit: the same N for one commit, others on the next, every one in `make mutants`.
-Such a mutant recompiles the loop with LLVM's optimisations off (``COMPILED_ENV``: a fifth less CPU, same results).
+Such a mutant recompiles the loop with LLVM's optimisations off, in a fresh interpreter (``COMPILED_ENV``: a fifth less CPU).
 The long ones start first (``schedule``: the compiled loop's, then those whose first test is one of the app's,
 ``APP_TESTS``, most of which run a whole page), so that the short ones fill the end of the check on both workers.
 
-Each forked mutant's line, ``--durations`` and the closing line give the CPU seconds its tests used (user + system of
+Each mutant's line, ``--durations`` and the closing line give the CPU seconds its tests used (user + system of
 its pytest and the processes it waited for): the figure that compares two checks run at different loads, where wall
 seconds stretch 2-3 times. The exit status is 0 only when every mutant run was killed. The last line is pytest-like, one "test" per mutant:
 ``N passed`` counts the mutants killed, ``N failed`` those that survived, were broken or no longer apply.
@@ -78,10 +78,11 @@ FIELDS = ("name", "file", "anchor", "replacement", "tests", "why")
 KILLED, SURVIVED, BROKEN, STALE = "killed", "survived", "broken", "no longer applies"
 # Files numba compiles: a mutant of one recompiles the simulator loop in its copy (see --compiled-sample).
 COMPILED = ("shapeviz/serving/sim_core.py",)
-# A mutant of one compiles the loop with LLVM's optimisations off (numba's NUMBA_OPT, read as it compiles): a fifth
-# less CPU for its recompile and tests (38.5 -> 31.9 s and 41.0 -> 31.0 s, benchmarks/README.md). The loop's results
-# do not depend on it: no fast-math (floats round as IEEE says at every level), integers wrap alike, and its tests
-# compare it with the Python loop bit for bit. Every other mutant loads the checkout's cached loop, as compiled.
+# A mutant of one compiles the loop with LLVM's optimisations off (numba's NUMBA_OPT): a fifth less CPU for its
+# recompile and tests (157.7 -> 123.6 s for four, benchmarks/README.md). numba sets its code generator's level as it
+# first compiles, which the fork server has done (WARM_UP), so such a mutant's tests run in a fresh interpreter. The
+# loop's results do not depend on it: no fast-math (floats round as IEEE says at every level), integers wrap alike,
+# and its tests compare it with the Python loop bit for bit. Every other mutant loads the checkout's cached loop.
 COMPILED_ENV = {"NUMBA_OPT": "0"}
 # The app's tests, most of which run a whole Streamlit page (AppTest): a mutant whose first test is one of them takes
 # 30-160 s at load 15-30, against ~10-30 s for most others.
@@ -291,14 +292,36 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     os._exit(code)
 
 
+def _fresh_pytest(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
+    """``command`` as a new process: its completed process (output and error in one) and its CPU seconds, user +
+    system with the processes it waited for (``os.wait4``); ``subprocess.TimeoutExpired`` past ``TIMEOUT_S``."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                os.wait4(proc.pid, 0)
+                proc.returncode = -9
+                raise subprocess.TimeoutExpired(command, TIMEOUT_S)
+            time.sleep(0.05)
+        proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: Popen must not wait for it again
+        out.seek(0)
+        text = out.read().decode("utf-8", errors="replace")
+    return subprocess.CompletedProcess(command, proc.returncode, text, ""), usage.ru_utime + usage.ru_stime
+
+
 def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path, workers: int = 1,
             extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, float | None]:
-    """Run ``tests`` in ``cwd``: pytest's completed process, and its CPU seconds when forked (None otherwise)."""
+    """Run ``tests`` in ``cwd``: pytest's completed process and its CPU seconds. A fork of the server when there is
+    one, a new interpreter otherwise, for several workers, or with ``extra_env`` (``COMPILED_ENV``)."""
     args = _pytest_args(tests, workers)
     env = _env(root, extra_env)
-    if _fork_context is None or workers > 1 or python != sys.executable:
-        return subprocess.run([python, "-m", "pytest", *args], cwd=cwd, env=env, capture_output=True,
-                              text=True, timeout=TIMEOUT_S), None
+    if _fork_context is None or workers > 1 or python != sys.executable or extra_env:
+        return _fresh_pytest([python, "-m", "pytest", *args], cwd, env)
     with tempfile.NamedTemporaryFile(prefix="mutant-output-", suffix=".txt", delete=False) as out:
         output = out.name
     try:
