@@ -79,8 +79,8 @@ KILLED, SURVIVED, BROKEN, STALE = "killed", "survived", "broken", "no longer app
 # Files numba compiles: a mutant of one recompiles the simulator loop in its copy (see --compiled-sample).
 COMPILED = ("shapeviz/serving/sim_core.py",)
 # A mutant of one compiles the loop with LLVM's optimisations off (numba's NUMBA_OPT): a fifth less CPU for its
-# recompile and tests (157.7 -> 123.6 s for four, benchmarks/README.md). numba sets its code generator's level as it
-# first compiles, which the fork server has done (WARM_UP), so such a mutant's tests run in a fresh interpreter. The
+# recompile and tests (157.7 -> 123.6 s for four, benchmarks/README.md). numba's code generator takes its level when
+# it is made, which the fork server has done (WARM_UP): the fork makes it again (``_numba_set_up_again``). The
 # loop's results do not depend on it: no fast-math (floats round as IEEE says at every level), integers wrap alike,
 # and its tests compare it with the Python loop bit for bit. Every other mutant loads the checkout's cached loop.
 COMPILED_ENV = {"NUMBA_OPT": "0"}
@@ -264,6 +264,16 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _numba_set_up_again() -> None:
+    """numba as the fork's environment says (``COMPILED_ENV``), not as the server's did: its settings read again and
+    its compiler for the CPU dropped, so that the first compilation makes it anew, with a code generator at this
+    optimisation level (the one the server made at WARM_UP took the server's)."""
+    from numba.core import config
+    from numba.core.registry import cpu_target
+    config.reload_config()
+    vars(cpu_target).pop("_toplevel_target_context", None)
+
+
 def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) -> None:
     """In a fork of the server: become ``python -m pytest ARGS`` run in ``cwd`` with ``env``, output to a file, and
     its CPU seconds (``_cpu_seconds``) to ``output`` + ".cpu": the figure a loaded machine does not stretch, as wall
@@ -274,6 +284,7 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     CPU (and a copy of every page it touched). Only what the fork itself creates is collected, as in a fresh
     interpreter that had imported nothing."""
     gc.freeze()
+    numba_opt = os.environ.get("NUMBA_OPT")
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -281,6 +292,8 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
+    if env.get("NUMBA_OPT") != numba_opt:
+        _numba_set_up_again()
     sys.dont_write_bytecode = True
     sys.path[0:1] = [cwd]   # where `python -m pytest` run in the copy looks first: the copy, not this script's folder
     sys.argv = ["pytest", *args]
@@ -317,10 +330,10 @@ def _fresh_pytest(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[s
 def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path, workers: int = 1,
             extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, float | None]:
     """Run ``tests`` in ``cwd``: pytest's completed process and its CPU seconds. A fork of the server when there is
-    one, a new interpreter otherwise, for several workers, or with ``extra_env`` (``COMPILED_ENV``)."""
+    one, a new interpreter otherwise or for several workers; ``extra_env`` is added to the tests' environment."""
     args = _pytest_args(tests, workers)
     env = _env(root, extra_env)
-    if _fork_context is None or workers > 1 or python != sys.executable or extra_env:
+    if _fork_context is None or workers > 1 or python != sys.executable:
         return _fresh_pytest([python, "-m", "pytest", *args], cwd, env)
     with tempfile.NamedTemporaryFile(prefix="mutant-output-", suffix=".txt", delete=False) as out:
         output = out.name
