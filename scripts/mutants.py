@@ -40,13 +40,15 @@ A mutant of the compiled simulator loop (a file numba compiles, ``COMPILED``) re
 ~30 s of CPU each, against ~1 s for a typical mutant, so its 18+ mutants alone were a third of the check's CPU.
 ``--compiled-sample N`` (what `make test`, and so CI, runs) keeps every other mutant and N of those, drawn with a
 seed taken from the checkout's commit: the same N for one commit, others on the next, every one in `make mutants`.
-Such a mutant recompiles the loop with LLVM's optimisations off, in a fresh interpreter (``COMPILED_ENV``: a fifth less CPU).
+Such a mutant recompiles the loop with LLVM's optimisations off (``COMPILED_ENV``: ~30 % less CPU, same results).
 The long ones start first (``schedule``: the compiled loop's, then those whose first test is one of the app's,
 ``APP_TESTS``, most of which run a whole page), so that the short ones fill the end of the check on both workers.
 
 Each mutant's line, ``--durations`` and the closing line give the CPU seconds its tests used (user + system of
 its pytest and the processes it waited for): the figure that compares two checks run at different loads, where wall
-seconds stretch 2-3 times. The exit status is 0 only when every mutant run was killed. The last line is pytest-like, one "test" per mutant:
+seconds stretch 2-3 times.
+
+The exit status is 0 only when every mutant run was killed. The last line is pytest-like, one "test" per mutant:
 ``N passed`` counts the mutants killed, ``N failed`` those that survived, were broken or no longer apply.
 The named tests are assumed to pass on the unmutated code (a test failing there would "kill" every mutant):
 `make test` runs the whole suite before this check; ``--baseline`` runs the named tests unmutated first.
@@ -513,7 +515,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             for i, future in enumerate(as_completed(futures), 1):
                 o = future.result()
                 done[o.mutant.name] = o
-                print(f"[{i}/{len(mutants)}] {o.mutant.name}: {o.result} ({o.seconds:.1f} s, {_cpu(o)} s CPU)", flush=True)
+                print(f"[{i}/{len(mutants)}] {o.mutant.name}: {o.result} ({o.seconds:.1f} s, {_cpu(o)} s CPU)",
+                      flush=True)
     outcomes = [done[m.name] for m in mutants]
     print()
     print(table(outcomes, args.verbose))

@@ -239,7 +239,8 @@ def test_only_a_mutant_of_the_compiled_loop_compiles_it_without_llvms_optimisati
     monkeypatch.setattr(mutants, "COMPILED", ("calc.py",))
     monkeypatch.delenv("NUMBA_OPT", raising=False)
     mutants.main(start, root=checkout)
-    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith(("loop ", "other "))}
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith(("loop ", "other "))}
     assert "killed" in rows["loop"] and "survived" in rows["other"]
     assert float(rows["loop"].split()[-1]) > 0.2     # its CPU seconds (an interpreter importing pytest and numba)
 
@@ -257,8 +258,9 @@ def test_a_mutant_of_a_compiled_file_never_gets_its_cached_machine_code(tmp_path
         (root / rel).write_text("x = 1\n")
     for name in ("sim_core._loop-900.py311.nbi", "sim_core._loop-900.py311.1.nbc", "other.f-3.py311.nbi"):
         (cache / name).write_bytes(b"compiled")
+    loop_cache = {"sim_core._loop-900.py311.nbi", "sim_core._loop-900.py311.1.nbc"}
     for skip, kept in [("shapeviz/serving/sim_core.py", {"other.f-3.py311.nbi"}),
-                       ("shapeviz/serving/other.py", {"sim_core._loop-900.py311.nbi", "sim_core._loop-900.py311.1.nbc"})]:
+                       ("shapeviz/serving/other.py", loop_cache)]:
         copy = tmp_path / skip.replace("/", "_")
         mutants._copy(root, files, copy, skip=skip)
         assert {p.name for p in (copy / "shapeviz" / "serving" / "__pycache__").iterdir()} == kept
