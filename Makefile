@@ -22,8 +22,9 @@ run: deps
 # then the mutation check, last because it assumes the tests it names pass on the unmutated code: the first line
 # has just run every one of them on this checkout (make stops when one fails), so the check's own baseline run of
 # them (`make mutants`) would only repeat it. Of the compiled loop's mutants it runs six, drawn by the commit (each
-# recompiles the loop, ~30 s of CPU against ~1 s for another mutant); `make mutants` runs every one.
-# Each stage ends with its slowest tests (mutants), so that every CI log says where its time went.
+# recompiles the loop unoptimised, ~27 s of CPU against ~1 s for another mutant); `make mutants` runs every one.
+# Each stage ends with its slowest tests (mutants, with the CPU seconds each used), so that every CI log says where
+# its time went, and two logs at different loads compare.
 # The first stage's controller compiles the simulator's loop before its two workers start (tests/conftest.py), so a
 # fresh clone compiles it once, not once per worker.
 test: test-deps

@@ -22,7 +22,8 @@ Each mutant's pytest is a fork of one server process that has the third-party li
 streamlit, ...; ``PRELOAD``), never the project's own code, which each fork imports from its mutated copy: that
 halves the check's time, and ``--no-fork`` runs each in a fresh interpreter instead, with the same verdicts. The fork
 freezes what it inherited out of the garbage collector, and every copy gets the project's bytecode, compiled once per
-check (``compile_bytecode``): together they halve a short mutant's CPU again.
+check (``compile_bytecode``): together they halve a short mutant's CPU again. The server also sets numba's compiler
+up once (``WARM_UP``, ~0.3 s of CPU that every mutant replaying a log paid), compiling nothing of the project.
 
 Each mutant is applied to its own copy of the checkout (the files git tracks plus untracked, unignored ones, so
 uncommitted work is checked too), and only its named tests are run there with this interpreter:
@@ -39,8 +40,13 @@ A mutant of the compiled simulator loop (a file numba compiles, ``COMPILED``) re
 ~30 s of CPU each, against ~1 s for a typical mutant, so its 18+ mutants alone were a third of the check's CPU.
 ``--compiled-sample N`` (what `make test`, and so CI, runs) keeps every other mutant and N of those, drawn with a
 seed taken from the checkout's commit: the same N for one commit, others on the next, every one in `make mutants`.
+Such a mutant recompiles the loop with LLVM's optimisations off (``COMPILED_ENV``: ~30 % less CPU, same results).
 The long ones start first (``schedule``: the compiled loop's, then those whose first test is one of the app's,
 ``APP_TESTS``, most of which run a whole page), so that the short ones fill the end of the check on both workers.
+
+Each mutant's line, ``--durations`` and the closing line give the CPU seconds its tests used (user + system of
+its pytest and the processes it waited for): the figure that compares two checks run at different loads, where wall
+seconds stretch 2-3 times.
 
 The exit status is 0 only when every mutant run was killed. The last line is pytest-like, one "test" per mutant:
 ``N passed`` counts the mutants killed, ``N failed`` those that survived, were broken or no longer apply.
@@ -54,9 +60,11 @@ import gc
 import importlib.util
 import multiprocessing
 import multiprocessing.context
+import multiprocessing.forkserver
 import os
 import py_compile
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -72,6 +80,12 @@ FIELDS = ("name", "file", "anchor", "replacement", "tests", "why")
 KILLED, SURVIVED, BROKEN, STALE = "killed", "survived", "broken", "no longer applies"
 # Files numba compiles: a mutant of one recompiles the simulator loop in its copy (see --compiled-sample).
 COMPILED = ("shapeviz/serving/sim_core.py",)
+# A mutant of one compiles the loop with LLVM's optimisations off (numba's NUMBA_OPT): a fifth less CPU for its
+# recompile and tests (157.7 -> 123.6 s for four, benchmarks/README.md). numba's code generator takes its level when
+# it is made, which the fork server has done (WARM_UP): the fork makes it again (``_numba_set_up_again``). The
+# loop's results do not depend on it: no fast-math (floats round as IEEE says at every level), integers wrap alike,
+# and its tests compare it with the Python loop bit for bit. Every other mutant loads the checkout's cached loop.
+COMPILED_ENV = {"NUMBA_OPT": "0"}
 # The app's tests, most of which run a whole Streamlit page (AppTest): a mutant whose first test is one of them takes
 # 30-160 s at load 15-30, against ~10-30 s for most others.
 APP_TESTS = "tests/app/"
@@ -102,6 +116,7 @@ class Outcome:
     result: str
     seconds: float
     detail: str = ""
+    cpu: float | None = None   # CPU seconds of its pytest (user + system, with its children); None when not known
 
 
 def load(paths: list[Path], root: Path = ROOT) -> list[Mutant]:
@@ -140,10 +155,11 @@ def tree_files(root: Path) -> list[str]:
                 if p.is_file() and not skip.intersection(p.relative_to(root).parts)]
 
 
-def _env(root: Path) -> dict[str, str]:
-    """This interpreter's environment for the copy: its venv first on PATH, and the shared data where the checkout
-    finds it (the tests look for ``../shared`` beside the checkout, which a copy elsewhere does not have)."""
-    env = dict(os.environ)
+def _env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This interpreter's environment for the copy: its venv first on PATH, the shared data where the checkout
+    finds it (the tests look for ``../shared`` beside the checkout, which a copy elsewhere does not have), and
+    ``extra`` (``COMPILED_ENV`` for a mutant of the compiled loop)."""
+    env = {**os.environ, **(extra or {})}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     shared = root.parent / "shared"
@@ -207,6 +223,9 @@ def _copy(root: Path, files: list[str], dest: Path, skip: str | None = None, byt
 PRELOAD = ("numpy", "pandas", "pyarrow", "pyarrow.compute", "pyarrow.csv", "pyarrow.json", "pyarrow.parquet",
            "scipy.optimize", "scipy.stats", "sklearn.cluster", "numba", "plotly.graph_objects", "plotly.io",
            "streamlit", "streamlit.testing.v1", "yaml", "zstandard", "pytest", "_pytest.python")
+# Then what those libraries set up on first use (numba's compiler), done once in the server: a module of this folder,
+# imported by its own name (never as part of the package ``scripts``, which each fork imports from its copy).
+WARM_UP = "mutants_warm_up"
 _fork_context: multiprocessing.context.BaseContext | None = None
 
 
@@ -216,7 +235,19 @@ def use_fork_server() -> None:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOAD))
+    context.set_forkserver_preload([*PRELOAD, WARM_UP])
+    # started now, with this folder on its PYTHONPATH so that it finds WARM_UP (python 3.11's server does not take
+    # this process's sys.path; each fork does, as it starts); this environment, which the forks' tests get
+    # (``_env``), is left as it was
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), *([before] if before else [])])
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
     _fork_context = context
 
 
@@ -229,14 +260,33 @@ def _pytest_args(tests: list[str] | tuple[str, ...], workers: int) -> list[str]:
             *tests]
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds (user + system) this process and the children it waited for have used."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _numba_set_up_again() -> None:
+    """numba as the fork's environment says (``COMPILED_ENV``), not as the server's did: its settings read again and
+    its compiler for the CPU dropped, so that the first compilation makes it anew, with a code generator at this
+    optimisation level (the one the server made at WARM_UP took the server's)."""
+    from numba.core import config
+    from numba.core.registry import cpu_target
+    config.reload_config()
+    vars(cpu_target).pop("_toplevel_target_context", None)
+
+
 def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) -> None:
-    """In a fork of the server: become ``python -m pytest ARGS`` run in ``cwd`` with ``env``, output to a file.
+    """In a fork of the server: become ``python -m pytest ARGS`` run in ``cwd`` with ``env``, output to a file, and
+    its CPU seconds (``_cpu_seconds``) to ``output`` + ".cpu": the figure a loaded machine does not stretch, as wall
+    time is.
 
     The libraries the fork inherits are frozen out of the garbage collector first (``gc.freeze``): pytest collects
     five times as it closes, and each full collection walked their ~220,000 objects, about half a short mutant's
     CPU (and a copy of every page it touched). Only what the fork itself creates is collected, as in a fresh
     interpreter that had imported nothing."""
     gc.freeze()
+    numba_opt = os.environ.get("NUMBA_OPT")
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -244,6 +294,8 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
+    if env.get("NUMBA_OPT") != numba_opt:
+        _numba_set_up_again()
     sys.dont_write_bytecode = True
     sys.path[0:1] = [cwd]   # where `python -m pytest` run in the copy looks first: the copy, not this script's folder
     sys.argv = ["pytest", *args]
@@ -251,19 +303,44 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     code = int(pytest.main(args))
     sys.stdout.flush()
     sys.stderr.flush()
+    Path(output + ".cpu").write_text(f"{_cpu_seconds():.3f}", encoding="utf-8")
     os._exit(code)
 
 
-def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path,
-            workers: int = 1) -> subprocess.CompletedProcess:
+def _fresh_pytest(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
+    """``command`` as a new process: its completed process (output and error in one) and its CPU seconds, user +
+    system with the processes it waited for (``os.wait4``); ``subprocess.TimeoutExpired`` past ``TIMEOUT_S``."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                os.wait4(proc.pid, 0)
+                proc.returncode = -9
+                raise subprocess.TimeoutExpired(command, TIMEOUT_S)
+            time.sleep(0.05)
+        proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: Popen must not wait for it again
+        out.seek(0)
+        text = out.read().decode("utf-8", errors="replace")
+    return subprocess.CompletedProcess(command, proc.returncode, text, ""), usage.ru_utime + usage.ru_stime
+
+
+def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Path, workers: int = 1,
+            extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, float | None]:
+    """Run ``tests`` in ``cwd``: pytest's completed process and its CPU seconds. A fork of the server when there is
+    one, a new interpreter otherwise or for several workers; ``extra_env`` is added to the tests' environment."""
     args = _pytest_args(tests, workers)
+    env = _env(root, extra_env)
     if _fork_context is None or workers > 1 or python != sys.executable:
-        return subprocess.run([python, "-m", "pytest", *args], cwd=cwd, env=_env(root), capture_output=True,
-                              text=True, timeout=TIMEOUT_S)
+        return _fresh_pytest([python, "-m", "pytest", *args], cwd, env)
     with tempfile.NamedTemporaryFile(prefix="mutant-output-", suffix=".txt", delete=False) as out:
         output = out.name
     try:
-        child = _fork_context.Process(target=_forked_pytest, args=(args, str(cwd), _env(root), output))
+        child = _fork_context.Process(target=_forked_pytest, args=(args, str(cwd), env, output))
         child.start()
         child.join(TIMEOUT_S)
         if child.is_alive():
@@ -271,10 +348,13 @@ def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Pa
             child.join()
             raise subprocess.TimeoutExpired(["pytest", *args], TIMEOUT_S)
         text = Path(output).read_text(encoding="utf-8", errors="replace")
+        cpu_file = Path(output + ".cpu")
+        cpu = float(cpu_file.read_text(encoding="utf-8")) if cpu_file.is_file() else None
     finally:
         os.unlink(output)
+        Path(output + ".cpu").unlink(missing_ok=True)
     code = child.exitcode if child.exitcode is not None and child.exitcode >= 0 else 3
-    return subprocess.CompletedProcess(["pytest", *args], code, text, "")
+    return subprocess.CompletedProcess(["pytest", *args], code, text, ""), cpu
 
 
 def baseline(mutants: list[Mutant], root: Path, files: list[str], python: str = sys.executable,
@@ -283,7 +363,7 @@ def baseline(mutants: list[Mutant], root: Path, files: list[str], python: str = 
     tests = sorted({t for m in mutants for t in m.tests})
     with tempfile.TemporaryDirectory(prefix="mutant-baseline-") as tmp:
         _copy(root, files, Path(tmp), bytecode=bytecode)
-        proc = _pytest(python, tests, Path(tmp), root, workers=workers)
+        proc, _ = _pytest(python, tests, Path(tmp), root, workers=workers)
     return proc.returncode == 0, _tail(proc.stdout + proc.stderr)
 
 
@@ -305,16 +385,17 @@ def run(mutant: Mutant, root: Path, files: list[str], python: str = sys.executab
         (copy / mutant.file).write_text(text.replace(mutant.anchor, mutant.replacement), encoding="utf-8")
         start = time.perf_counter()
         try:
-            proc = _pytest(python, mutant.tests, copy, root)
+            proc, cpu = _pytest(python, mutant.tests, copy, root,
+                                extra_env=COMPILED_ENV if mutant.file in COMPILED else None)
         except subprocess.TimeoutExpired:
             return Outcome(mutant, BROKEN, time.perf_counter() - start, f"its tests ran past {TIMEOUT_S} s")
         seconds = time.perf_counter() - start
     out = _tail(proc.stdout + proc.stderr)
     if proc.returncode == 1:
-        return Outcome(mutant, KILLED, seconds, out)
+        return Outcome(mutant, KILLED, seconds, out, cpu)
     if proc.returncode == 0:
-        return Outcome(mutant, SURVIVED, seconds, out)
-    return Outcome(mutant, BROKEN, seconds, f"pytest exited {proc.returncode}\n{out}")
+        return Outcome(mutant, SURVIVED, seconds, out, cpu)
+    return Outcome(mutant, BROKEN, seconds, f"pytest exited {proc.returncode}\n{out}", cpu)
 
 
 def _commit(root: Path) -> str:
@@ -337,12 +418,16 @@ def schedule(mutants: list[Mutant]) -> list[Mutant]:
     return sorted(mutants, key=lambda m: (m.file not in COMPILED, not m.tests[0].startswith(APP_TESTS)))
 
 
+def _cpu(o: Outcome) -> str:
+    return "-" if o.cpu is None else f"{o.cpu:.1f}"
+
+
 def table(outcomes: list[Outcome], verbose: bool = False) -> str:
     """The result table: one row per mutant (name, result, seconds), then the detail of every one not killed (of
     every one with ``verbose``: how each killed mutant failed its tests)."""
     width = max([len(o.mutant.name) for o in outcomes] + [6])
-    rows = [f"{'mutant':<{width}}  {'result':<17}  {'seconds':>7}"]
-    rows += [f"{o.mutant.name:<{width}}  {o.result:<17}  {o.seconds:7.1f}" for o in outcomes]
+    rows = [f"{'mutant':<{width}}  {'result':<17}  {'seconds':>7}  {'CPU s':>7}"]
+    rows += [f"{o.mutant.name:<{width}}  {o.result:<17}  {o.seconds:7.1f}  {_cpu(o):>7}" for o in outcomes]
     for o in outcomes:
         if verbose or o.result != KILLED:
             rows += ["", f"{o.mutant.name}: {o.result} ({o.mutant.source}: {o.mutant.file})",
@@ -356,7 +441,8 @@ def slowest(outcomes: list[Outcome], n: int) -> str:
     time goes, and which mutants a faster test that kills the same bug would shorten."""
     rows = [f"{'=' * 10} slowest {n} mutants {'=' * 10}"]
     for o in sorted(outcomes, key=lambda o: o.seconds, reverse=True)[:n]:
-        rows.append(f"{o.seconds:7.1f}s  {o.mutant.name}  ({o.mutant.file})  {' '.join(o.mutant.tests)}")
+        rows.append(f"{o.seconds:7.1f}s  {_cpu(o):>7}s CPU  {o.mutant.name}  ({o.mutant.file})  "
+                    f"{' '.join(o.mutant.tests)}")
     return "\n".join(rows)
 
 
@@ -366,6 +452,9 @@ def summary(outcomes: list[Outcome], seconds: float) -> str:
     counts = {r: sum(o.result == r for o in outcomes) for r in (SURVIVED, BROKEN, STALE)}
     parts = [f"{passed} passed"] + ([f"{len(outcomes) - passed} failed"] if passed < len(outcomes) else [])
     why = ", ".join([f"{passed} killed"] + [f"{n} {r}" for r, n in counts.items() if n])
+    cpu = [o.cpu for o in outcomes if o.cpu is not None]
+    if cpu:   # the figure that compares two runs on a machine loaded differently (wall time stretches with load)
+        why += f"; their tests used {sum(cpu):.0f} s of CPU"
     return f"{'=' * 10} {', '.join(parts)} in {seconds:.2f}s (mutation check: {why}) {'=' * 10}"
 
 
@@ -426,7 +515,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             for i, future in enumerate(as_completed(futures), 1):
                 o = future.result()
                 done[o.mutant.name] = o
-                print(f"[{i}/{len(mutants)}] {o.mutant.name}: {o.result} ({o.seconds:.1f} s)", flush=True)
+                print(f"[{i}/{len(mutants)}] {o.mutant.name}: {o.result} ({o.seconds:.1f} s, {_cpu(o)} s CPU)",
+                      flush=True)
     outcomes = [done[m.name] for m in mutants]
     print()
     print(table(outcomes, args.verbose))

@@ -75,7 +75,8 @@ def test_each_mutant_is_judged_by_what_its_tests_did(checkout: Path, capsys: pyt
     """The same verdicts whether each mutant's pytest is a fork of the preloaded server or a new interpreter."""
     status = mutants.main(start, root=checkout)
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[-1][-1:].isdigit()}
+    names = {"subtracts", "multiplies", "anchor-moved", "no-such-test"}
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[0] in names}
     assert "killed" in rows["subtracts"]
     assert "survived" in rows["multiplies"], out           # a bug the tests cannot see is never reported as caught
     assert "no longer applies" in rows["anchor-moved"]
@@ -169,8 +170,34 @@ def test_a_forked_mutant_leaves_the_preloaded_libraries_out_of_its_garbage_colle
     (checkout / "tests" / "test_fork.py").write_text("import gc\n\n\ndef test_frozen():\n"
                                                      "    assert gc.get_freeze_count() > 10_000\n")
     mutants.use_fork_server()
-    proc = mutants._pytest(sys.executable, ["tests/test_fork.py"], checkout, checkout)
+    proc, _ = mutants._pytest(sys.executable, ["tests/test_fork.py"], checkout, checkout)
     assert proc.returncode == 0, proc.stdout
+
+
+BUSY = """
+
+def test_busy_then_adds():
+    import time
+    end = time.process_time() + 0.5
+    while time.process_time() < end:
+        pass
+    assert add(2, 3) == 5
+"""
+
+
+def test_a_forked_mutant_says_how_much_cpu_its_tests_used(checkout: Path) -> None:
+    # wall seconds stretch with the machine's load (x2-3 between two CI runs); the CPU seconds a mutant's tests used
+    # do not, so they are what compares two checks, or two ways of running one mutant, on a shared machine
+    (checkout / "tests" / "test_calc.py").write_text(TESTS + BUSY)
+    subtracts = next(m for m in mutants.load([checkout / "tests" / "mutants" / "calc.toml"], checkout)
+                     if m.name == "subtracts")
+    busy = mutants.Mutant(**{**subtracts.__dict__, "tests": ("tests/test_calc.py::test_busy_then_adds",)})
+    mutants.use_fork_server()
+    outcome = mutants.run(busy, checkout, mutants.tree_files(checkout))
+    assert outcome.result == mutants.KILLED, outcome.detail
+    assert outcome.cpu is not None and 0.5 <= outcome.cpu <= outcome.seconds + 0.1
+    assert f"{outcome.cpu:.1f}s CPU  subtracts" in mutants.slowest([outcome], 1)
+    assert "their tests used 1 s of CPU" in mutants.summary([outcome], outcome.seconds)
 
 
 def test_the_slowest_mutants_are_listed_longest_first_with_their_tests() -> None:
@@ -181,3 +208,59 @@ def test_the_slowest_mutants_are_listed_longest_first_with_their_tests() -> None
     assert len(lines) == 3
     assert "page" in lines[1] and "tests/test_calc.py::test_page" in lines[1] and "90.0" in lines[1]
     assert "mid" in lines[2]
+
+
+def test_a_forked_mutant_starts_with_numbas_compiler_set_up_but_none_of_the_projects_code(checkout: Path) -> None:
+    # numba's compiler set up once in the server (~0.3 s of CPU a mutant that replays a log); the project's compiled
+    # loop never is: a fork that inherited it would judge a mutant of the loop on the unmutated loop
+    (checkout / "tests" / "test_fork.py").write_text(
+        "import sys\n\nfrom numba.core.registry import cpu_target\n\n\ndef test_warm():\n"
+        "    assert '_toplevel_target_context' in vars(cpu_target)\n"
+        "    assert not [m for m in sys.modules if m.split('.')[0] in ('shapeviz', 'components', 'pages')]\n")
+    mutants.use_fork_server()
+    proc, _ = mutants._pytest(sys.executable, ["tests/test_fork.py"], checkout, checkout)
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("start", [[], ["--no-fork"]], ids=["forked", "fresh-interpreter"])
+def test_only_a_mutant_of_the_compiled_loop_compiles_it_without_llvms_optimisations(
+        checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], start: list[str]) -> None:
+    # its recompile is most of such a mutant's minute of CPU, a fifth less unoptimised; every other mutant loads the
+    # checkout's cached loop, compiled as users run it. numba sets its code generator's level as it sets its compiler
+    # up, which the fork server has done: so the unoptimised tests start in an interpreter where numba has not.
+    (checkout / "tests" / "test_opt.py").write_text(
+        "import os\n\nfrom numba.core.registry import cpu_target\n\n\ndef test_optimised():\n"
+        "    assert os.environ.get('NUMBA_OPT') != '0' or '_toplevel_target_context' in vars(cpu_target)\n")
+    (checkout / "tests" / "mutants" / "calc.toml").write_text(
+        "".join(f"[[mutant]]\nname = '{name}'\nfile = '{file}'\nanchor = '{anchor}'\nreplacement = '{wrong}'\n"
+                f"tests = ['tests/test_opt.py']\nwhy = ''\n\n"
+                for name, file, anchor, wrong in [("loop", "calc.py", "a + b", "a - b"),
+                                                  ("other", "tests/test_calc.py", "== 5", "== 6")]))
+    monkeypatch.setattr(mutants, "COMPILED", ("calc.py",))
+    monkeypatch.delenv("NUMBA_OPT", raising=False)
+    mutants.main(start, root=checkout)
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith(("loop ", "other "))}
+    assert "killed" in rows["loop"] and "survived" in rows["other"]
+    assert float(rows["loop"].split()[-1]) > 0.2     # its CPU seconds (an interpreter importing pytest and numba)
+
+
+def test_a_mutant_of_a_compiled_file_never_gets_its_cached_machine_code(tmp_path: Path) -> None:
+    # numba checks its cache of a file against the file's size and mtime only, never its text: beside a mutated file
+    # that matched them (written within the mtime's resolution, by a tool that keeps mtimes), it would replay the
+    # unmutated loop and the mutant would survive. So the mutated file's cache is never copied; other files' are (a
+    # mutant elsewhere loads the checkout's compiled loop instead of compiling it again).
+    root = tmp_path / "repo"
+    cache = root / "shapeviz" / "serving" / "__pycache__"
+    cache.mkdir(parents=True)
+    files = ["shapeviz/serving/sim_core.py", "shapeviz/serving/other.py"]
+    for rel in files:
+        (root / rel).write_text("x = 1\n")
+    for name in ("sim_core._loop-900.py311.nbi", "sim_core._loop-900.py311.1.nbc", "other.f-3.py311.nbi"):
+        (cache / name).write_bytes(b"compiled")
+    loop_cache = {"sim_core._loop-900.py311.nbi", "sim_core._loop-900.py311.1.nbc"}
+    for skip, kept in [("shapeviz/serving/sim_core.py", {"other.f-3.py311.nbi"}),
+                       ("shapeviz/serving/other.py", loop_cache)]:
+        copy = tmp_path / skip.replace("/", "_")
+        mutants._copy(root, files, copy, skip=skip)
+        assert {p.name for p in (copy / "shapeviz" / "serving" / "__pycache__").iterdir()} == kept
