@@ -71,6 +71,17 @@ x = np.arange(100)
 st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 - v / 100), mode="lines")), theme=None)
 '''
 
+# The headline fragment's body, after it has read the slider's value ``v``: shared by both skeletons.
+HEAD_BODY = '''    st.subheader(f"Before -> after: trim {v}%")
+    st.caption(f"The what-if: input trimmed {v}%.")
+    for _ in range(2):
+        for col in st.columns(4):
+            col.metric("Pressure", f"{100 - v}%", f"{-v} pts")
+    x = np.arange(100)
+    st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 - v / 100), mode="lines")), theme=None, key="a")
+    st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 + v / 100), mode="lines")), theme=None, key="b")
+'''
+
 # The Capacity headline's shape, nothing else: a sidebar slider whose on_change reruns one fragment (as
 # components.sidebar._on_whatif_step does: a full run starts, the callback turns it into the fragment's run), and
 # in it a heading, a caption, two rows of four metrics and two 100-point charts.
@@ -85,18 +96,10 @@ st.sidebar.slider("Trim input %", 0, 90, 0, 5, key="trim", on_change=lambda: st.
 
 def head():
     v = st.session_state["trim"]
-    st.subheader(f"Before -> after: trim {v}%")
-    st.caption(f"The what-if: input trimmed {v}%.")
-    for _ in range(2):
-        for col in st.columns(4):
-            col.metric("Pressure", f"{100 - v}%", f"{-v} pts")
-    x = np.arange(100)
-    st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 - v / 100), mode="lines")), theme=None, key="a")
-    st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 + v / 100), mode="lines")), theme=None, key="b")
-
+{HEAD_BODY}
 
 st.fragment(head, key="head")()
-'''
+'''.replace("{HEAD_BODY}", HEAD_BODY)
 
 # The same skeleton with the slider drawn by the fragment itself, into a slot of the sidebar (Streamlit 1.67 lets a
 # fragment write to a container made outside it, and a widget it wrote there reruns the fragment alone): a step is
@@ -114,18 +117,10 @@ st.sidebar.caption("The rest of the sidebar.")
 
 def head():
     v = slot.slider("Trim input %", 0, 90, 0, 5, key="trim")
-    st.subheader(f"Before -> after: trim {v}%")
-    st.caption(f"The what-if: input trimmed {v}%.")
-    for _ in range(2):
-        for col in st.columns(4):
-            col.metric("Pressure", f"{100 - v}%", f"{-v} pts")
-    x = np.arange(100)
-    st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 - v / 100), mode="lines")), theme=None, key="a")
-    st.plotly_chart(go.Figure(go.Scatter(x=x, y=x * (1 + v / 100), mode="lines")), theme=None, key="b")
-
+{HEAD_BODY}
 
 st.fragment(head, key="head")()
-'''
+'''.replace("{HEAD_BODY}", HEAD_BODY)
 
 # Records every change of the app's script state with its time, so a step can be timed inside the page.
 OBSERVE_JS = """() => {
