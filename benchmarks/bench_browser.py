@@ -330,18 +330,16 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa
         expect(fpage.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached(timeout=WAIT_MS)
         _settled(fpage)
         out["floor: first page, fresh server (s)"] = time.perf_counter() - t
-        sctx = browser.new_context(viewport=VIEWPORT)
-        spage = sctx.new_page()
-        sent[spage] = _listen(spage)
-        spage.goto(skeleton.url + "/", wait_until="domcontentloaded", timeout=WAIT_MS)
-        expect(spage.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached(timeout=WAIT_MS)
-        _settled(spage)
-        octx = browser.new_context(viewport=VIEWPORT)
-        opage = octx.new_page()
-        sent[opage] = _listen(opage)
-        opage.goto(one_run.url + "/", wait_until="domcontentloaded", timeout=WAIT_MS)
-        expect(opage.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached(timeout=WAIT_MS)
-        _settled(opage)
+
+        def opened(server: Server) -> Page:   # a skeleton's page, drawn, its websocket decoded
+            pg = browser.new_context(viewport=VIEWPORT).new_page()
+            sent[pg] = _listen(pg)
+            pg.goto(server.url + "/", wait_until="domcontentloaded", timeout=WAIT_MS)
+            expect(pg.locator(".js-plotly-plot .scatterlayer .trace").first).to_be_attached(timeout=WAIT_MS)
+            _settled(pg)
+            return pg
+
+        spage, opage = opened(skeleton), opened(one_run)
 
         def measure(name: str, pg: Page, server: Server) -> None:
             print(f"  measuring {name}", file=sys.stderr, flush=True)
@@ -378,8 +376,8 @@ def one_run(browser, rows: int, steps: int, big: Path | None, log: Path,  # noqa
             measure("floor last", fpage, floor)
         ctx.close()
         fctx.close()
-        sctx.close()
-        octx.close()
+        spage.context.close()
+        opage.context.close()
     finally:
         app.stop()
         floor.stop()
