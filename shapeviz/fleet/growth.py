@@ -31,7 +31,7 @@ from shapeviz.plain import json_safe
 from shapeviz.progress import Progress, silent
 from shapeviz.serving.planner import DEFAULT_TTFT_SLO_MS, WhatIf, Workload, plan
 from shapeviz.serving.prefix_cache import PrefixBlocks
-from shapeviz.serving.products import ALL_PRODUCTS, SloClass
+from shapeviz.serving.products import SloClass, class_of
 from shapeviz.serving.simulator import Requests
 from shapeviz.workload.sketch import WorkloadSketch
 
@@ -393,7 +393,7 @@ def unreachable_month(sizing: Sizing, classes: Mapping[str, SloClass]) -> str:
         for name, o in sizing.answer.products.items():
             if o.get("meets", True) or name in out:
                 continue
-            cls = classes.get(name) or classes.get(ALL_PRODUCTS)
+            cls = class_of(classes, name)
             target = (f"TTFT p{cls.percentile:g} ≤ {cls.ttft_ms:,.4g} ms, TPOT p{cls.percentile:g} ≤ "
                       f"{cls.tpot_ms:,.4g} ms" if cls is not None else "its class")
             out[name] = (f"{name} ({target}): {sizing.answer.replicas} replicas still give TTFT p90 "

@@ -53,7 +53,9 @@ from shapeviz.serving.products import (  # beyond_context and refused_words are 
     ALL_PRODUCTS,
     SloClass,
     beyond_context,
+    class_of,
     context_refusals,
+    product_labels,
     product_outcomes,
     products_meet,
     refused_words,
@@ -504,12 +506,12 @@ def ttft_floors_ms(req: Requests, dep: Deployment, classes: Mapping[str, SloClas
     """Each product's TTFT floor: the class percentile of its prompts' prefill alone on an idle replica (ms), with
     the cached tokens the log reports (``prefill_alone_s``). No fleet size serves a product whose floor is above
     its TTFT class; one whose floor is close under it is met only by a fleet that almost never queues it."""
-    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+    product = product_labels(req)
     prefill_ms = prefill_alone_s(dep, np.asarray(req.input_tokens, dtype=np.float64),
                                  np.asarray(req.cached_tokens, dtype=np.float64)) * 1000.0
     out = {}
     for name in sorted(set(product.tolist())):
-        cls = classes.get(name) or classes.get(ALL_PRODUCTS)
+        cls = class_of(classes, name)
         if cls is not None:
             out[name] = float(np.percentile(prefill_ms[product == name], cls.percentile))
     return out
@@ -522,7 +524,7 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
     helps either), or the class percentile of a request's own latency, alone on an idle replica (its prefill for
     TTFT, a decode step at batch one for TPOT), is above the target (``cause`` "alone"). More replicas shorten
     queues, never one prompt's prefill."""
-    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+    product = product_labels(req)
     n_in = np.asarray(req.input_tokens, dtype=np.float64)
     n_out = np.asarray(req.output_tokens, dtype=np.float64)
     # the cached tokens the log reports: a request without prompt blocks keeps them in the replay
@@ -531,7 +533,7 @@ def unreachable_classes(req: Requests, dep: Deployment, classes: Mapping[str, Sl
     refused = {u["product"]: u for u in context_refusals(req, dep, classes)}
     out = []
     for name in sorted(set(product.tolist())):
-        cls = classes.get(name) or classes.get(ALL_PRODUCTS)
+        cls = class_of(classes, name)
         if cls is None:
             continue
         mine = product == name

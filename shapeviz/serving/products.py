@@ -127,6 +127,15 @@ def ttft_targets_ms(products: np.ndarray | None, classes: Mapping[str, SloClass]
     return class_targets_ms(products, classes, default_ms, "ttft_ms")
 
 
+def class_of(classes: Mapping[str, SloClass], name: str) -> SloClass | None:
+    """``name``'s class: its own, else the class every product without one gets (``ALL_PRODUCTS``), else None."""
+    return classes.get(name) or classes.get(ALL_PRODUCTS)
+
+
+def product_labels(req: Requests) -> np.ndarray:
+    """Each request's product as text (``ALL_PRODUCTS`` for every request of a log without products)."""
+    return req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+
 
 def beyond_context(req: Requests, dep: Deployment) -> np.ndarray:
     """Which requests do not fit the model's context window (prompt and answer over the checkpoint's
@@ -141,7 +150,7 @@ def beyond_context(req: Requests, dep: Deployment) -> np.ndarray:
 
 def refused_words(req: Requests, dep: Deployment, over: np.ndarray, of: str = "the window's") -> str:
     """The requests ``beyond_context`` refuses, in one sentence: how many, of which products, and why."""
-    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+    product = product_labels(req)
     names, counts = np.unique(product[over], return_counts=True)
     return (f"{int(over.sum()):,} of {of} {len(req):,} requests ("
             + ", ".join(f"{n} {c:,}" for n, c in zip(names, counts))
@@ -153,12 +162,12 @@ def context_refusals(req: Requests, dep: Deployment, classes: Mapping[str, SloCl
     """Products no replica of ``dep`` serves because more of their requests than their class percentile allows are
     beyond its model's context window (``beyond_context``), each with ``cause`` "context", why and the lever: the
     plan's sizing and every pool a fleet design tries name them this way (no TP and no size helps)."""
-    product = req.product.astype(str) if req.product is not None else np.full(len(req), ALL_PRODUCTS)
+    product = product_labels(req)
     n_in = np.asarray(req.input_tokens, dtype=np.float64)
     over = beyond_context(req, dep)
     out = []
     for name in sorted(set(product[over].tolist())):
-        cls = classes.get(name) or classes.get(ALL_PRODUCTS)
+        cls = class_of(classes, name)
         if cls is None:
             continue
         mine = product == name
