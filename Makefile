@@ -17,11 +17,13 @@ APT := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-instal
 run: deps
 	$(PY) -m components.launch
 
-# The whole suite: everything but the browser tests in two processes, then the browser tests on their own (each
-# drives a live server and a chromium; two at once on a small machine only slow each other past their timeouts),
-# then the mutation check, last because it assumes the tests it names pass on the unmutated code: the first line
-# has just run every one of them on this checkout (make stops when one fails), so the check's own baseline run of
-# them (`make mutants`) would only repeat it. Of the compiled loop's mutants it runs six, drawn by the commit (each
+# The whole suite: everything but the browser tests in two processes, then the browser tests beside the mutation
+# check. The browser tests run one at a time (each drives a live server and a chromium; two at once on a small machine
+# only slow each other past their timeouts) and spend much of their time waiting on the page, so the mutation check's
+# two workers use the cores meanwhile; its log is printed after theirs. The check assumes the tests it names pass on
+# the unmutated code: the first line has just run every one of them but the browser tests (make stops when one
+# fails), and a browser test that fails fails `make test` whatever its mutants gave, so its own baseline run of them
+# (`make mutants`) would only repeat them. Of the compiled loop's mutants it runs six, drawn by the commit (each
 # recompiles the loop unoptimised, ~27 s of CPU against ~1 s for another mutant); `make mutants` runs every one.
 # Each stage ends with its slowest tests (mutants, with the CPU seconds each used), so that every CI log says where
 # its time went, and two logs at different loads compare.
@@ -29,8 +31,12 @@ run: deps
 # fresh clone compiles it once, not once per worker.
 test: test-deps
 	$(PY) -m pytest -n 2 -m "not e2e" --durations=25
-	$(PY) -m pytest -m e2e --durations=10
-	$(PY) scripts/mutants.py --compiled-sample 6 --durations 25
+	@log=$$(mktemp); echo "make: the mutation check runs beside the browser tests; its log follows theirs"; \
+	$(PY) scripts/mutants.py --compiled-sample 6 --durations 25 >$$log 2>&1 & check=$$!; \
+	trap 'kill $$check 2>/dev/null; rm -f $$log' INT TERM; \
+	$(PY) -m pytest -m e2e --durations=10; browser=$$?; \
+	wait $$check; mutants=$$?; cat $$log; rm -f $$log; \
+	test $$browser -eq 0 && test $$mutants -eq 0
 
 # The mutation check alone: every deliberate bug of tests/mutants/*.toml, applied to a copy of the checkout one at
 # a time (two at once), must fail the tests it names (scripts/mutants.py; ONLY=name runs one).
