@@ -51,3 +51,16 @@ def test_a_log_that_needs_one_replica_says_no_policy_can_save(trace) -> None:
     policies = next(d.value for d in at.dataframe if "saving vs peak" in d.value.columns)
     assert (policies["saving vs peak"] == 0).all() and (policies["most replicas"] == 1).all()
     assert MINIMUM_FLEET in [i.value for i in at.info]
+
+
+def test_gpus_per_replica_set_beyond_a_node_says_it_spans_nodes(trace) -> None:
+    path: Path = trace("burstgpt/burstgpt_slice.csv")
+    at = open_app(timeout=600)
+    at.file_uploader(key="uploads").set_value((path.name, path.read_bytes(), "text/csv"))
+    at.run()
+    at.switch_page(CAPACITY).run()
+    at.selectbox(key="tp").set_value(16).run()
+    assert not at.exception, at.exception
+    said = [e.value.replace("\\", "") for e in (*at.markdown, *at.caption)]
+    line = next((s for s in said if "GPUs per replica:" in s), None)
+    assert line is not None and "TP16 spans 2 nodes of 8 H100" in line, line
