@@ -86,3 +86,21 @@ def test_the_answer_shows_its_simulated_badge_and_the_routers_lever_below_it() -
     assert lever["gpus_saved"] == 4
     captions = [_shown(c.value) for c in at.caption]
     assert f"{router_lever_line(lever, TP)}: the Routers section below compares them." in captions, captions
+
+
+def test_the_headlines_sizing_is_asked_with_the_pages_classes(monkeypatch) -> None:
+    # a product's own class (set in the Capacity page's table) reaches the one sizing function, not only the table
+    from components import fleet_answer
+
+    asked: dict[str, object] = {}
+
+    def fleet_answer_stand_in(w, dep, frame, **settings):   # noqa: ANN001, ANN003: the sizing function's call
+        asked.update(settings)
+        return None, "the sizing", None, None
+
+    monkeypatch.setattr(fleet_answer, "fleet_answer", fleet_answer_stand_in)
+    dep = Deployment("llama-3.1-70b", "h100", "fp8", None, TP)
+    own = {"ide-autocomplete": sizing.SloClass("ide-autocomplete", 300.0, 50.0, 90, "latency", "set by user")}
+    future = fleet_answer.submit(("test-own-classes", dep), None, None, dep, None, 1000.0, 50.0, 2.0, own)
+    assert future.result(timeout=60) == "the sizing"
+    assert asked["classes"] == own and asked["ttft_slo_ms"] == 1000.0
