@@ -15,7 +15,8 @@ def test_every_setting_of_the_deployment_and_the_whatif_changes_the_cache_key() 
     key = SETTINGS_HASH[Deployment]
     base = Deployment("llama-3.1-70b", "h100", "fp8", None, 4)
     assert key(base) == key(Deployment("llama-3.1-70b", "h100", "fp8", None, 4))   # same content, same key
-    others = [Deployment("llama-3.1-70b", "h100", "bf16", None, 4), Deployment("llama-3.1-70b", "h100", "fp8", None, 8),
+    others = [Deployment("llama-3.1-70b", "h100", "bf16", None, 4),
+              Deployment("llama-3.1-70b", "h100", "fp8", None, 8),
               Deployment("llama-3.1-70b", "a100-80gb", "fp8", None, 4),
               Deployment("llama-3.1-70b", "h100", "fp8", "bf16", 4),
               Deployment("llama-3.1-70b", "h100", "fp8", None, 4, engine="trtllm"),

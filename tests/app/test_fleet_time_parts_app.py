@@ -1,9 +1,9 @@
 """The Capacity page's "Traffic over time" section on its own (``components.fleet_time``), on a small log.
 
 ``test_fleet_time_app.py`` drives it on the demo inside the whole Capacity page (its headline's replays included).
-This draws the section alone on the demo's two short products (260 requests over a day), which one replica serves: the five policies,
-the notice that they cannot differ at one replica, the chosen policy's minute-by-minute chart, and next quarter's
-months replayed by the one sizing engine, in seconds. The mutation check names it first.
+This draws the section alone on the demo's two short products (260 requests over a day), which one replica
+serves: the five policies, the notice that they cannot differ at one replica, the chosen policy's minute-by-minute
+chart, and next quarter's months replayed by the one sizing engine, in seconds. The mutation check names it first.
 """
 from __future__ import annotations
 
