@@ -249,9 +249,14 @@ def _predict_groups(groups: list[_Group], n_rows: int, eff: Efficiency) -> np.nd
             fits = dep.max_batch_kv(isl[m] + osl[m]) >= b
             cycle = b * prefill_work_s(dep, isl[m]) + osl[m] * decode_step_s(dep, b, isl[m] + osl[m] / 2.0)
             value[m] = np.where(fits, b * osl[m] / cycle / dep.tp, 0.0)
+        # An evaluator per prompt shape, not per row: its build (three quarters of a fit's evaluation) reads the
+        # requests' shape, never their rate, and the online tables give each shape's TTFT and ITL at several rates.
+        evaluators: dict[tuple[float, float], _Evaluator] = {}
         for i in np.flatnonzero((kind == "online_ttft") | (kind == "online_itl")):
-            w = Workload.fixed(isl[i], osl[i], rate_rps=float(g.rate[i]))
-            r = _Evaluator.build(w, dep).evaluate(np.array([w.rate_rps]), tpot_slo_s=1e9, quantiles=())
+            shape = (float(isl[i]), float(osl[i]))
+            if shape not in evaluators:
+                evaluators[shape] = _Evaluator.build(Workload.fixed(*shape, rate_rps=float(g.rate[i])), dep)
+            r = evaluators[shape].evaluate(np.array([float(g.rate[i])]), tpot_slo_s=1e9, quantiles=())
             value[i] = float(r["ttft_mean_s" if kind[i] == "online_ttft" else "tpot_p50_s"][0]) * 1000.0
         out[g.index] = value
     return out

@@ -101,3 +101,20 @@ def test_stored_judgement_of_unseen_gpus_and_precisions_matches_a_fresh_one() ->
     assert fresh == pytest.approx(claimed, abs=1e-3)
     assert fresh["moe_or_fp4_within_2x"] >= 0.8
     assert fresh["dense_fp8_median_abs_error"] < 0.1
+
+
+def test_each_online_row_is_predicted_as_it_would_be_alone(reference) -> None:
+    """The online tables give each prompt shape's TTFT and ITL at several rates; the fit evaluates those rows
+    together (one evaluator per shape), and each row's figure must be the one it gets predicted on its own: its own
+    shape, its own rate, its own deployment, and the efficiencies the fit is trying (not the last ones tried)."""
+    rows = cal.reference_rows(reference)
+    online = rows[rows["kind"].isin(["online_ttft", "online_itl"]) & (rows["skip"] == "")]
+    assert len(online) > online[["gpu", "model", "isl", "osl"]].drop_duplicates().shape[0]   # shapes shared by rows
+    assert online.groupby(["gpu", "model", "isl", "osl"])["rate_rps"].nunique().max() > 1   # ...at several rates
+    figures = []
+    for eff in (load_efficiency(), cal.neutral_start()):
+        together = pd.Series(cal.predict(rows, eff), index=rows.index)[online.index]
+        alone = pd.Series([cal.predict(rows.loc[[i]], eff)[0] for i in online.index], index=online.index)
+        assert (together == alone).all(), pd.DataFrame({"together": together, "alone": alone})
+        figures.append(together)
+    assert (figures[0] != figures[1]).all()   # every online figure follows the efficiencies
