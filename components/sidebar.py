@@ -1,7 +1,9 @@
 """The shared sidebar: data source, corner boundaries and the what-if controls.
 
-It is drawn by ``app.py`` before the page runs, so every value survives page switches. Pages never read widgets
-directly: they call ``settings()`` and pass plain values into ``shapeviz``.
+It is drawn by ``app.py`` before the page runs, so every value survives page switches; the trim and traffic
+sliders are drawn into their places by the page's main what-if fragment, so that a step reruns that fragment alone
+(``_draw_steps``; after the page on a page without one). Pages never read widgets directly: they call
+``settings()`` and pass plain values into ``shapeviz``.
 """
 from __future__ import annotations
 
@@ -161,7 +163,8 @@ def whatif_fragment(draw: Callable[[], bool | None], key: str = WHATIF_FRAGMENT)
     It is live while its last run drew something the levers move: ``draw`` returns False when it drew none (a
     section showing its button, not yet its result), and a step then leaves it as it is. ``draw`` reads the
     sidebar's values itself (``settings()``), so a fragment rerun sees the new ones. Fragments never read each
-    other's results: a step reruns the live ones in no particular order.
+    other's results: a step reruns the live ones in no particular order. The page's main one (``key`` left as
+    ``WHATIF_FRAGMENT``) draws the step sliders first: a step is its run.
     """
     def run() -> None:
         if key == WHATIF_FRAGMENT:

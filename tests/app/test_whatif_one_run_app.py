@@ -1,0 +1,97 @@
+"""A trim or traffic step on the Capacity page is one script run, of the headline alone (issue 37, item 7).
+
+The browser reruns the fragment that drew a widget when the widget moves. The step sliders used to be the entry
+file's: a step started a full run, and the slider's callback ended it for a keyed rerun of the live fragments, two
+runs a step (and the browser marking the whole page stale in between). Now the page's main what-if fragment draws
+them into their places in the sidebar, and a step is that fragment's run. AppTest always starts a full run, so a
+step is sent here as the browser sends it: a rerun of the slider's own fragment, with the widgets' states.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+from streamlit.testing.v1 import AppTest, local_script_runner
+
+from tests.app.dashboard import CAPACITY, open_page, open_upload
+
+STEPS = ("trim_input_pct", "trim_output_pct", "traffic")
+
+
+class _Browser:
+    """Runs started by each ``AppTest.run``, and a step sent as the browser sends it (``fragment``)."""
+
+    def __init__(self) -> None:
+        self.runners: list[local_script_runner.LocalScriptRunner] = []
+        self.fragment: str | None = None
+
+    def runs(self) -> list[list[str] | None]:
+        """The last ``AppTest.run``'s script runs: the fragments each ran, None for a full run."""
+        runner = self.runners[-1]
+        return [data.get("fragment_ids_this_run") for event, data in zip(runner.events, runner.event_data)
+                if event.name == "SCRIPT_STARTED"]
+
+
+@pytest.fixture
+def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Browser]:
+    seen = _Browser()
+    plain = local_script_runner.LocalScriptRunner.request_rerun
+
+    def request_rerun(self: local_script_runner.LocalScriptRunner, data: RerunData) -> bool:
+        seen.runners.append(self)
+        accepted = plain(self, data)
+        if seen.fragment is not None:   # the pending run is the slider's fragment's, as a browser asks for it
+            self._requests._rerun_data = replace(self._requests._rerun_data, fragment_id_queue=[seen.fragment])
+        return accepted
+
+    monkeypatch.setattr(local_script_runner.LocalScriptRunner, "request_rerun", request_rerun)
+    yield seen
+
+
+def _drawn_by(at: AppTest, key: str) -> str | None:
+    """The fragment that drew a widget (None: the page's full run), as its rerun request names it."""
+    widget = at.slider(key=key)
+    return at._session_state._state._new_widget_state.widget_metadata[widget.id].fragment_id
+
+
+def test_a_capacity_step_is_one_run_of_the_headline_and_shows_the_move(browser: _Browser) -> None:
+    at = open_page(CAPACITY)
+    fragments = {_drawn_by(at, key) for key in STEPS}
+    assert len(fragments) == 1 and None not in fragments, fragments   # the headline's own sliders
+    browser.fragment = fragments.pop()
+    at.slider(key="trim_input_pct").set_value(5).run()
+    assert not at.exception, at.exception
+    assert browser.runs() == [[browser.fragment]]   # one run, of the headline alone: no second run after it
+    assert any(c.value == "The what-if: input trimmed 5%." for c in at.caption)
+    assert [s.key for s in at.sidebar.slider if s.key in STEPS] == list(STEPS)   # redrawn in their places
+
+
+def test_the_step_sliders_are_the_same_widgets_in_the_same_place_on_every_page() -> None:
+    at = open_page("pages/clusters.py")
+    on_clusters = [(s.key, s.id) for s in at.sidebar.slider]
+    for page in ("pages/shape.py", CAPACITY, "pages/sessions.py"):
+        at.switch_page(page).run()
+        assert not at.exception, at.exception
+        assert [(s.key, s.id) for s in at.sidebar.slider] == on_clusters, page
+    assert [key for key, _ in on_clusters] == ["trim_input_pct", "trim_output_pct", "cache_hit_pct", "traffic"]
+
+
+def test_a_step_from_a_page_left_meanwhile_reruns_the_page_shown(browser: _Browser) -> None:
+    # the user left Capacity and moved a slider the browser still showed from it: the step names Capacity's
+    # headline, which the page shown does not draw; it reruns that page whole rather than a stale fragment
+    at = open_page(CAPACITY)
+    capacity_headline = _drawn_by(at, "trim_input_pct")
+    at.switch_page("pages/shape.py").run()
+    assert _drawn_by(at, "trim_input_pct") != capacity_headline
+    browser.fragment = capacity_headline
+    at.slider(key="trim_input_pct").set_value(5).run()
+    assert not at.exception, at.exception
+    assert browser.runs()[-1] is None   # ended in a full run of the page shown
+
+
+def test_a_page_stopped_by_a_bad_upload_still_shows_the_step_sliders() -> None:
+    at = open_upload("broken.csv", b"not,a,log\n1,2,3\n")
+    assert at.error, "the upload's problem is shown"
+    assert [s.key for s in at.sidebar.slider] == ["trim_input_pct", "trim_output_pct", "cache_hit_pct", "traffic"]
