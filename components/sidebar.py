@@ -422,6 +422,10 @@ def _draw_steps() -> None:
     if get_script_run_ctx().fragment_ids_this_run:
         if fragment != st.session_state.get(_STEPS_FRAGMENT):
             return   # a fragment a keyed rerun still finds under the key, from a page shown before: not this page's
+        if st.session_state.get(_LIVE) is None:
+            # the last full run was cut short, maybe before this fragment drew: Streamlit then no longer holds its
+            # places in the sidebar (a fragment's writes outside it are re-placed by each full run), so the page
+            st.rerun()
     else:
         st.session_state[_STEPS_FRAGMENT] = fragment
     trims, traffic = slots

@@ -95,3 +95,17 @@ def test_a_page_stopped_by_a_bad_upload_still_shows_the_step_sliders() -> None:
     at = open_upload("broken.csv", b"not,a,log\n1,2,3\n")
     assert at.error, "the upload's problem is shown"
     assert [s.key for s in at.sidebar.slider] == ["trim_input_pct", "trim_output_pct", "cache_hit_pct", "traffic"]
+
+
+def test_a_headline_run_after_a_full_run_cut_short_reruns_the_page(browser: _Browser) -> None:
+    # a full run cut short before the headline drew loses the sliders' places in the sidebar (Streamlit re-places a
+    # fragment's outside writes on each full run): a run of the headline alone then (a widget of its own, a keyed
+    # rerun) reruns the page instead of drawing the sliders nowhere (an exception where the headline was)
+    from components import sidebar
+
+    at = open_page(CAPACITY)
+    browser.fragment = _drawn_by(at, "trim_input_pct")
+    at.session_state[sidebar._LIVE] = None   # what a full run cut short leaves
+    at.run()
+    assert not at.exception, at.exception
+    assert browser.runs() == [[browser.fragment], None]
