@@ -103,7 +103,8 @@ def _on_whatif_step() -> None:
     # what-if fragment the sliders are that fragment's (``_draw_steps``): the browser's step already reruns it alone,
     # one script run, and nothing here may add a second (a keyed rerun from a callback is a run of its own after the
     # one it ends). Other live sections, or a fragment a page switch has since removed, need the keyed rerun or the
-    # whole page; a page without one reruns whole, the default.
+    # whole page. A step that starts a full run (a page without one, or a step that came with a page switch) stays
+    # one: the page it draws is the one asked for.
     live = st.session_state.get(_LIVE)
     ctx = get_script_run_ctx()
     steps_from = (ctx.fragment_ids_this_run or []) if ctx is not None else []   # the step's own fragment run
@@ -114,8 +115,6 @@ def _on_whatif_step() -> None:
             st.rerun()
         if not live <= {WHATIF_FRAGMENT}:
             st.rerun(scope=sorted(live | {WHATIF_FRAGMENT}))
-    elif live:
-        st.rerun(scope=sorted(live))
 
 
 def publish_live() -> None:

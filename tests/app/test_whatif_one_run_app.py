@@ -8,57 +8,21 @@ step is sent here as the browser sends it: a rerun of the slider's own fragment,
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import replace
-
 import pytest
-from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
-from streamlit.testing.v1 import AppTest, local_script_runner
 
-from tests.app.dashboard import CAPACITY, open_page, open_upload
+from tests.app.dashboard import CAPACITY, Browser, as_the_browser, drawn_by, open_page, open_upload
 
 STEPS = ("trim_input_pct", "trim_output_pct", "traffic")
 
 
-class _Browser:
-    """Runs started by each ``AppTest.run``, and a step sent as the browser sends it (``fragment``)."""
-
-    def __init__(self) -> None:
-        self.runners: list[local_script_runner.LocalScriptRunner] = []
-        self.fragment: str | None = None
-
-    def runs(self) -> list[list[str] | None]:
-        """The last ``AppTest.run``'s script runs: the fragments each ran, None for a full run."""
-        runner = self.runners[-1]
-        return [data.get("fragment_ids_this_run") for event, data in zip(runner.events, runner.event_data)
-                if event.name == "SCRIPT_STARTED"]
-
-
 @pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Browser]:
-    seen = _Browser()
-    plain = local_script_runner.LocalScriptRunner.request_rerun
-
-    def request_rerun(self: local_script_runner.LocalScriptRunner, data: RerunData) -> bool:
-        seen.runners.append(self)
-        accepted = plain(self, data)
-        if seen.fragment is not None:   # the pending run is the slider's fragment's, as a browser asks for it
-            self._requests._rerun_data = replace(self._requests._rerun_data, fragment_id_queue=[seen.fragment])
-        return accepted
-
-    monkeypatch.setattr(local_script_runner.LocalScriptRunner, "request_rerun", request_rerun)
-    yield seen
+def browser(monkeypatch: pytest.MonkeyPatch) -> Browser:
+    return as_the_browser(monkeypatch)
 
 
-def _drawn_by(at: AppTest, key: str) -> str | None:
-    """The fragment that drew a widget (None: the page's full run), as its rerun request names it."""
-    widget = at.slider(key=key)
-    return at._session_state._state._new_widget_state.widget_metadata[widget.id].fragment_id
-
-
-def test_a_capacity_step_is_one_run_of_the_headline_and_shows_the_move(browser: _Browser) -> None:
+def test_a_capacity_step_is_one_run_of_the_headline_and_shows_the_move(browser: Browser) -> None:
     at = open_page(CAPACITY)
-    fragments = {_drawn_by(at, key) for key in STEPS}
+    fragments = {drawn_by(at, key) for key in STEPS}
     assert len(fragments) == 1 and None not in fragments, fragments   # the headline's own sliders
     browser.fragment = fragments.pop()
     at.slider(key="trim_input_pct").set_value(5).run()
@@ -78,13 +42,13 @@ def test_the_step_sliders_are_the_same_widgets_in_the_same_place_on_every_page()
     assert [key for key, _ in on_clusters] == ["trim_input_pct", "trim_output_pct", "cache_hit_pct", "traffic"]
 
 
-def test_a_step_from_a_page_left_meanwhile_reruns_the_page_shown(browser: _Browser) -> None:
+def test_a_step_from_a_page_left_meanwhile_reruns_the_page_shown(browser: Browser) -> None:
     # the user left Capacity and moved a slider the browser still showed from it: the step names Capacity's
     # headline, which the page shown does not draw; it reruns that page whole rather than a stale fragment
     at = open_page(CAPACITY)
-    capacity_headline = _drawn_by(at, "trim_input_pct")
+    capacity_headline = drawn_by(at, "trim_input_pct")
     at.switch_page("pages/shape.py").run()
-    assert _drawn_by(at, "trim_input_pct") != capacity_headline
+    assert drawn_by(at, "trim_input_pct") != capacity_headline
     browser.fragment = capacity_headline
     at.slider(key="trim_input_pct").set_value(5).run()
     assert not at.exception, at.exception
@@ -97,14 +61,14 @@ def test_a_page_stopped_by_a_bad_upload_still_shows_the_step_sliders() -> None:
     assert [s.key for s in at.sidebar.slider] == ["trim_input_pct", "trim_output_pct", "cache_hit_pct", "traffic"]
 
 
-def test_a_headline_run_after_a_full_run_cut_short_reruns_the_page(browser: _Browser) -> None:
+def test_a_headline_run_after_a_full_run_cut_short_reruns_the_page(browser: Browser) -> None:
     # a full run cut short before the headline drew loses the sliders' places in the sidebar (Streamlit re-places a
     # fragment's outside writes on each full run): a run of the headline alone then (a widget of its own, a keyed
     # rerun) reruns the page instead of drawing the sliders nowhere (an exception where the headline was)
     from components import sidebar
 
     at = open_page(CAPACITY)
-    browser.fragment = _drawn_by(at, "trim_input_pct")
+    browser.fragment = drawn_by(at, "trim_input_pct")
     at.session_state[sidebar._LIVE] = None   # what a full run cut short leaves
     at.run()
     assert not at.exception, at.exception
