@@ -23,8 +23,8 @@ through playwright), and prints, per run:
   so a step is one script run instead of two: how the app's Capacity headline draws its sliders since round 9;
 - with ``--settle S``: the Capacity steps again after S seconds on the page, once the sizings the first steps
   started have landed (no poll rerun, no replay beside a step: "script runs" per step back at 1, 2 before round 9);
-- per step, what the server sent (decoded from the page's websocket): script runs started, elements and blocks sent,
-  charts among them, kilobytes;
+- per step, what the server sent (decoded from the page's websocket): script runs started (and full runs among
+  them), elements and blocks sent, charts among them, kilobytes;
 - per step, the server's CPU and the browser tab's main thread (busy in tasks, in script, in layout and style: Chrome's
   Performance metrics over the steps, divided by their number).
 
@@ -227,16 +227,20 @@ def _listen(page: Page) -> list[bytes]:
 
 
 def _sent(frames: list[bytes]) -> dict[str, float]:
-    """What the server sent in ``frames``: script runs started, elements and blocks, charts among the elements, kB."""
+    """What the server sent in ``frames``: script runs started (full runs among them: the whole page, not only
+    fragments; a Capacity step's other runs are its own and the headline's poll while the step's sizing runs),
+    elements and blocks, charts among the elements, kB."""
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-    out = {"script runs": 0.0, "elements": 0.0, "blocks": 0.0, "charts": 0.0, "kB": sum(map(len, frames)) / 1e3}
+    out = {"script runs": 0.0, "full runs": 0.0, "elements": 0.0, "blocks": 0.0, "charts": 0.0,
+           "kB": sum(map(len, frames)) / 1e3}
     for frame in frames:
         msg = ForwardMsg()
         msg.ParseFromString(frame)
         kind = msg.WhichOneof("type")
         if kind == "new_session":
             out["script runs"] += 1
+            out["full runs"] += not msg.metadata.run.fragment_ids   # a run of the whole page, not of fragments
         elif kind == "delta" and msg.delta.WhichOneof("type") == "add_block":
             out["blocks"] += 1
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
