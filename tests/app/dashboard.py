@@ -82,5 +82,5 @@ def as_the_browser(monkeypatch: pytest.MonkeyPatch) -> Browser:
 
 def drawn_by(at: AppTest, key: str) -> str | None:
     """The fragment that drew a widget (None: the page's full run), as the browser's rerun request names it."""
-    widget = next(w for w in at.get(("slider")) if w.key == key)
+    widget = next(w for w in at.get("slider") if w.key == key)
     return at._session_state._state._new_widget_state.widget_metadata[widget.id].fragment_id

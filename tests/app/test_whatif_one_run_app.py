@@ -2,7 +2,7 @@
 
 The browser reruns the fragment that drew a widget when the widget moves. The step sliders used to be the entry
 file's: a step started a full run, and the slider's callback ended it for a keyed rerun of the live fragments, two
-runs a step (and the browser marking the whole page stale in between). Now the page's main what-if fragment draws
+runs a step. Now the page's main what-if fragment draws
 them into their places in the sidebar, and a step is that fragment's run. AppTest always starts a full run, so a
 step is sent here as the browser sends it: a rerun of the slider's own fragment, with the widgets' states.
 """
