@@ -22,7 +22,8 @@ from components.measured import plan_vs_measured
 from components.routing import render_routers
 from components.simulate import render_simulation
 from components.speculative import speculative_section
-from components.widgets import MISSING, badge, chart, lazy_expander, table
+from components.progress import held
+from components.widgets import MISSING, badge, chart, lazy_expander, run_on_click, table
 from shapeviz.fleet.sizing import COMPARE_SIZED, answer_heading, size_comparison
 from shapeviz.outputs.figures import load_curve_figure, pressure_figure
 from shapeviz.outputs.report.html import whatif_words
@@ -71,6 +72,7 @@ def _classes(now: PageContext) -> dict:
     return page_classes(ctx.dataset.digest, ctx.dataset.log, now.settings.ttft_slo_ms, now.settings.tpot_slo_ms)
 
 
+COMPARE_KEY, COMPARE_RESULTS_KEY = "compare_run", "compare_results"   # the click's settings; the tables compared
 MULTIPLIERS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0)
 
 
@@ -272,6 +274,23 @@ def _measured() -> bool:
     return plan_vs_measured(now, "capacity", cmp.after)
 
 
+def _compared(now: PageContext) -> tuple[pd.DataFrame, bool]:
+    """Every deployment planned for the workload and the what-if, and whether the cheapest were sized by replaying
+    the log (the headline's sizing; a log without timestamps gets analytic estimates only)."""
+    s = now.settings
+    table_all = compare_deployments(w, dep.model.id, whatif=now.whatif, ttft_slo_ms=s.ttft_slo_ms,
+                                    tpot_slo_ms=s.tpot_slo_ms)
+    frame = ctx.dataset.log.frame if ctx.dataset.sketch is None else None
+    if frame is None or "timestamp" not in frame.columns or table_all.empty:
+        return table_all, False
+    # the same sizing as the headline: its own row is the headline's answer, the cheapest estimates replayed
+    with st.spinner("Replaying the log on your deployment and the cheapest estimates…"):
+        classes = _classes(now)
+        return size_comparison(table_all, dep.model.id, lambda d: sizing_of(
+            ctx.dataset.digest, frame, w, d, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, classes),
+            current=dep), True
+
+
 def _compare() -> bool:
     now, _, _ = _now()
     s = now.settings
@@ -279,18 +298,15 @@ def _compare() -> bool:
     st.caption("Every GPU, precision and layout (TP; DEP for MoE; FP4 where the GPU runs it) that holds "
                f"{dep.model.name}, planned for this workload and the what-if, "
                "each GPU at its catalogue price (an assumption).")
-    if not st.button("Compare all deployments", icon=":material/compare_arrows:"):
+    # Shown from the click for as long as what it compared stays (a later rerun of the page, such as the headline's
+    # when a sizing lands, keeps it; a lever moved shows the button again)
+    run_key = (ctx.dataset.digest, dep, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd,
+               classes_key(_classes(now)))
+    if not run_on_click("Compare all deployments", icon=":material/compare_arrows:", key="compare_all",
+                        settings=run_key, state_key=COMPARE_KEY):
         return False
-    table_all = compare_deployments(w, dep.model.id, whatif=now.whatif, ttft_slo_ms=s.ttft_slo_ms,
-                                    tpot_slo_ms=s.tpot_slo_ms)
-    frame = ctx.dataset.log.frame if ctx.dataset.sketch is None else None
-    if frame is not None and "timestamp" in frame.columns and not table_all.empty:
-        # the same sizing as the headline: its own row is the headline's answer, the cheapest estimates replayed
-        with st.spinner("Replaying the log on your deployment and the cheapest estimates…"):
-            classes = _classes(now)
-            table_all = size_comparison(table_all, dep.model.id, lambda d: sizing_of(
-                ctx.dataset.digest, frame, w, d, now.whatif, s.ttft_slo_ms, s.tpot_slo_ms, s.gpu_hour_usd, classes),
-                current=dep)
+    table_all, replayed_cheapest = held(COMPARE_RESULTS_KEY, run_key, lambda: _compared(now), max_entries=2)
+    if replayed_cheapest:
         replayed = int((table_all["method"] == "simulated").sum())
         for _, r in table_all[table_all["yours"] & (table_all["method"] == "simulated")].iterrows():
             st.markdown(f"**Yours**: {int(r['gpus'])}× {md_literal(r['gpu'])}, {str(r['precision']).upper()} "
