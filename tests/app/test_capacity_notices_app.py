@@ -40,12 +40,17 @@ def test_the_fleet_design_says_which_levers_it_leaves_out() -> None:
     assert "speculative decoding (EAGLE-3 head)" in said and "prefix-cache hit" in said and "KV cache" in said
 
 
-def test_a_log_that_needs_one_replica_says_no_policy_can_save(trace) -> None:
+def _burstgpt_on_capacity(trace):
+    """The Capacity page on the BurstGPT slice, uploaded."""
     path: Path = trace("burstgpt/burstgpt_slice.csv")
     at = open_app(timeout=600)
     at.file_uploader(key="uploads").set_value((path.name, path.read_bytes(), "text/csv"))
     at.run()
-    at.switch_page(CAPACITY).run()
+    return at.switch_page(CAPACITY).run()
+
+
+def test_a_log_that_needs_one_replica_says_no_policy_can_save(trace) -> None:
+    at = _burstgpt_on_capacity(trace)
     at.toggle(key="fleet_time_on").set_value(True).run()
     assert not at.exception, at.exception
     policies = next(d.value for d in at.dataframe if "saving vs peak" in d.value.columns)
@@ -54,11 +59,7 @@ def test_a_log_that_needs_one_replica_says_no_policy_can_save(trace) -> None:
 
 
 def test_gpus_per_replica_set_beyond_a_node_says_it_spans_nodes(trace) -> None:
-    path: Path = trace("burstgpt/burstgpt_slice.csv")
-    at = open_app(timeout=600)
-    at.file_uploader(key="uploads").set_value((path.name, path.read_bytes(), "text/csv"))
-    at.run()
-    at.switch_page(CAPACITY).run()
+    at = _burstgpt_on_capacity(trace)
     at.selectbox(key="tp").set_value(16).run()
     assert not at.exception, at.exception
     said = [e.value.replace("\\", "") for e in (*at.markdown, *at.caption)]
