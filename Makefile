@@ -70,15 +70,13 @@ $(PY):
 	  $(SUDO) apt-get update -qq && $(APT) python$$ver-venv && $(PYTHON) -m venv $(VENV); }
 	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 
-# Stamps: reinstall only when a requirements file changes. pip leaves the libraries' bytecode unwritten
-# (--no-compile): compiling every module of every requirement was about a third of a fresh venv's CPU, and the venv's
-# interpreter compiles, once, what the app and the tests import as they import it.
+# Stamps: reinstall only when a requirements file changes.
 $(VENV)/.deps: requirements.txt | $(PY)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $@
 
 $(VENV)/.test-deps: requirements.txt requirements-dev.txt | $(PY)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	@touch $@ $(VENV)/.deps
 
 # PNG export (kaleido) and the browser tests (playwright) drive the system chromium: Debian's package, never a
