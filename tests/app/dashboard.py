@@ -1,8 +1,10 @@
 """The dashboard opened in Streamlit's AppTest (no browser): on the demo, then on a page."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -44,3 +46,27 @@ def headline_sizing(digest: str | None = None):  # noqa: ANN201 - a shapeviz.fle
         items = list(fleet_answer._RESULTS.items())
     return next(f.result() for key, f in reversed(items)
                 if key[-1] not in ("prefix", "session") and digest in (None, key[0]))
+
+
+def chart_titles(at: AppTest) -> list[str]:
+    """The title of every plotly chart drawn ("" for one without)."""
+    return [json.loads(c.proto.spec).get("layout", {}).get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+
+
+def growth_months(at: AppTest) -> pd.DataFrame:
+    """The "Traffic over time" section's table of next quarter's months."""
+    return next(f.value for f in at.dataframe if {"month", "estimate_replicas"} <= set(f.value.columns))
+
+
+def replay_growth(at: AppTest, months: int, timeout: float) -> pd.DataFrame:
+    """Next quarter's months replayed: estimates until asked, then ``months`` months each sized by the one sizing
+    engine (the section's button, waited for); the table it then shows."""
+    from components import fleet_time
+
+    assert (growth_months(at)["method"] == "estimate").all()
+    at.number_input(key="fleet_months").set_value(months).run()
+    at.button(key="fleet_growth_replay").click().run()
+    fleet_time.wait_growth(timeout=timeout)
+    at.run()
+    assert not at.exception, at.exception
+    return growth_months(at)

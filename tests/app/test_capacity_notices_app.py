@@ -7,7 +7,7 @@ from pathlib import Path
 from components.fleet_time import MINIMUM_FLEET
 from components.routing import SINGLE_REPLICA
 from shapeviz.serving.routers import LABELS
-from tests.app.dashboard import CAPACITY, open_app, open_page
+from tests.app.dashboard import open_page, open_upload
 
 
 def _prefix_citations(at) -> list[str]:
@@ -43,10 +43,7 @@ def test_the_fleet_design_says_which_levers_it_leaves_out() -> None:
 def _burstgpt_on_capacity(trace):
     """The Capacity page on the BurstGPT slice, uploaded."""
     path: Path = trace("burstgpt/burstgpt_slice.csv")
-    at = open_app(timeout=600)
-    at.file_uploader(key="uploads").set_value((path.name, path.read_bytes(), "text/csv"))
-    at.run()
-    return at.switch_page(CAPACITY).run()
+    return open_upload(path.name, path.read_bytes(), timeout=600)
 
 
 def test_a_log_that_needs_one_replica_says_no_policy_can_save(trace) -> None:

@@ -1,12 +1,9 @@
 """The Capacity page's "Traffic over time" section on the demo, driven by AppTest."""
 from __future__ import annotations
 
-import json
-
 from streamlit.testing.v1 import AppTest
 
-from components import fleet_time
-from tests.app.dashboard import headline_sizing, open_page
+from tests.app.dashboard import chart_titles, headline_sizing, open_page, replay_growth
 
 
 def _capacity() -> AppTest:
@@ -33,7 +30,7 @@ def test_the_page_shows_each_policy_against_the_peak_and_a_slower_start_costs_at
     assert len(policies) == 5   # the queue-depth policy joined the four (issue 27 item 4)
     assert policies.loc["hold at peak", "saving vs peak"] == 0
     assert (policies["GPU-hours"] <= policies.loc["hold at peak", "GPU-hours"] + 1e-9).all()
-    titles = [json.loads(c.proto.spec).get("layout", {}).get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    titles = chart_titles(at)
     assert "Traffic and replicas over time" in titles and "The pool month by month" in titles
     assert any(t.startswith("Replicas minute by minute") for t in titles)   # the chosen policy's per-minute steps
     before = policies.loc["predicted SLO attainment", "SLO attainment"]
@@ -43,14 +40,8 @@ def test_the_page_shows_each_policy_against_the_peak_and_a_slower_start_costs_at
     assert after < before
     # next quarter's months: the estimate at once, then (asked for) replayed by the one engine while the page
     # goes on, month 0 the headline's own sizing
-    months = next(f.value for f in at.dataframe if {"month", "estimate_replicas"} <= set(f.value.columns))
-    assert (months["method"] == "estimate").all()
-    at.number_input(key="fleet_months").set_value(1).run()
-    at.button(key="fleet_growth_replay").click().run()
-    fleet_time.wait_growth(timeout=900)
-    at.run()
-    assert not at.exception, at.exception
-    months = next(f.value for f in at.dataframe if {"month", "estimate_replicas", "one_fewer"} <= set(f.value.columns))
+    months = replay_growth(at, 1, timeout=900)
+    assert "one_fewer" in months.columns
     assert (months["method"] == "simulated").all()
     headline = headline_sizing()   # the headline of the settings drawn last
     assert months["replicas"].iloc[0] == headline.replicas

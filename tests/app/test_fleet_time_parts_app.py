@@ -7,14 +7,13 @@ chart, and next quarter's months replayed by the one sizing engine, in seconds. 
 """
 from __future__ import annotations
 
-import json
-
 from streamlit.testing.v1 import AppTest
 
 from components import fleet_time
 from shapeviz.ingest import LoadedLog
 from shapeviz.physics import default_deployment
 from shapeviz.workload import synth
+from tests.app.dashboard import chart_titles, replay_growth
 
 
 def _section(log: "LoadedLog", dep: object) -> None:   # its source runs as the page: annotations stay strings
@@ -37,16 +36,8 @@ def test_the_section_shows_the_policies_the_one_replica_notice_the_minutes_and_t
     assert len(policies) == 5
     # one replica serves every window: the policies cannot differ, and the section says so
     assert fleet_time.MINIMUM_FLEET in [i.value for i in at.info]
-    titles = [json.loads(c.proto.spec).get("layout", {}).get("title", {}).get("text", "")
-              for c in at.get("plotly_chart")]
+    titles = chart_titles(at)
     assert any(t.startswith("Replicas minute by minute") for t in titles), titles
     # next quarter: the estimate at once, then each month replayed by the one sizing engine when asked
-    months = next(f.value for f in at.dataframe if {"month", "estimate_replicas"} <= set(f.value.columns))
-    assert (months["method"] == "estimate").all()
-    at.number_input(key="fleet_months").set_value(1).run()
-    at.button(key="fleet_growth_replay").click().run()
-    fleet_time.wait_growth(timeout=300)
-    at.run()
-    assert not at.exception, at.exception
-    months = next(f.value for f in at.dataframe if {"month", "estimate_replicas"} <= set(f.value.columns))
+    months = replay_growth(at, 1, timeout=300)
     assert (months["method"] == "simulated").all() and len(months) == 2, months
