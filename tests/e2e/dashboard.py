@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 FIRST_LOAD_MS = 90_000  # a fresh session analyses its log before anything is drawn
 RERUN_MS = 45_000  # a widget change: rerun and redraw, sometimes a second rerun (measured prefix-cache default)
@@ -20,20 +21,37 @@ SIZED_MS = 300_000  # the Capacity headline's replays of a log on a busy two-cor
 # sidebar link left the previous page on screen for the whole FIRST_LOAD_MS. Not reproduced since: 20 clicks at
 # 1-14 s into the Capacity page's sizings, quiet and loaded, and the same test 10 times over. After this long with the
 # app idle on another page a user clicks again; ``go`` does so once, with a warning that the run's summary lists, and
-# a page that still does not come fails with the app's run state and the page its navigation marks as shown.
+# a page that still does not come fails with the app's run state and the page its navigation marks as shown. Seen once
+# more (the every-button sweep, a click after "Calibrate" that started no run in 180 s): ``click_for_run`` does the
+# same for a button, and says what lay at its centre.
 DROPPED_CLICK_MS = 30_000
 SIZING_PAGES = ("Capacity what-if",)  # the pages that start sizings on the server's pools (components/fleet_*.py)
 
 # Counts the changes of the app's script-run state from now on (a click's rerun leaves "notRunning" at least once):
-# waiting for one replaces a fixed pause, which a loaded machine outlasted before the rerun had even started.
+# waiting for one replaces a fixed pause, which a loaded machine outlasted before the rerun had even started. Watched
+# on the whole document, not on the app's element alone, so an app element drawn anew still counts.
 WATCH_RUNS = """() => {
-    const app = document.querySelector('[data-testid=stApp]');
     if (window.__shapevizRunWatch) window.__shapevizRunWatch.disconnect();
     window.__shapevizRunChanges = 0;
-    window.__shapevizRunWatch = new MutationObserver(records => { window.__shapevizRunChanges += records.length; });
-    window.__shapevizRunWatch.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+    const isApp = n => n.nodeType === 1 && (n.matches('[data-testid=stApp]') || n.querySelector('[data-testid=stApp]'));
+    window.__shapevizRunWatch = new MutationObserver(records => {
+        for (const r of records) {
+            if (r.type === 'attributes' || [...r.addedNodes].some(isApp)) window.__shapevizRunChanges += 1;
+        }
+    });
+    window.__shapevizRunWatch.observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                      attributeFilter: ['data-test-script-state']});
 }"""
-
+RUN_CHANGED = "() => window.__shapevizRunChanges > 0"
+# What lies at a control's centre, for a click that started no run: the control itself, or what covers it.
+AT_CENTRE = """e => {
+    const box = e.getBoundingClientRect();
+    const top = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+    if (!e.isConnected) return 'the control is no longer in the page';
+    if (top === null) return 'nothing at its centre (off screen)';
+    if (e === top || e.contains(top) || top.contains(e)) return 'the control itself at its centre';
+    return 'covered by ' + top.outerHTML.slice(0, 160);
+}"""
 
 class Dashboard:
     """A page of the live app in its own browser context (so its own Streamlit session)."""
@@ -44,6 +62,7 @@ class Dashboard:
         self.no_sizing = no_sizing   # the test shares its server (conftest.app_server): no page may start a sizing
         self.dropped_click_ms = DROPPED_CLICK_MS
         self.first_load_ms = FIRST_LOAD_MS
+        self.build_ms = BUILD_MS
 
     # --- where the user looks -------------------------------------------------------------------------------
     @property
@@ -122,8 +141,7 @@ class Dashboard:
 
     def _idle_elsewhere(self, target: Locator) -> bool:
         """The app has no run going and its navigation does not mark ``target`` as the page shown."""
-        return (self.page.get_by_test_id("stApp").get_attribute("data-test-script-state") == "notRunning"
-                and target.get_attribute("aria-current") != "page")
+        return self._idle() and target.get_attribute("aria-current") != "page"
 
     def where(self) -> str:
         """The app's script-run state and the page its navigation marks as shown, for a failure message."""
@@ -144,11 +162,36 @@ class Dashboard:
         """Click a control of the page, then wait until the rerun it asked for has started and finished (however
         long it runs: a comparison of every deployment on a busy machine outlasted a fixed 45 s)."""
         self.settle()
+        self.click_for_run(control)
+
+    def click_for_run(self, control: Locator, force: bool = False) -> None:
+        """Click a control of a settled page and wait until the rerun it asked for has started, then finished.
+
+        A click that started no run within ``dropped_click_ms``, the app idle, is clicked once more, as a user
+        would, with a warning that says what lay at the control's centre (seen once in CI: a click in the every-button
+        sweep that started nothing in 180 s). A second click that starts nothing fails with the same."""
         self.page.evaluate(WATCH_RUNS)   # the page is settled: any change of its run state from here is the click's
-        control.click(timeout=RERUN_MS)
-        self.page.wait_for_function("() => window.__shapevizRunChanges > 0", timeout=BUILD_MS)
+        control.click(timeout=RERUN_MS, force=force)
+        if not self._run_changed(self.dropped_click_ms) and self._idle():
+            warnings.warn(f"a click started no run in {self.dropped_click_ms / 1000:.0f} s "
+                          f"({control.evaluate(AT_CENTRE)}; {self.where()}); clicking again", stacklevel=2)
+            control.click(timeout=RERUN_MS, force=force)
+        if not self._run_changed(self.build_ms):
+            raise AssertionError(f"a click started no run in {self.build_ms / 1000:.0f} s "
+                                 f"({control.evaluate(AT_CENTRE)}; {self.where()})")
         expect(self.page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning",
-                                                                    timeout=BUILD_MS)
+                                                                    timeout=self.build_ms)
+
+    def _run_changed(self, timeout_ms: float) -> bool:
+        """Whether the app's run state has changed since ``WATCH_RUNS`` was evaluated, within ``timeout_ms``."""
+        try:
+            self.page.wait_for_function(RUN_CHANGED, timeout=timeout_ms)
+        except PlaywrightTimeoutError:
+            return False
+        return True
+
+    def _idle(self) -> bool:
+        return self.page.get_by_test_id("stApp").get_attribute("data-test-script-state") == "notRunning"
 
     def upload(self, name: str, data: bytes, mime: str = "text/csv") -> None:
         """Drop one file into the sidebar's uploader, as a file chooser would."""

@@ -17,7 +17,7 @@ from tests.needs import require_module  # noqa: E402  (skips locally, fails unde
 
 require_module("playwright.sync_api", "the playwright package drives the browser tests")
 
-from dashboard import BUILD_MS, FIRST_LOAD_MS, RERUN_MS, WATCH_RUNS, Dashboard, OpenDashboard  # noqa: E402
+from dashboard import FIRST_LOAD_MS, RERUN_MS, Dashboard, OpenDashboard  # noqa: E402
 from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -58,12 +58,7 @@ def _click_every_button(app: Dashboard) -> list[str]:
         clicked.append(label)
         started = time.monotonic()
         control.evaluate("e => e.scrollIntoView({block: 'center'})")   # never under the app's sticky header
-        app.page.evaluate(WATCH_RUNS)   # the page is settled: any change of its run state from here is the click's
-        control.click(timeout=RERUN_MS, force=True)   # a switch's label lies over its input
-        # the rerun the click asked for has started (however busy the machine), then it has finished
-        app.page.wait_for_function("() => window.__shapevizRunChanges > 0", timeout=BUILD_MS)
-        expect(app.page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning",
-                                                                    timeout=BUILD_MS)
+        app.click_for_run(control, force=True)   # a switch's label lies over its input
         _healthy(app, f"after clicking {label!r}")
         print(f"{label}: {time.monotonic() - started:.1f} s")   # shown with -s or on a failure
 
