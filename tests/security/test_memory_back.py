@@ -70,10 +70,13 @@ def test_memory_an_uploads_arrow_buffers_used_goes_back_to_the_system_once_they_
     out = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=300, check=True)
     rss = json.loads(out.stdout.strip().splitlines()[-1])
-    assert rss["loaded"] - rss["before"] > 80, f"the four reads should have used memory: {rss}"
-    assert rss["after"] - rss["before"] < 30, (
-        f"{rss['after'] - rss['before']:.0f} MB stayed with Arrow's {rss['pool']} pool after every table was "
-        f"dropped and the memory given back: {rss}")
+    used, kept = rss["loaded"] - rss["before"], rss["after"] - rss["before"]
+    assert used > 80, f"the four reads should have used memory: {rss}"
+    # mimalloc keeps all of it (220-244 MB of 220-244); glibc's malloc 1-36 MB of ~175 (16 runs, two of them at
+    # 28 and 36 MB: the heap's free pages interleaved with what is still alive are not all trimmed)
+    assert kept < used / 2, (
+        f"{kept:.0f} of the {used:.0f} MB the reads used stayed with Arrow's {rss['pool']} pool after every table "
+        f"was dropped and the memory given back: {rss}")
 
 
 # `python -m shapeviz` with its command replaced by one that says which pool Arrow allocates from.
