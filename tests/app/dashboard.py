@@ -89,6 +89,13 @@ class Browser:
         return [data.get("fragment_ids_this_run") for event, data in zip(runner.events, runner.event_data)
                 if event.name == "SCRIPT_STARTED"]
 
+    def sent(self, kind: str) -> list:
+        """The messages of one kind (``auto_rerun``: a fragment's poll timer set; ``stop_auto_rerun``: timers
+        cancelled) the last ``AppTest.run``'s script runs sent to the browser."""
+        runner = self.runners[-1]
+        return [data["forward_msg"] for event, data in zip(runner.events, runner.event_data)
+                if event.name == "ENQUEUE_FORWARD_MSG" and data["forward_msg"].WhichOneof("type") == kind]
+
 
 def as_the_browser(monkeypatch: pytest.MonkeyPatch) -> Browser:
     """AppTest's runs recorded, and sent as a fragment's run whenever ``Browser.fragment`` is set."""

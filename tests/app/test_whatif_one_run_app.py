@@ -73,3 +73,33 @@ def test_a_headline_run_after_a_full_run_cut_short_reruns_the_page(browser: Brow
     at.run()
     assert not at.exception, at.exception
     assert browser.runs() == [[browser.fragment], None]
+
+
+def test_a_step_starts_the_answer_polls_clock_anew_and_a_sized_step_stops_it(browser: Browser) -> None:
+    # A step is the headline's run alone, so no full run resets the browser's timers any more: a poll still running
+    # from the step before would fire inside this one (the browser keeps a timer whose interval is unchanged), and
+    # once the answer is in, a poll left behind would rerun the headline every second for nothing.
+    from components import fleet_answer
+
+    at = open_page(CAPACITY)
+    fleet_answer.wait_all(timeout=600)
+    at.run()   # sized: the page shows the simulated answer
+    browser.fragment = drawn_by(at, "trim_input_pct")
+    clocks = []
+    for pct in (45, 55):   # two what-ifs no test here sizes: the answer line polls, each time on a clock of its own
+        at.slider(key="trim_input_pct").set_value(pct).run()
+        assert not at.exception, at.exception
+        assert browser.runs() == [[browser.fragment]]
+        polls = browser.sent("auto_rerun")
+        assert len(polls) == 1, polls   # the answer's line (the cache-aware lever's waits for the answer)
+        clocks.append({p.auto_rerun.fragment_id: p.auto_rerun.interval for p in polls})
+    assert clocks[0].keys() == clocks[1].keys()
+    assert all(clocks[0][f] != clocks[1][f] for f in clocks[0]), clocks   # a new interval: a new timer
+    fleet_answer.wait_all(timeout=600)
+    at.slider(key="trim_input_pct").set_value(0).run()   # back to today's what-if, sized at the start
+    assert not at.exception, at.exception
+    assert browser.runs() == [[browser.fragment]]
+    assert not browser.sent("auto_rerun")
+    stopped = {f for m in browser.sent("stop_auto_rerun") for f in m.stop_auto_rerun.fragment_ids}
+    assert set(clocks[1]) <= stopped, (clocks, stopped)
+    assert any("GPUs colocated (simulated)" == m.label for m in at.metric)
