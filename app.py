@@ -17,5 +17,10 @@ navigation = st.navigation(
 data.admit_session()   # at most data.MAX_SESSIONS visitors at once; one more is told to come back
 data.end_session_when_it_leaves()   # a session whose browser left is ended, and its freed memory offered back
 sidebar.render()
-navigation.run()
+try:
+    navigation.run()
+except Exception:
+    sidebar.steps_unless_drawn()   # a page that failed still shows the step sliders in their place
+    raise
+sidebar.steps_unless_drawn()   # a page without a main what-if fragment: the step sliders drawn here, after it
 sidebar.publish_live()   # the page drew every fragment: a what-if step reruns the live ones alone

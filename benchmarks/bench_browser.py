@@ -16,14 +16,15 @@ through playwright), and prints, per run:
 - upload to plane: from handing the file to the uploader until the Shape page's plane shows all its requests;
 - the same slider step on the bare page, measured in the same run: the floor every ratio is taken against;
 - the same slider step on a skeleton of the Capacity headline (``SKELETON_APP``: the slider's ``on_change`` reruns
-  one fragment with the headline's 8 metrics and 2 charts, as ``components.sidebar`` does), measured in the same run:
-  what Streamlit itself costs for a what-if step built this way, before anything of the app's own;
+  one fragment with the headline's 8 metrics and 2 charts, as ``components.sidebar`` did until issue 37's round 9),
+  measured in the same run: what Streamlit itself costs for a what-if step built this way, before anything of the
+  app's own;
 - the same step on ``SKELETON_ONE_RUN_APP``: that skeleton with the slider drawn by its fragment into the sidebar,
-  so a step is one script run instead of two: what the headline would cost with its sliders in its fragment;
+  so a step is one script run instead of two: how the app's Capacity headline draws its sliders since round 9;
 - with ``--settle S``: the Capacity steps again after S seconds on the page, once the sizings the first steps
-  started have landed (no poll rerun, no replay beside a step: "script runs" per step back at 2);
-- per step, what the server sent (decoded from the page's websocket): script runs started, elements and blocks sent,
-  charts among them, kilobytes;
+  started have landed (no poll rerun, no replay beside a step: "script runs" per step back at 1, 2 before round 9);
+- per step, what the server sent (decoded from the page's websocket): script runs started (and full runs among
+  them), elements and blocks sent, charts among them, kilobytes;
 - per step, the server's CPU and the browser tab's main thread (busy in tasks, in script, in layout and style: Chrome's
   Performance metrics over the steps, divided by their number).
 
@@ -83,7 +84,8 @@ HEAD_BODY = '''    st.subheader(f"Before -> after: trim {v}%")
 '''
 
 # The Capacity headline's shape, nothing else: a sidebar slider whose on_change reruns one fragment (as
-# components.sidebar._on_whatif_step does: a full run starts, the callback turns it into the fragment's run), and
+# components.sidebar._on_whatif_step did until issue 37's round 9: a full run starts, the callback turns it into the
+# fragment's run), and
 # in it a heading, a caption, two rows of four metrics and two 100-point charts.
 SKELETON_APP = '''
 import numpy as np
@@ -103,8 +105,8 @@ st.fragment(head, key="head")()
 
 # The same skeleton with the slider drawn by the fragment itself, into a slot of the sidebar (Streamlit 1.67 lets a
 # fragment write to a container made outside it, and a widget it wrote there reruns the fragment alone): a step is
-# one script run, not a full run that the callback ends early and the fragment's run after it. What the headline
-# would cost if its what-if sliders lived in its fragment (not how the app draws them).
+# one script run, not a full run that the callback ends early and the fragment's run after it. How the app draws
+# its step sliders since issue 37's round 9 (components.sidebar._draw_steps).
 SKELETON_ONE_RUN_APP = '''
 import numpy as np
 import plotly.graph_objects as go
@@ -225,16 +227,20 @@ def _listen(page: Page) -> list[bytes]:
 
 
 def _sent(frames: list[bytes]) -> dict[str, float]:
-    """What the server sent in ``frames``: script runs started, elements and blocks, charts among the elements, kB."""
+    """What the server sent in ``frames``: script runs started (full runs among them: the whole page, not only
+    fragments; a Capacity step's other runs are its own and the headline's poll while the step's sizing runs),
+    elements and blocks, charts among the elements, kB."""
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-    out = {"script runs": 0.0, "elements": 0.0, "blocks": 0.0, "charts": 0.0, "kB": sum(map(len, frames)) / 1e3}
+    out = {"script runs": 0.0, "full runs": 0.0, "elements": 0.0, "blocks": 0.0, "charts": 0.0,
+           "kB": sum(map(len, frames)) / 1e3}
     for frame in frames:
         msg = ForwardMsg()
         msg.ParseFromString(frame)
         kind = msg.WhichOneof("type")
         if kind == "new_session":
             out["script runs"] += 1
+            out["full runs"] += not msg.metadata.run.fragment_ids   # a run of the whole page, not of fragments
         elif kind == "delta" and msg.delta.WhichOneof("type") == "add_block":
             out["blocks"] += 1
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":

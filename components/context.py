@@ -204,6 +204,13 @@ def deployment_for(model: str, gpu: str, precision: str, kv_precision: str | Non
                       ep=tp if expert_parallel else 1, attention_dp=adp, engine=engine)
 
 
+def _stop() -> None:
+    """Stop the page, the sidebar's step sliders drawn first (its main what-if fragment, which draws them, will not
+    run)."""
+    sidebar.steps_unless_drawn()
+    st.stop()
+
+
 def page_context() -> PageContext:
     """Load (cached), analyse (cached) and return; on a user error show it and stop the page."""
     through_entry()
@@ -215,10 +222,10 @@ def page_context() -> PageContext:
         st.info("Fix the file, map the columns by hand under **Column mapping** in the load report, or pick the "
                 "demo in the sidebar.")
         _mapping_editor_for_failed_upload()
-        st.stop()
+        _stop()
     if dataset is None:
         st.info("Upload a request log in the sidebar, or pick the demo or a scenario.")
-        st.stop()
+        _stop()
     sidebar.follow_log_model(dataset.digest, dataset.log.frame)   # the log's model column, as `plan` reads it
     try:
         dep = deployment_for(s.model, s.gpu, s.precision, s.kv_precision, s.tp, s.layout, s.engine)
@@ -233,7 +240,7 @@ def page_context() -> PageContext:
                                          s.acceptance_length, s.corners)
     except ValueError as exc:
         st.error(f"Deployment: {md_literal(exc)}", icon=":material/memory:")
-        st.stop()
+        _stop()
     # Cluster settings live on the Clusters page but shape every page's analysis, so they are kept in plain
     # session keys (a widget's own key is dropped when its page is not shown).
     k = st.session_state.get(CLUSTER_K)
@@ -244,7 +251,7 @@ def page_context() -> PageContext:
     except ValueError as exc:  # e.g. every row of an upload was dropped: say why, keep the mapping editor
         st.error(md_literal(exc), icon=":material/error:")
         _mapping_editor_for_failed_upload()
-        st.stop()
+        _stop()
     _sync_cache_default(dataset.digest, analysis, workload(dataset.digest, dataset.log))
     _show_slo_hint(analysis.profile.overall.dominant_shape)
     if dataset.sketch is not None:

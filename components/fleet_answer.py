@@ -35,6 +35,8 @@ from shapeviz.text import md_literal
 
 MAX_ENTRIES = 16
 POLL_S = 1.0
+_POLL_CLOCKS = "_answer_poll_clocks"   # per polled line, which of its two intervals it last drew (``_polled_line``)
+_NEW_CLOCK = 1.001   # the other interval: a changed interval is what makes the browser start the timer anew
 # every session's sizings on a thread per core, taken fairly (sessions in turn, each one's latest step first); a
 # session that left cancels what it queued (data.end_session_when_it_leaves calls work_pool.cancel_session); between two replays
 # a sizing steps aside while any session's what-if fragment draws (work_pool.DRAWS)
@@ -173,20 +175,30 @@ def sized_plans(futures: tuple[Future, Future] | None, before: Plan, after: Plan
     return sized_plan(before, sized_before, tp), sized_plan(after, sized_after, tp)
 
 
-def _polled_line(pending: bool, ready: Callable[[], bool], waiting: str, draw: Callable[[], None]) -> None:
+def _polled_line(name: str, pending: bool, ready: Callable[[], bool], waiting: str,
+                 draw: Callable[[], None]) -> None:
     """A line that says ``waiting`` until ``ready()``, then ``draw()``s. While ``pending`` (what the page above shows
     is not yet what is ready) it polls every ``POLL_S`` and, once ready, reruns the page once: from its poll, never
-    from within the page's own run, where a click being handled (a section's button below) would be lost."""
+    from within the page's own run, where a click being handled (a section's button below) would be lost.
+
+    The poll's clock starts at each draw (``name`` tells the page's polled lines apart): the browser keeps a timer
+    whose interval is unchanged, so a step drawing the line again would otherwise have the poll fire inside the next
+    step. Once not pending the line is drawn outside any fragment, so a what-if step that reruns its fragment alone
+    drops the poll's timer (Streamlit cancels the timers of nested fragments a rerun did not draw again); a fragment
+    drawn without ``run_every`` would leave the browser polling it every second."""
+    if not pending:
+        draw()
+        return
+    clocks = st.session_state.setdefault(_POLL_CLOCKS, {})
+    clocks[name] = not clocks.get(name, False)
     inline = [True]
 
-    @st.fragment(run_every=POLL_S if pending else None)
+    @st.fragment(run_every=POLL_S * (_NEW_CLOCK if clocks[name] else 1.0))
     def _line() -> None:
-        if not ready() or (pending and inline[0]):
+        if not ready() or inline[0]:
             st.caption(waiting)
             return
-        if pending:
-            st.rerun()
-        draw()
+        st.rerun()
 
     _line()
     inline[0] = False
@@ -222,7 +234,7 @@ def render_answer(futures: tuple[Future, Future] | None, dep: Deployment,
         with right:
             badge("simulated" if sizing.method == "simulated" else "estimated")
 
-    _polled_line(pending, lambda: all(f.done() for f in futures),
+    _polled_line("answer", pending, lambda: all(f.done() for f in futures),
                  "GPUs above: **estimate** (analytic queue at the peak-minute rate); replaying the log on candidate "
                  "fleets for the simulated answer…", draw)
     if lever is not None and not pending and future.exception() is None:
@@ -239,5 +251,5 @@ def _lever_line(sizing: Sizing, lever: tuple[str, Future], dep: Deployment) -> N
         if block is not None:
             st.caption(md_literal(router_lever_line(block, dep.tp)) + ": the Routers section below compares them.")
 
-    _polled_line(not future.done(), future.done,
+    _polled_line("lever", not future.done(), future.done,
                  "Replaying the log with a cache-aware router, the lever beside this answer…", draw)

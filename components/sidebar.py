@@ -1,7 +1,9 @@
 """The shared sidebar: data source, corner boundaries and the what-if controls.
 
-It is drawn by ``app.py`` before the page runs, so every value survives page switches. Pages never read widgets
-directly: they call ``settings()`` and pass plain values into ``shapeviz``.
+It is drawn by ``app.py`` before the page runs, so every value survives page switches; the trim and traffic
+sliders are drawn into their places by the page's main what-if fragment, so that a step reruns that fragment alone
+(``_draw_steps``; after the page on a page without one). Pages never read widgets directly: they call
+``settings()`` and pass plain values into ``shapeviz``.
 """
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
 
 from components import data, uploads
 from components.work_pool import DRAWS
@@ -88,15 +92,29 @@ _DRAFT = "_whatif_live_draft"              # the live fragments a full run has d
 # fires while the user switches pages can make Streamlit drop the widgets' own state (streamlit#10805), and the
 # next run then restores the user's values from here instead of failing or resetting them to the defaults.
 _VALUES = "_sidebar_values"
+STEP_SLIDERS = ("trim_input_pct", "trim_output_pct", "traffic")   # a step of these reruns the live fragments
+_STEP_SLOTS = "_whatif_step_slots"         # their two places in the sidebar (the trims; traffic), made by render()
+_STEPS_DRAWN = "_whatif_steps_drawn"       # this full run has drawn them (the page's main what-if fragment or here)
+_STEPS_FRAGMENT = "_whatif_steps_fragment"  # the id of the fragment the last full run drew them from (None: the page)
 
 
 def _on_whatif_step() -> None:
-    # A trim or traffic step changes only what the page drew in its live what-if fragments: rerun those alone (the
-    # sliders stay here, in the entry file's sidebar, so their values survive page changes). A page without one
-    # reruns whole, the default.
+    # A trim or traffic step changes only what the page drew in its live what-if fragments. On a page with a main
+    # what-if fragment the sliders are that fragment's (``_draw_steps``): the browser's step already reruns it alone,
+    # one script run, and nothing here may add a second (a keyed rerun from a callback is a run of its own after the
+    # one it ends). Other live sections, or a fragment a page switch has since removed, need the keyed rerun or the
+    # whole page. A step that starts a full run (a page without one, or a step that came with a page switch) stays
+    # one: the page it draws is the one asked for.
     live = st.session_state.get(_LIVE)
-    if live:
-        st.rerun(scope=sorted(live))
+    ctx = get_script_run_ctx()
+    steps_from = (ctx.fragment_ids_this_run or []) if ctx is not None else []   # the step's own fragment run
+    if steps_from:
+        if live is None or steps_from != [st.session_state.get(_STEPS_FRAGMENT)]:
+            # not known (a full run cut short), or a slider of a fragment the last full run no longer drew them
+            # from (a page switch raced the step): the whole page, never a stale fragment alone
+            st.rerun()
+        if not live <= {WHATIF_FRAGMENT}:
+            st.rerun(scope=sorted(live | {WHATIF_FRAGMENT}))
 
 
 def publish_live() -> None:
@@ -144,9 +162,12 @@ def whatif_fragment(draw: Callable[[], bool | None], key: str = WHATIF_FRAGMENT)
     It is live while its last run drew something the levers move: ``draw`` returns False when it drew none (a
     section showing its button, not yet its result), and a step then leaves it as it is. ``draw`` reads the
     sidebar's values itself (``settings()``), so a fragment rerun sees the new ones. Fragments never read each
-    other's results: a step reruns the live ones in no particular order.
+    other's results: a step reruns the live ones in no particular order. The page's main one (``key`` left as
+    ``WHATIF_FRAGMENT``) draws the step sliders first: a step is its run.
     """
     def run() -> None:
+        if key == WHATIF_FRAGMENT:
+            _draw_steps()   # its sliders: a step is this fragment's run alone (the browser reruns a widget's fragment)
         with DRAWS.drawing():   # the headline's sizings pause between replays while a step is drawn
             shown = draw() is not False
         # recorded only once ``draw`` is done: a run cut short leaves the last finished run's record as it was
@@ -326,12 +347,7 @@ def _on_speculative_change() -> None:
 def render_whatif() -> None:
     """Trim, cache, traffic, deployment, SLOs and price: the levers a planning meeting moves."""
     st.sidebar.markdown("### What-if")
-    st.sidebar.slider("Trim input %", 0, 90, key="trim_input_pct", step=5, on_change=_on_whatif_step,
-                      **_as_chosen("trim_input_pct"),
-                      help="Better retrieval, summarisation, shorter system prompts.")
-    st.sidebar.slider("Trim output %", 0, 90, key="trim_output_pct", step=5, on_change=_on_whatif_step,
-                      **_as_chosen("trim_output_pct"),
-                      help="Tighter prompts, stopping criteria, output budgets.")
+    trims = st.sidebar.container()   # Trim input %, Trim output % (``_draw_steps``)
     st.sidebar.slider("Prefix-cache hit %", 0, 95, key="cache_hit_pct", step=1, **_as_chosen("cache_hit_pct"),
                       help="An assumption: the share of input tokens served from a prefix cache, the same on every "
                            "replica whatever the router. Defaults to what the log shows when it carries block "
@@ -339,8 +355,8 @@ def render_whatif() -> None:
                            "simulates the reuse each router really keeps on per-replica caches.")
     # Filled by the page when the log's sessions give a reuse estimate: offered, never applied unasked.
     st.session_state[CACHE_OFFER_SLOT] = st.sidebar.empty()
-    st.sidebar.slider("Traffic ×", 0.25, 10.0, key="traffic", step=0.25, on_change=_on_whatif_step,
-                      **_as_chosen("traffic"))
+    traffic = st.sidebar.container()   # Traffic × (``_draw_steps``)
+    st.session_state[_STEP_SLOTS] = (trims, traffic)
     with st.sidebar.expander("Deployment", expanded=True):
         st.selectbox("Model", list_models(), key="model", format_func=lambda m: get_model(m).name,
                      on_change=_on_model_change, **_as_chosen("model", list_models()))
@@ -390,11 +406,59 @@ def render_whatif() -> None:
         st.session_state[SLO_HINT_SLOT] = st.empty()
 
 
+def _draw_steps() -> None:
+    """The step sliders (trims, traffic) in their places in the sidebar, drawn by the page's main what-if fragment
+    (a step then reruns that fragment alone, one script run: Streamlit reruns the fragment that drew a widget, even
+    into a container made outside it) or, on a page without one, by ``steps_unless_drawn`` after the page.
+
+    Drawn as the entry file's own widgets (its script hash), whoever draws them: a widget's id includes the script
+    hash it was drawn under, so the same slider is the same widget on every page and its value and place survive a
+    page switch, as the rest of the sidebar's do. A value Streamlit dropped meanwhile comes back from ``_VALUES``."""
+    slots = st.session_state.get(_STEP_SLOTS)
+    if slots is None:   # no sidebar drawn (a page run on its own, as in a test)
+        return
+    fragment = ThreadState.get().fragment_id   # the fragment drawing them, None in the entry file
+    if get_script_run_ctx().fragment_ids_this_run:
+        if fragment != st.session_state.get(_STEPS_FRAGMENT):
+            return   # a fragment a keyed rerun still finds under the key, from a page shown before: not this page's
+        if st.session_state.get(_LIVE) is None:
+            # the last full run was cut short, maybe before this fragment drew: Streamlit then no longer holds its
+            # places in the sidebar (a fragment's writes outside it are re-placed by each full run), so the page
+            st.rerun()
+    else:
+        st.session_state[_STEPS_FRAGMENT] = fragment
+    trims, traffic = slots
+    for key in STEP_SLIDERS:
+        if key not in st.session_state:
+            st.session_state[key] = value(key)
+    ctx = get_script_run_ctx()
+    with ctx.run_with_active_hash(ctx.pages_manager.main_script_hash):
+        trims.slider("Trim input %", 0, 90, key="trim_input_pct", step=5, on_change=_on_whatif_step,
+                     **_as_chosen("trim_input_pct"), help="Better retrieval, summarisation, shorter system prompts.")
+        trims.slider("Trim output %", 0, 90, key="trim_output_pct", step=5, on_change=_on_whatif_step,
+                     **_as_chosen("trim_output_pct"), help="Tighter prompts, stopping criteria, output budgets.")
+        traffic.slider("Traffic ×", 0.25, 10.0, key="traffic", step=0.25, on_change=_on_whatif_step,
+                       **_as_chosen("traffic"))
+    st.session_state[_STEPS_DRAWN] = True
+
+
+def steps_unless_drawn() -> None:
+    """Draw the step sliders from the entry file when this full run's page has not (it has no main what-if fragment,
+    or it stopped or failed before drawing it): called after the page, and by a page before ``st.stop()``. Into a
+    container of their own, as a fragment's writes into an outside container are, so they keep their place."""
+    if st.session_state.get(_STEPS_DRAWN) or st.session_state.get(_STEP_SLOTS) is None:
+        return
+    trims, traffic = st.session_state[_STEP_SLOTS]
+    st.session_state[_STEP_SLOTS] = (trims.container(), traffic.container())
+    _draw_steps()
+
+
 def render() -> None:
     """Draw the whole sidebar (called once per run by app.py)."""
     _init_state()
     st.session_state[_LIVE] = None    # not known until this run's page has drawn every fragment (publish_live)
     st.session_state[_DRAFT] = set()
+    st.session_state[_STEPS_DRAWN] = False
     render_data_source()
     render_whatif()
     render_corners()

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
-from streamlit.testing.v1 import AppTest
+import pytest
+from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+from streamlit.testing.v1 import AppTest, local_script_runner
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 CAPACITY = "pages/capacity.py"
@@ -70,3 +73,47 @@ def replay_growth(at: AppTest, months: int, timeout: float) -> pd.DataFrame:
     at.run()
     assert not at.exception, at.exception
     return growth_months(at)
+
+
+class Browser:
+    """The script runs each ``AppTest.run`` started, and a run sent as a browser sends a widget's or a poll's in a
+    fragment: the fragment's alone (``fragment``; AppTest itself always starts a full run)."""
+
+    def __init__(self) -> None:
+        self.runners: list[local_script_runner.LocalScriptRunner] = []
+        self.fragment: str | None = None
+
+    def runs(self) -> list[list[str] | None]:
+        """The last ``AppTest.run``'s script runs: the fragments each ran, None for a full run."""
+        runner = self.runners[-1]
+        return [data.get("fragment_ids_this_run") for event, data in zip(runner.events, runner.event_data)
+                if event.name == "SCRIPT_STARTED"]
+
+    def sent(self, kind: str) -> list:
+        """The messages of one kind (``auto_rerun``: a fragment's poll timer set; ``stop_auto_rerun``: timers
+        cancelled) the last ``AppTest.run``'s script runs sent to the browser."""
+        runner = self.runners[-1]
+        return [data["forward_msg"] for event, data in zip(runner.events, runner.event_data)
+                if event.name == "ENQUEUE_FORWARD_MSG" and data["forward_msg"].WhichOneof("type") == kind]
+
+
+def as_the_browser(monkeypatch: pytest.MonkeyPatch) -> Browser:
+    """AppTest's runs recorded, and sent as a fragment's run whenever ``Browser.fragment`` is set."""
+    seen = Browser()
+    plain = local_script_runner.LocalScriptRunner.request_rerun
+
+    def request_rerun(self: local_script_runner.LocalScriptRunner, data: RerunData) -> bool:
+        seen.runners.append(self)
+        accepted = plain(self, data)
+        if seen.fragment is not None:   # the pending run becomes the fragment's, as a browser asks for it
+            self._requests._rerun_data = replace(self._requests._rerun_data, fragment_id_queue=[seen.fragment])
+        return accepted
+
+    monkeypatch.setattr(local_script_runner.LocalScriptRunner, "request_rerun", request_rerun)
+    return seen
+
+
+def drawn_by(at: AppTest, key: str) -> str | None:
+    """The fragment that drew a widget (None: the page's full run), as the browser's rerun request names it."""
+    widget = next(w for w in at.get("slider") if w.key == key)
+    return at._session_state._state._new_widget_state.widget_metadata[widget.id].fragment_id

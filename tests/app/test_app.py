@@ -7,7 +7,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app.dashboard import CAPACITY, open_app, open_page
+from tests.app.dashboard import CAPACITY, as_the_browser, drawn_by, open_app, open_page
 
 
 def _shown(markdown: str) -> str:
@@ -262,12 +262,18 @@ def test_the_sessions_page_of_a_sketch_only_log_shows_its_sampled_sessions(trace
     assert at.get("plotly_chart")
 
 
-def test_the_sidebar_keeps_the_users_values_when_streamlit_drops_their_widget_state() -> None:
+def test_the_sidebar_keeps_the_users_values_when_streamlit_drops_their_widget_state(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # A polling fragment that fires while the user switches pages can make Streamlit drop every other widget's state
     # (streamlit#10805): the next run must keep the user's values, neither failing nor resetting them to defaults.
+    browser = as_the_browser(monkeypatch)
     at = open_page(CAPACITY)
-    at.slider(key="traffic").set_value(1.5)
     at.number_input(key="ttft_slo_ms").set_value(800).run()
+    browser.fragment = drawn_by(at, "traffic")   # a traffic step, as the browser sends it: the headline's run
+    at.slider(key="traffic").set_value(1.5).run()
+    browser.fragment = at._fragment_storage.resolve_target("whatif_assumptions")[0]   # another fragment's run
+    at.run()
+    browser.fragment = None
     for key in ("traffic", "ttft_slo_ms", "tpot_slo_ms", "model"):
         del at.session_state[key]
     at.switch_page("pages/shape.py").run()
