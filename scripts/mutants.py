@@ -40,7 +40,8 @@ A mutant of the compiled simulator loop (a file numba compiles, ``COMPILED``) re
 ~30 s of CPU each, against ~1 s for a typical mutant, so its 18+ mutants alone were a third of the check's CPU.
 ``--compiled-sample N`` (what `make test`, and so CI, runs) keeps every other mutant and N of those, drawn with a
 seed taken from the checkout's commit: the same N for one commit, others on the next, every one in `make mutants`.
-Such a mutant recompiles the loop with LLVM's optimisations off (``COMPILED_ENV``: ~30 % less CPU, same results).
+Such a mutant recompiles the loop with LLVM's optimisations off (``COMPILED_ENV``: about a fifth less CPU, same
+results).
 The long ones start first (``schedule``: the compiled loop's, then those whose first test is one of the app's,
 ``APP_TESTS``, most of which run a whole page), so that the short ones fill the end of the check on both workers.
 
