@@ -415,7 +415,10 @@ def _draw_steps() -> None:
     hash it was drawn under, so the same slider is the same widget on every page and its value and place survive a
     page switch, as the rest of the sidebar's do. A value Streamlit dropped meanwhile comes back from ``_VALUES``."""
     slots = st.session_state.get(_STEP_SLOTS)
-    if slots is None:   # no sidebar drawn (a page run on its own, as in a test)
+    if slots is None or get_script_run_ctx() is None:
+        # no sidebar drawn (a page run on its own, as in a test), or no script run at all: app.py executed by a
+        # plain interpreter, as each child of a spawned process pool does when the parent's ``__main__`` is the app
+        # (Streamlit makes app.py ``__main__`` for its runs and leaves it so)
         return
     fragment = ThreadState.get().fragment_id   # the fragment drawing them, None in the entry file
     if get_script_run_ctx().fragment_ids_this_run:
