@@ -296,7 +296,9 @@ LAYOUTS = {"tp": "Tensor parallel (TP)", "tp+ep": "TP + expert parallel (EP)",
 
 def _fit_deployment_choices() -> None:
     """Keep the precision and layout valid for the chosen model and GPU (before their widgets are drawn)."""
-    model, gpu = get_model(str(st.session_state["model"])), str(st.session_state["gpu"])
+    # read through ``value``: a runner stopped by a page switch can drop a widget's state just after this run drew it
+    # (streamlit#10805; seen once in CI as a KeyError on "model" here), and the page then draws on the user's values
+    model, gpu = get_model(str(value("model"))), str(value("gpu"))
     if st.session_state.get("precision") not in precisions_for(model, gpu):
         st.session_state["precision"] = model.checkpoint_precision
     if not model.is_moe:
@@ -363,9 +365,9 @@ def render_whatif() -> None:
         st.selectbox("GPU", list_gpus(), key="gpu", format_func=lambda g: get_gpu(g).name, on_change=_on_gpu_change,
                      **_as_chosen("gpu", list_gpus()))
         _fit_deployment_choices()
-        model = get_model(str(st.session_state["model"]))
+        model = get_model(str(value("model")))
         left, right = st.columns(2)
-        weights = precisions_for(model, str(st.session_state["gpu"]))
+        weights = precisions_for(model, str(value("gpu")))
         left.selectbox("Weights", weights, key="precision", **_as_chosen("precision", weights),
                        help="Weight precision (block scales included: NVFP4 4.5 bits, MXFP4 4.25). 4-bit formats are "
                             "offered where the GPU has FP4 tensor cores, or as the model's own checkpoint "
