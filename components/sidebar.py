@@ -417,13 +417,11 @@ def _draw_steps() -> None:
     hash it was drawn under, so the same slider is the same widget on every page and its value and place survive a
     page switch, as the rest of the sidebar's do. A value Streamlit dropped meanwhile comes back from ``_VALUES``."""
     slots = st.session_state.get(_STEP_SLOTS)
-    if slots is None or get_script_run_ctx() is None:
-        # no sidebar drawn (a page run on its own, as in a test), or no script run at all: app.py executed by a
-        # plain interpreter, as each child of a spawned process pool does when the parent's ``__main__`` is the app
-        # (Streamlit makes app.py ``__main__`` for its runs and leaves it so)
+    if slots is None:   # no sidebar drawn (a page run on its own, as in a test)
         return
+    ctx = get_script_run_ctx()
     fragment = ThreadState.get().fragment_id   # the fragment drawing them, None in the entry file
-    if get_script_run_ctx().fragment_ids_this_run:
+    if ctx.fragment_ids_this_run:
         if fragment != st.session_state.get(_STEPS_FRAGMENT):
             return   # a fragment a keyed rerun still finds under the key, from a page shown before: not this page's
         if st.session_state.get(_LIVE) is None:
@@ -436,7 +434,6 @@ def _draw_steps() -> None:
     for key in STEP_SLIDERS:
         if key not in st.session_state:
             st.session_state[key] = value(key)
-    ctx = get_script_run_ctx()
     with ctx.run_with_active_hash(ctx.pages_manager.main_script_hash):
         trims.slider("Trim input %", 0, 90, key="trim_input_pct", step=5, on_change=_on_whatif_step,
                      **_as_chosen("trim_input_pct"), help="Better retrieval, summarisation, shorter system prompts.")

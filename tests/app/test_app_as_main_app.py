@@ -1,10 +1,11 @@
 """A process pool spawned in a process where the app has run: its children start, and give the replays' results.
 
 Streamlit runs app.py as the module ``__main__`` and leaves it there after the run (as AppTest does here, and the
-server does for every session). A process pool started with "spawn" afterwards has each child run ``__main__``'s file
-first, outside any script run: app.py then must draw nothing that needs one. Twice in CI a test's pool lost a worker
-this way (`BrokenProcessPool` in `test_simulator_core` and `test_sim_parallel`), when an AppTest had run before it on
-the same pytest worker: app.py drew the step sliders, which read the script run's thread state, and the child died.
+server does for every session). A process pool started with "spawn" afterwards has each child import ``__main__``'s
+file again, as ``__mp_main__`` and outside any script run: app.py draws the dashboard only as ``__main__``. Three times
+in CI a test's pool lost a worker this way (`BrokenProcessPool` in `test_simulator_core` and `test_sim_parallel`), when
+an AppTest had run before it on the same pytest worker: app.py drew the step sliders, which read the script run's
+thread state, and the child died.
 """
 from __future__ import annotations
 
