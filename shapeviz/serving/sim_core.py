@@ -1042,8 +1042,10 @@ def _loop(arrival_in, closed_starts, n_in, n_out, n_cached, ttft_target_s, K, S,
                 r = turn % serving
                 turn += 1
             elif router == 4:
+                # a session pair only with session runs: on block hashes ``pair`` is empty, and the compiled loop
+                # checks no index (reading past it crashed a test process once)
                 r = _prefix_pick(state, base, in_flight, outstanding, serving, look_ids, look_ptr[rid], look_ptr[rid + 1],
-                                 n_in[rid], block_size, thresholds, runs, pst, seg, pbase, pair[rid])
+                                 n_in[rid], block_size, thresholds, runs, pst, seg, pbase, pair[rid] if runs else -1)
             else:
                 r = 0
                 for j in range(1, serving):

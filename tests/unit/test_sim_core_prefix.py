@@ -121,3 +121,20 @@ def test_compiled_prefix_router_load_guard_matches_the_python_loop():
     pd.testing.assert_frame_equal(compiled.requests, reference.requests, check_exact=True)
     assert compiled.prefix == reference.prefix
     assert reference.requests["replica"].value_counts(normalize=True).min() > 0.25   # the guard fired
+
+
+def test_the_prefix_router_on_block_hashes_reads_only_what_the_tables_hold(trace, monkeypatch):
+    """The compiled loop's own Python body, where numpy checks every index (compiled, none is checked): the prefix
+    router on block hashes, where no request has a session pair. It read the request's pair from the empty table, past
+    its end: harmless garbage most of the time, once a segfault of a CI worker (BurstGPT's router comparison)."""
+    from shapeviz.serving import sim_core
+
+    frame = load_log(trace("mooncake_fast25/conversation_trace.jsonl.gz")).frame.iloc[:120]
+    compiled = simulate(frame, SMALL, replicas=2, router="prefix", kv_fraction=0.13)
+    assert compiled.prefix["source"] == "block_hashes"
+    plain = sim_core.loop
+    monkeypatch.setattr(sim_core, "loop", lambda: plain().py_func)
+    checked = simulate(frame, SMALL, replicas=2, router="prefix", kv_fraction=0.13)
+    pd.testing.assert_frame_equal(checked.requests, compiled.requests, check_exact=True)
+    assert checked.prefix == compiled.prefix
+    assert compiled.prefix["hit_ratio_tokens"] > 0   # the router had cached prefixes to look up
