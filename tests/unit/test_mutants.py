@@ -156,7 +156,7 @@ def test_each_copy_imports_the_checkouts_bytecode_but_runs_the_mutated_text(chec
     files = mutants.tree_files(checkout)
     assert mutants.compile_bytecode(checkout, files, tmp_path / "bytecode") == 2    # calc.py and the test file
     copy = tmp_path / "copy"
-    mutants._copy(checkout, files, copy, skip="calc.py", bytecode=tmp_path / "bytecode")
+    mutants._copy(checkout, files, copy, bytecode=tmp_path / "bytecode")
     (copy / "calc.py").write_text(CALC.replace("a + b", "a - b"))
     assert (copy / importlib.util.cache_from_source("tests/test_calc.py")).is_file()
     probe = "import calc, sys; sys.stdout.write(str(calc.add(2, 3)))"
@@ -248,8 +248,9 @@ def test_only_a_mutant_of_the_compiled_loop_compiles_it_without_llvms_optimisati
 def test_a_mutant_of_a_compiled_file_never_gets_its_cached_machine_code(tmp_path: Path) -> None:
     # numba checks its cache of a file against the file's size and mtime only, never its text: beside a mutated file
     # that matched them (written within the mtime's resolution, by a tool that keeps mtimes), it would replay the
-    # unmutated loop and the mutant would survive. So the mutated file's cache is never copied; other files' are (a
-    # mutant elsewhere loads the checkout's compiled loop instead of compiling it again).
+    # unmutated loop and the mutant would survive. So the mutated file's cache is not in the copy while its tests
+    # run; other files' are (a mutant elsewhere loads the checkout's compiled loop instead of compiling it again),
+    # and the worker's copy has the mutated file's back for the next mutant.
     root = tmp_path / "repo"
     cache = root / "shapeviz" / "serving" / "__pycache__"
     cache.mkdir(parents=True)
@@ -258,9 +259,77 @@ def test_a_mutant_of_a_compiled_file_never_gets_its_cached_machine_code(tmp_path
         (root / rel).write_text("x = 1\n")
     for name in ("sim_core._loop-900.py311.nbi", "sim_core._loop-900.py311.1.nbc", "other.f-3.py311.nbi"):
         (cache / name).write_bytes(b"compiled")
+    every = {p.name for p in cache.iterdir()}
     loop_cache = {"sim_core._loop-900.py311.nbi", "sim_core._loop-900.py311.1.nbc"}
-    for skip, kept in [("shapeviz/serving/sim_core.py", {"other.f-3.py311.nbi"}),
-                       ("shapeviz/serving/other.py", loop_cache)]:
-        copy = tmp_path / skip.replace("/", "_")
-        mutants._copy(root, files, copy, skip=skip)
-        assert {p.name for p in (copy / "shapeviz" / "serving" / "__pycache__").iterdir()} == kept
+    workspace = mutants.Workspace(root, files)
+    try:
+        for file, kept in [("shapeviz/serving/sim_core.py", {"other.f-3.py311.nbi"}),
+                           ("shapeviz/serving/other.py", loop_cache)]:
+            m = mutants.Mutant("m", file, "x = 1", "x = 2", ("t",), "", "m.toml")
+            copy = workspace.apply(m, "x = 2\n")
+            assert {p.name for p in (copy / "shapeviz" / "serving" / "__pycache__").iterdir()} == kept
+            workspace.restore()
+            assert {p.name for p in (copy / "shapeviz" / "serving" / "__pycache__").iterdir()} == every
+            assert (copy / file).read_text() == "x = 1\n"
+    finally:
+        workspace.close()
+
+
+WRITES = """from pathlib import Path
+
+from calc import add
+
+
+def test_writes_then_fails():
+    Path("data.txt").write_text("written by a test")
+    Path("out").mkdir()
+    (Path("out") / "report.html").write_text("left behind")
+    Path("tests/test_calc.py").unlink()
+    assert add(2, 3) == 5
+
+
+def test_the_copy_is_as_made():
+    assert Path("data.txt").read_text() == "as committed"
+    assert Path("tests/test_calc.py").is_file() and not Path("out").exists()
+    assert add(2, 3) == 5
+"""
+REUSE = """
+[[mutant]]
+name = "dirties-its-copy"
+file = "calc.py"
+anchor = 'a + b'
+replacement = 'a - b'
+tests = ["tests/test_writes.py::test_writes_then_fails"]
+why = "its mutated file and its tests' writes must not reach the next mutant"
+
+[[mutant]]
+name = "next-in-the-same-copy"
+file = "other.py"
+anchor = 'X = 1'
+replacement = 'X = 2'
+tests = ["tests/test_writes.py::test_the_copy_is_as_made"]
+why = "nothing reads X: survives, unless it saw the last mutant's copy"
+"""
+
+
+@pytest.mark.parametrize("start", [[], ["--no-fork"]], ids=["forked", "fresh-interpreter"])
+def test_a_worker_reuses_its_copy_but_each_mutant_starts_from_the_copy_as_made(
+        checkout: Path, capsys: pytest.CaptureFixture[str], start: list[str]) -> None:
+    # one copy per worker, not per mutant (a copy cost 0.3-0.5 s of CPU, as much as the shortest mutants' tests):
+    # the mutated file, and whatever its tests wrote, changed or removed, is put back before the next mutant runs,
+    # or that mutant is judged on another's code (here it would be 'killed' by the last one's leftovers)
+    (checkout / "other.py").write_text("X = 1\n")
+    (checkout / "data.txt").write_text("as committed")
+    (checkout / "tests" / "test_writes.py").write_text(WRITES)
+    (checkout / "tests" / "mutants" / "calc.toml").write_text(REUSE)
+    status = mutants.main([*start, "--jobs", "1"], root=checkout)
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith(("dirties", "next-in"))}
+    assert "killed" in rows["dirties-its-copy"]
+    assert "survived" in rows["next-in-the-same-copy"], out
+    assert status == 1
+    # calc.py, data.txt, out/report.html and the test file, then other.py
+    assert "5 files copied again or removed" in out, out
+    written = out.split("written by the tests most often: ")[1].splitlines()[0].removesuffix(")")
+    assert set(written.split(", ")) == {"data.txt (1)", "out/report.html (1)", "tests/test_calc.py (1)"}, written
+    assert (checkout / "calc.py").read_text() == CALC and (checkout / "data.txt").read_text() == "as committed"
