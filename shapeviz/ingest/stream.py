@@ -17,7 +17,9 @@ import gzip
 import io
 import os
 import queue
+import sys
 import threading
+import time
 import zlib
 from typing import Any, BinaryIO, Iterator, TypeVar
 
@@ -243,6 +245,24 @@ def iter_tables(source: Source, label: str, limits: Limits,
         opened.close()
 
 
+def released(stream: Any, refs: int, timeout_s: float = 1.0) -> bool:
+    """Wait until arrow has let go of the Python ``stream`` it read (``refs``: the stream's reference count before
+    arrow had it); False if it still holds it after ``timeout_s``.
+
+    A closed streaming reader can live on for a moment in a callback on arrow's I/O thread, and that thread then drops
+    the last reference to the reader and with it to the Python file it wraps, whose destructor takes the GIL. If the
+    interpreter is shutting down by then (a command that ended right after reading, e.g. on a wrong file), Python
+    ends the thread inside C++ code that may not be unwound and the process aborts: "terminate called without an
+    active exception", exit 134, seen under load after `summary`'s one-line error (arrow's issue 34314). Waiting here
+    until arrow's references are gone keeps that destructor inside the read."""
+    deadline = time.monotonic() + timeout_s
+    while sys.getrefcount(stream) > refs + 1:   # + 1: this function's own reference, ``stream``
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)   # the GIL is released, so arrow's thread can drop its reference
+    return True
+
+
 def read_ahead(batches: Iterator[_T], depth: int = READ_AHEAD) -> Iterator[_T]:
     """``batches`` produced on a thread of their own, at most ``depth`` ahead of the consumer, in the same order.
 
@@ -395,6 +415,7 @@ def _iter_csv(opened: _Opened, label: str, limits: Limits, encoding: str) -> Ite
         malformed[0] += 1
         return "skip"
 
+    refs = sys.getrefcount(stream)
     try:
         reader = pa_csv.open_csv(
             stream,
@@ -447,6 +468,8 @@ def _iter_csv(opened: _Opened, label: str, limits: Limits, encoding: str) -> Ite
             any_rows = True
     finally:
         reader.close()   # stop the parser's threads now, not at interpreter exit
+        del reader
+        released(stream, refs)
     if not any_rows:
         raise IngestError(label, f"has a header ({', '.join(names[:8])}) but no data rows",
                           "export the log again with its rows")
@@ -500,6 +523,7 @@ class _DepthGuard(io.RawIOBase):
 
 def _iter_jsonl(opened: _Opened, label: str, limits: Limits) -> Iterator[RawTable]:
     stream = io.BufferedReader(_DepthGuard(opened.stream, limits.max_json_depth, label), buffer_size=_READ)
+    refs = sys.getrefcount(stream)
     try:
         reader = pa_json.open_json(stream, read_options=pa_json.ReadOptions(block_size=BATCH_BYTES))
     except (EOFError, OSError, zlib.error) as exc:
@@ -528,6 +552,8 @@ def _iter_jsonl(opened: _Opened, label: str, limits: Limits) -> Iterator[RawTabl
             yield RawTable(_flatten(table), "jsonl", opened.compression, 0, [])
     finally:
         reader.close()   # stop the parser's threads now, not at interpreter exit
+        del reader
+        released(stream, refs)
 
 
 # ---------------------------------------------------------------------------------------------- Parquet
