@@ -273,18 +273,22 @@ class Workspace:
         self.files, self.folders = _tree(self.path)
         self.restored = 0   # files put back (or removed) after a mutant, the mutated one included
         self.written: collections.Counter[str] = collections.Counter()   # those a mutant's tests changed or added
-        self.mutated: set[str] = set()   # the last mutant's file and the cache of it removed
 
-    def apply(self, mutant: Mutant, text: str) -> Path:
-        """Write ``text`` (the mutated file) into the copy, its cached machine code removed; the copy's path."""
+    @contextlib.contextmanager
+    def applied(self, mutant: Mutant, text: str) -> Iterator[Path]:
+        """The copy's path with ``text`` (the mutated file) written in and that file's cached machine code removed;
+        the copy put back as it was made when the block ends (``restore``)."""
         cache = _numba_cache(self.path, mutant.file)
-        self.mutated = {mutant.file, *(str(path.relative_to(self.path)) for path in cache)}
+        mutated = {mutant.file, *(str(path.relative_to(self.path)) for path in cache)}
         for cached in cache:
             cached.unlink()
         target = self.path / mutant.file
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-        return self.path
+        try:
+            yield self.path
+        finally:
+            self.written.update(rel for rel in self.restore() if rel not in mutated)
 
     def restore(self) -> list[str]:
         """Put the copy back as it was made; the paths (relative) that had to be copied again or removed."""
@@ -300,15 +304,13 @@ class Workspace:
                 target, source = self.path / rel, self.origin[rel]
                 if target.is_dir() and not target.is_symlink():
                     shutil.rmtree(target)
-                elif target.exists() or target.is_symlink():
-                    target.unlink()
+                target.unlink(missing_ok=True)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if rel in self.linked:
                     _link(str(source), str(target))
                 else:
                     shutil.copy2(source, target)
         self.restored += len(changed)
-        self.written.update(rel for rel in changed if rel not in self.mutated)
         return changed
 
     def close(self) -> None:
@@ -516,17 +518,15 @@ def run(mutant: Mutant, root: Path, files: list[str], python: str = sys.executab
     own = workspaces is None
     workspaces = workspaces or Workspaces(root, files, bytecode)
     try:
-        with workspaces.lease() as workspace:
-            copy = workspace.apply(mutant, text.replace(mutant.anchor, mutant.replacement))
+        with workspaces.lease() as workspace, \
+                workspace.applied(mutant, text.replace(mutant.anchor, mutant.replacement)) as copy:
             start = time.perf_counter()
             try:
                 proc, cpu = _pytest(python, mutant.tests, copy, root,
                                     extra_env=COMPILED_ENV if mutant.file in COMPILED else None)
             except subprocess.TimeoutExpired:
                 return Outcome(mutant, BROKEN, time.perf_counter() - start, f"its tests ran past {TIMEOUT_S} s")
-            finally:
-                seconds = time.perf_counter() - start
-                workspace.restore()
+            seconds = time.perf_counter() - start
     finally:
         if own:
             workspaces.close()

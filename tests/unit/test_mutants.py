@@ -266,9 +266,8 @@ def test_a_mutant_of_a_compiled_file_never_gets_its_cached_machine_code(tmp_path
         for file, kept in [("shapeviz/serving/sim_core.py", {"other.f-3.py311.nbi"}),
                            ("shapeviz/serving/other.py", loop_cache)]:
             m = mutants.Mutant("m", file, "x = 1", "x = 2", ("t",), "", "m.toml")
-            copy = workspace.apply(m, "x = 2\n")
-            assert {p.name for p in (copy / "shapeviz" / "serving" / "__pycache__").iterdir()} == kept
-            workspace.restore()
+            with workspace.applied(m, "x = 2\n") as copy:
+                assert {p.name for p in (copy / "shapeviz" / "serving" / "__pycache__").iterdir()} == kept
             assert {p.name for p in (copy / "shapeviz" / "serving" / "__pycache__").iterdir()} == every
             assert (copy / file).read_text() == "x = 1\n"
     finally:
