@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -210,9 +211,13 @@ def test_the_slowest_mutants_are_listed_longest_first_with_their_tests() -> None
     assert "mid" in lines[2]
 
 
-def test_a_forked_mutant_starts_with_numbas_compiler_set_up_but_none_of_the_projects_code(checkout: Path) -> None:
+def test_a_forked_mutant_starts_with_numbas_compiler_set_up_but_none_of_the_projects_code(
+        checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # numba's compiler set up once in the server (~0.3 s of CPU a mutant that replays a log); the project's compiled
-    # loop never is: a fork that inherited it would judge a mutant of the loop on the unmutated loop
+    # loop never is: a fork that inherited it would judge a mutant of the loop on the unmutated loop. (A process
+    # child imports its parent's __main__ again: here that is pytest's, unless an AppTest earlier in this process
+    # left app.py there, as Streamlit does; the check's own is scripts/mutants.py.)
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     (checkout / "tests" / "test_fork.py").write_text(
         "import sys\n\nfrom numba.core.registry import cpu_target\n\n\ndef test_warm():\n"
         "    assert '_toplevel_target_context' in vars(cpu_target)\n"
