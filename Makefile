@@ -23,8 +23,7 @@ run: deps
 # two workers use the cores meanwhile; its log is printed after theirs. The check assumes the tests it names pass on
 # the unmutated code: the first line has just run every one of them but the browser tests (make stops when one
 # fails), and a browser test that fails fails `make test` whatever its mutants gave, so its own baseline run of them
-# (`make mutants`) would only repeat them. Of the compiled loop's mutants it runs six, drawn by the commit (each
-# recompiles the loop unoptimised, ~27 s of CPU against ~1 s for another mutant); `make mutants` runs every one.
+# (`make mutants`) would only repeat them. It runs every mutant (the compiled loop's run its source as Python).
 # Each stage ends with its slowest tests (mutants, with the CPU seconds each used), so that every CI log says where
 # its time went, and two logs at different loads compare.
 # The first stage's controller compiles the simulator's loop before its two workers start (tests/conftest.py), so a
@@ -32,7 +31,7 @@ run: deps
 test: test-deps
 	$(PY) -m pytest -n 2 -m "not e2e" --durations=25
 	@log=$$(mktemp); echo "make: the mutation check runs beside the browser tests; its log follows theirs"; \
-	$(PY) scripts/mutants.py --compiled-sample 6 --durations 25 >$$log 2>&1 & check=$$!; \
+	$(PY) scripts/mutants.py --durations 25 >$$log 2>&1 & check=$$!; \
 	trap 'kill $$check 2>/dev/null; rm -f $$log' INT TERM; \
 	$(PY) -m pytest -m e2e --durations=10; browser=$$?; \
 	wait $$check; mutants=$$?; cat $$log; rm -f $$log; \

@@ -5,7 +5,6 @@
     python scripts/mutants.py --only NAME     # one mutant (repeatable)
     python scripts/mutants.py --file tests/mutants/mutants.toml   # the mutants of one file (repeatable)
     python scripts/mutants.py --baseline      # first check that the named tests pass on the unmutated code
-    python scripts/mutants.py --compiled-sample 6   # every mutant, but only 6 of the compiled loop's (`make test`)
     python scripts/mutants.py --durations 20  # then the 20 slowest mutants, with the tests each ran
 
 A mutant file holds entries of this form (one file per branch, so that branches never conflict)::
@@ -29,7 +28,10 @@ Each mutant is applied to a copy of the checkout (the files git tracks plus untr
 uncommitted work is checked too): each worker makes one and reuses it, putting back after every mutant whatever the
 mutant or its tests changed (``Workspace``), so that every mutant starts from the same copy. Only its named tests
 are run there with this interpreter:
-``python -m pytest -x -q -p no:cacheprovider -p no:randomly -p no:xdist -p no:hypothesispytest <tests>``.
+``python -m pytest -x -q -p no:cacheprovider -p no:randomly <tests>``, with no plugin loaded from the installed
+packages' entry points (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``): xdist (one process per mutant), hypothesis' (its
+``@given`` tests run without it), anyio's and platformdirs' (no test uses them) cost ~0.3 s of CPU a mutant to
+import and assertion-rewrite, a third of the shortest mutants'.
 The outcome, by pytest's exit code:
 
 - 1 (a test failed or errored): **killed**, as it should be;
@@ -38,14 +40,12 @@ The outcome, by pytest's exit code:
   **broken**: the mutant says nothing about the tests and must be fixed;
 - the anchor not found exactly once in the file: **no longer applies** (the code moved: fix the anchor).
 
-A mutant of the compiled simulator loop (a file numba compiles, ``COMPILED``) recompiles the whole loop in its copy:
-~30 s of CPU each, against ~1 s for a typical mutant, so its 18+ mutants alone were a third of the check's CPU.
-``--compiled-sample N`` (what `make test`, and so CI, runs) keeps every other mutant and N of those, drawn with a
-seed taken from the checkout's commit: the same N for one commit, others on the next, every one in `make mutants`.
-Such a mutant recompiles the loop with LLVM's optimisations off (``COMPILED_ENV``: about a fifth less CPU, same
-results).
-The long ones start first (``schedule``: the compiled loop's, then those whose first test is one of the app's,
-``APP_TESTS``, most of which run a whole page), so that the short ones fill the end of the check on both workers.
+A mutant of the compiled simulator loop (a file numba compiles, ``COMPILED``) runs the loop's source as Python
+(``COMPILED_ENV``: numba's ``NUMBA_DISABLE_JIT``): the same statements on the same arrays, so its tests, which
+compare the loop with the simulator's Python loop, see the bug as they would compiled, for ~1-5 s of CPU where a
+recompile took 25-50 s. So every one of them runs, in CI too.
+The long ones start first (``schedule``: those whose first test is one of the app's, ``APP_TESTS``, most of which
+run a whole page), so that the short ones fill the end of the check on both workers.
 
 Each mutant's line, ``--durations`` and the closing line give the CPU seconds its tests used (user + system of
 its pytest and the processes it waited for): the figure that compares two checks run at different loads, where wall
@@ -69,7 +69,6 @@ import multiprocessing.forkserver
 import os
 import py_compile
 import queue
-import random
 import resource
 import shutil
 import subprocess
@@ -85,14 +84,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ("name", "file", "anchor", "replacement", "tests", "why")
 KILLED, SURVIVED, BROKEN, STALE = "killed", "survived", "broken", "no longer applies"
-# Files numba compiles: a mutant of one recompiles the simulator loop in its copy (see --compiled-sample).
+# Files numba compiles.
 COMPILED = ("shapeviz/serving/sim_core.py",)
-# A mutant of one compiles the loop with LLVM's optimisations off (numba's NUMBA_OPT): a fifth less CPU for its
-# recompile and tests (157.7 -> 123.6 s for four, benchmarks/README.md). numba's code generator takes its level when
-# it is made, which the fork server has done (WARM_UP): the fork makes it again (``_numba_set_up_again``). The
-# loop's results do not depend on it: no fast-math (floats round as IEEE says at every level), integers wrap alike,
-# and its tests compare it with the Python loop bit for bit. Every other mutant loads the checkout's cached loop.
-COMPILED_ENV = {"NUMBA_OPT": "0"}
+# A mutant of one runs their functions as Python (numba's NUMBA_DISABLE_JIT; the fork reads numba's settings again,
+# ``_numba_settings_read_again``). Compiling the mutated loop took 25-50 s of CPU a mutant (even unoptimised), so CI
+# ran 6 of them, drawn per commit; as Python all 32 take ~45 s together, every one killed as when compiled
+# (benchmarks/README.md). The two differ where no correct loop goes: an index out of bounds raises here and reads
+# garbage compiled, and integers wrap compiled. Every other mutant loads the checkout's cached, compiled loop.
+COMPILED_ENV = {"NUMBA_DISABLE_JIT": "1"}
 # The app's tests, most of which run a whole Streamlit page (AppTest): a mutant whose first test is one of them takes
 # 30-160 s at load 15-30, against ~10-30 s for most others.
 APP_TESTS = "tests/app/"
@@ -169,6 +168,7 @@ def _env(root: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {**os.environ, **(extra or {})}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"   # what pytest needs is named in its arguments (``_pytest_args``)
     shared = root.parent / "shared"
     for var, path in (("SHAPEVIZ_TRACES", shared / "data" / "traces"), ("SHAPEVIZ_REFERENCE", shared / "reference")):
         if var not in env and path.exists():
@@ -222,7 +222,7 @@ def _copy(root: Path, files: list[str], dest: Path, bytecode: Path | None = None
                 origin[str(path.relative_to(bytecode))] = path
     # numba's on-disk cache of the compiled simulator loop (~20 s of CPU to build) is valid for a copy whose source
     # keeps its size and mtime (copy2), so a mutant elsewhere reuses it; a mutated module's is removed while it runs
-    # (``Workspace.apply``), so that it compiles its own
+    # (``Workspace.applied``)
     for cached in _numba_cache(root):
         source = cached.parent.parent / (cached.name.split(".")[0] + ".py")
         if source.is_file():
@@ -263,8 +263,10 @@ class Workspace:
     and mtime) with the copy as made; a file changed or removed, the mutated one or any a test wrote into (a report,
     a cache entry, numba's cache of the mutated loop), is copied again from where it came from, and a file or folder
     that was not there is removed. So each mutant sees the copy exactly as the next one does, whatever the last
-    one's tests wrote. A mutant of a compiled file never sees that file's cached machine code (it is removed while
-    the mutant runs, and put back after)."""
+    one's tests wrote. A mutant of a file numba compiles never sees that file's cached machine code (it is removed
+    while the mutant runs, and put back after): numba checks its cache against the source's size and mtime only,
+    which a mutated file could keep. (The files of ``COMPILED`` run as Python; this keeps any other compiled file
+    honest.)"""
 
     def __init__(self, root: Path, files: list[str], bytecode: Path | None = None) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="mutant-workspace-"))
@@ -388,12 +390,11 @@ def use_fork_server() -> None:
 
 
 def _pytest_args(tests: list[str] | tuple[str, ...], workers: int) -> list[str]:
-    # no xdist for a mutant (one process per mutant, two mutants at once) and no hypothesis plugin (its @given tests
-    # run without it): loading the two costs ~1 s CPU of a mutant's ~3 s. The baseline, one long run of every named
-    # test, takes two processes instead (~110 s alone on two cores).
-    parallel = ["-n", str(workers)] if workers > 1 else ["-p", "no:xdist"]
-    return ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *parallel, "-p", "no:hypothesispytest",
-            *tests]
+    # no plugin of an installed package loads by itself (``_env``): one process per mutant, two mutants at once, and
+    # hypothesis' @given tests run without its plugin. The baseline, one long run of every named test, takes two
+    # processes instead (~110 s alone on two cores), so it names xdist.
+    parallel = ["-p", "xdist.plugin", "-n", str(workers)] if workers > 1 else []
+    return ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *parallel, *tests]
 
 
 def _cpu_seconds() -> float:
@@ -402,14 +403,11 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _numba_set_up_again() -> None:
-    """numba as the fork's environment says (``COMPILED_ENV``), not as the server's did: its settings read again and
-    its compiler for the CPU dropped, so that the first compilation makes it anew, with a code generator at this
-    optimisation level (the one the server made at WARM_UP took the server's)."""
+def _numba_settings_read_again() -> None:
+    """numba as the fork's environment says (``COMPILED_ENV``), not as the server's did: numba read its settings
+    as the server imported it, and its decorators consult them each time they are applied."""
     from numba.core import config
-    from numba.core.registry import cpu_target
     config.reload_config()
-    vars(cpu_target).pop("_toplevel_target_context", None)
 
 
 def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) -> None:
@@ -422,7 +420,7 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     CPU (and a copy of every page it touched). Only what the fork itself creates is collected, as in a fresh
     interpreter that had imported nothing."""
     gc.freeze()
-    numba_opt = os.environ.get("NUMBA_OPT")
+    numba = {k: v for k, v in os.environ.items() if k.startswith("NUMBA_")}
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -430,8 +428,8 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    if env.get("NUMBA_OPT") != numba_opt:
-        _numba_set_up_again()
+    if {k: v for k, v in env.items() if k.startswith("NUMBA_")} != numba:
+        _numba_settings_read_again()
     sys.dont_write_bytecode = True
     sys.path[0:1] = [cwd]   # where `python -m pytest` run in the copy looks first: the copy, not this script's folder
     sys.argv = ["pytest", *args]
@@ -538,24 +536,11 @@ def run(mutant: Mutant, root: Path, files: list[str], python: str = sys.executab
     return Outcome(mutant, BROKEN, seconds, f"pytest exited {proc.returncode}\n{out}", cpu)
 
 
-def _commit(root: Path) -> str:
-    """The checkout's commit (the sample's seed), or "" outside git."""
-    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
-    return proc.stdout.strip() if proc.returncode == 0 else ""
-
-
-def compiled_sample(mutants: list[Mutant], n: int, seed: str) -> list[Mutant]:
-    """Every mutant not of a compiled file, and ``n`` of those that are, drawn with ``seed`` (in the list's order)."""
-    compiled = [m for m in mutants if m.file in COMPILED]
-    keep = {m.name for m in random.Random(seed).sample(compiled, min(max(n, 0), len(compiled)))}
-    return [m for m in mutants if m.file not in COMPILED or m.name in keep]
-
-
 def schedule(mutants: list[Mutant]) -> list[Mutant]:
-    """The order the mutants start in: the long ones first (a recompiled loop, then those whose first test, the one
-    that kills them under ``-x`` when it can, is one of the app's, most of which run a whole page), so that the
-    short ones fill the end and no worker is left with a long one while the other idles."""
-    return sorted(mutants, key=lambda m: (m.file not in COMPILED, not m.tests[0].startswith(APP_TESTS)))
+    """The order the mutants start in: the long ones first (those whose first test, the one that kills them under
+    ``-x`` when it can, is one of the app's, most of which run a whole page), so that the short ones fill the end
+    and no worker is left with a long one while the other idles."""
+    return sorted(mutants, key=lambda m: not m.tests[0].startswith(APP_TESTS))
 
 
 def _cpu(o: Outcome) -> str:
@@ -610,9 +595,6 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser.add_argument("--no-fork", action="store_true",
                         help="start each mutant's pytest as a fresh interpreter (default: forks of one that has "
                              "the third-party libraries imported)")
-    parser.add_argument("--compiled-sample", type=int, metavar="N",
-                        help="run only N of the mutants of the compiled loop (COMPILED), drawn with the commit as "
-                             "the seed; every other mutant runs")
     parser.add_argument("--durations", type=int, default=0, metavar="N",
                         help="after the table, the N slowest mutants with the tests they ran (as pytest's)")
     parser.add_argument("--baseline", action="store_true",
@@ -627,8 +609,6 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
         if unknown:
             parser.error(f"no mutant named {', '.join(unknown)}")
         mutants = [m for m in mutants if m.name in args.only]
-    if args.compiled_sample is not None:
-        mutants = compiled_sample(mutants, args.compiled_sample, _commit(root))
     if args.list:
         for m in mutants:
             print(f"{m.name}\t{m.file}\t{' '.join(m.tests)}")
