@@ -257,6 +257,22 @@ def test_a_mutants_pytest_loads_no_plugin_it_was_not_asked_for(checkout: Path, m
     assert proc.returncode == 0, proc.stdout
 
 
+def test_a_test_that_cannot_run_never_kills_a_mutant_even_under_ci(checkout: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # under CI=true the suite fails a test whose trace or browser is missing (tests/needs.py): as a mutant's test
+    # that failure would read as a kill; the mutant must survive instead, so that the check fails and says which
+    (checkout / "tests" / "test_needs.py").write_text(
+        "import os\n\nimport pytest\n\n\ndef test_needs_a_trace():\n"
+        "    if os.environ.get('CI') == 'true':\n        pytest.fail('no trace, under CI')\n"
+        "    pytest.skip('no trace')\n")
+    (checkout / "tests" / "mutants" / "calc.toml").write_text(
+        "[[mutant]]\nname = 'blind'\nfile = 'calc.py'\nanchor = 'a + b'\nreplacement = 'a - b'\n"
+        "tests = ['tests/test_needs.py']\nwhy = ''\n")
+    monkeypatch.setenv("CI", "true")
+    assert mutants.main([], root=checkout) == 1
+    assert "survived" in [line for line in capsys.readouterr().out.splitlines() if line.startswith("blind ")][0]
+
+
 def test_a_mutant_of_a_compiled_file_never_gets_its_cached_machine_code(tmp_path: Path) -> None:
     # numba checks its cache of a file against the file's size and mtime only, never its text: beside a mutated file
     # that matched them (written within the mtime's resolution, by a tool that keeps mtimes), it would replay the
