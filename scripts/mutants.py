@@ -31,7 +31,8 @@ are run there with this interpreter:
 ``python -m pytest -x -q -p no:cacheprovider -p no:randomly <tests>``, with no plugin loaded from the installed
 packages' entry points (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``): xdist (one process per mutant), hypothesis' (its
 ``@given`` tests run without it), anyio's and platformdirs' (no test uses them) cost ~0.3 s of CPU a mutant to
-import and assertion-rewrite, a third of the shortest mutants'.
+import and assertion-rewrite, a third of the shortest mutants'; and without CI's marks (``_env``), so that a test
+missing what it needs skips rather than fails.
 The outcome, by pytest's exit code:
 
 - 1 (a test failed or errored): **killed**, as it should be;
@@ -440,6 +441,7 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     code = int(pytest.main(args))
     sys.stdout.flush()
     sys.stderr.flush()
+    Path(output + ".code").write_text(str(code), encoding="utf-8")
     Path(output + ".cpu").write_text(f"{_cpu_seconds():.3f}", encoding="utf-8")
     os._exit(code)
 
@@ -485,13 +487,18 @@ def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Pa
             child.join()
             raise subprocess.TimeoutExpired(["pytest", *args], TIMEOUT_S)
         text = Path(output).read_text(encoding="utf-8", errors="replace")
-        cpu_file = Path(output + ".cpu")
+        cpu_file, code_file = Path(output + ".cpu"), Path(output + ".code")
         cpu = float(cpu_file.read_text(encoding="utf-8")) if cpu_file.is_file() else None
+        said = int(code_file.read_text(encoding="utf-8")) if code_file.is_file() else None
     finally:
         os.unlink(output)
-        Path(output + ".cpu").unlink(missing_ok=True)
-    code = child.exitcode if child.exitcode is not None and child.exitcode >= 0 else 3
-    return subprocess.CompletedProcess(["pytest", *args], code, text, ""), cpu
+        cpu_file.unlink(missing_ok=True)
+        code_file.unlink(missing_ok=True)
+    # pytest's exit code as the fork wrote it down. The process's own, as the fork server reports it, only when the
+    # fork ended before that: the report can be lost (multiprocessing then says 255, which once made a killed
+    # mutant "broken" in CI), and a fork that died in pytest wrote nothing.
+    exited = child.exitcode if child.exitcode is not None and child.exitcode >= 0 else 3
+    return subprocess.CompletedProcess(["pytest", *args], exited if said is None else said, text, ""), cpu
 
 
 def baseline(mutants: list[Mutant], root: Path, files: list[str], python: str = sys.executable,

@@ -3,6 +3,7 @@ survives and fails the run, an anchor that moved or a test that does not exist i
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import types
@@ -188,6 +189,26 @@ def test_a_forked_mutant_says_how_much_cpu_its_tests_used(checkout: Path) -> Non
     assert outcome.cpu is not None and 0.5 <= outcome.cpu <= outcome.seconds + 0.1
     assert f"{outcome.cpu:.1f}s CPU  subtracts" in mutants.slowest([outcome], 1)
     assert "their tests used 1 s of CPU" in mutants.summary([outcome], outcome.seconds)
+
+
+def test_a_forked_mutant_is_judged_by_pytests_exit_code_even_when_the_servers_report_is_lost(
+        checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # multiprocessing reads a forked process's exit code from the fork server, and says 255 when that pipe ends
+    # early: in one CI run a killed mutant (its test failed, pytest said so) came back "broken" and failed the check
+    from multiprocessing import popen_forkserver
+    real_poll = popen_forkserver.Popen.poll
+
+    def report_lost(self, flag=os.WNOHANG):
+        if real_poll(self, flag) is not None:
+            self.returncode = 255
+        return self.returncode
+    mutants.use_fork_server()
+    monkeypatch.setattr(popen_forkserver.Popen, "poll", report_lost)
+    proc, _ = mutants._pytest(sys.executable, ["tests/test_calc.py"], checkout, checkout)
+    assert proc.returncode == 0, proc.stdout
+    (checkout / "calc.py").write_text(CALC.replace("a + b", "a - b"))
+    proc, _ = mutants._pytest(sys.executable, ["tests/test_calc.py"], checkout, checkout)
+    assert proc.returncode == 1, proc.stdout
 
 
 def test_the_slowest_mutants_are_listed_longest_first_with_their_tests() -> None:
