@@ -409,7 +409,8 @@ def _cpu_seconds() -> float:
 
 def _numba_settings_read_again() -> None:
     """numba as the fork's environment says (``COMPILED_ENV``), not as the server's did: numba read its settings
-    as the server imported it, and its decorators consult them each time they are applied."""
+    as the server imported it, and its decorators consult them each time they are applied. numba compares its
+    ``NUMBA_*`` variables with those it last read and applies them only when they changed."""
     from numba.core import config
     config.reload_config()
 
@@ -424,7 +425,6 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     CPU (and a copy of every page it touched). Only what the fork itself creates is collected, as in a fresh
     interpreter that had imported nothing."""
     gc.freeze()
-    numba = {k: v for k, v in os.environ.items() if k.startswith("NUMBA_")}
     fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -432,8 +432,7 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    if {k: v for k, v in env.items() if k.startswith("NUMBA_")} != numba:
-        _numba_settings_read_again()
+    _numba_settings_read_again()
     sys.dont_write_bytecode = True
     sys.path[0:1] = [cwd]   # where `python -m pytest` run in the copy looks first: the copy, not this script's folder
     sys.argv = ["pytest", *args]
