@@ -417,8 +417,8 @@ def _numba_settings_read_again() -> None:
 
 def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) -> None:
     """In a fork of the server: become ``python -m pytest ARGS`` run in ``cwd`` with ``env``, output to a file, and
-    its CPU seconds (``_cpu_seconds``) to ``output`` + ".cpu": the figure a loaded machine does not stretch, as wall
-    time is.
+    pytest's exit code and its CPU seconds (``_cpu_seconds``: the figure a loaded machine does not stretch, as wall
+    time is) to ``output`` + ".exit".
 
     The libraries the fork inherits are frozen out of the garbage collector first (``gc.freeze``): pytest collects
     five times as it closes, and each full collection walked their ~220,000 objects, about half a short mutant's
@@ -440,8 +440,7 @@ def _forked_pytest(args: list[str], cwd: str, env: dict[str, str], output: str) 
     code = int(pytest.main(args))
     sys.stdout.flush()
     sys.stderr.flush()
-    Path(output + ".code").write_text(str(code), encoding="utf-8")
-    Path(output + ".cpu").write_text(f"{_cpu_seconds():.3f}", encoding="utf-8")
+    Path(output + ".exit").write_text(f"{code} {_cpu_seconds():.3f}", encoding="utf-8")
     os._exit(code)
 
 
@@ -486,18 +485,17 @@ def _pytest(python: str, tests: list[str] | tuple[str, ...], cwd: Path, root: Pa
             child.join()
             raise subprocess.TimeoutExpired(["pytest", *args], TIMEOUT_S)
         text = Path(output).read_text(encoding="utf-8", errors="replace")
-        cpu_file, code_file = Path(output + ".cpu"), Path(output + ".code")
-        cpu = float(cpu_file.read_text(encoding="utf-8")) if cpu_file.is_file() else None
-        said = int(code_file.read_text(encoding="utf-8")) if code_file.is_file() else None
+        report = Path(output + ".exit")   # "<pytest's exit code> <CPU seconds>", written by the fork as it ends
+        said = report.read_text(encoding="utf-8").split() if report.is_file() else None
     finally:
         os.unlink(output)
-        cpu_file.unlink(missing_ok=True)
-        code_file.unlink(missing_ok=True)
+        report.unlink(missing_ok=True)
     # pytest's exit code as the fork wrote it down. The process's own, as the fork server reports it, only when the
     # fork ended before that: the report can be lost (multiprocessing then says 255, which once made a killed
     # mutant "broken" in CI), and a fork that died in pytest wrote nothing.
     exited = child.exitcode if child.exitcode is not None and child.exitcode >= 0 else 3
-    return subprocess.CompletedProcess(["pytest", *args], exited if said is None else said, text, ""), cpu
+    code, cpu = (int(said[0]), float(said[1])) if said else (exited, None)
+    return subprocess.CompletedProcess(["pytest", *args], code, text, ""), cpu
 
 
 def baseline(mutants: list[Mutant], root: Path, files: list[str], python: str = sys.executable,
